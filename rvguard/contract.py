@@ -1,0 +1,353 @@
+"""The assured-SLO contract (DESIGN §1) and its window arithmetic.
+
+A contract is a frozen pydantic model, validated whole at construction:
+a bad field raises `SpecError` naming the field and the value. Window
+arithmetic (`window_index`, `window_start`) and floor entitlement
+(`Entitlement`) live here because every other layer (monitors, enforcer,
+verifier, simulator) must agree on them to the last float.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from .errors import SpecError
+
+__all__ = [
+    "Bound",
+    "Contract",
+    "CreditMode",
+    "Entitlement",
+    "ExcessPolicy",
+    "Service",
+    "Tenant",
+    "TokenWeights",
+    "load_contract",
+    "window_index",
+    "window_start",
+]
+
+
+class ExcessPolicy(str, Enum):
+    """What happens to an assured arrival beyond its floor B."""
+
+    REJECT = "reject"
+    DEMOTE = "demote"
+
+
+class CreditMode(str, Enum):
+    """How a request spends floor credit: one per request, or its token weight."""
+
+    COUNT = "count"
+    TOKENS = "tokens"
+
+
+def _finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+class Bound(BaseModel, frozen=True, extra="forbid"):
+    """A service-time bound ``base + per_token · ℓ`` seconds for ℓ output tokens.
+
+    A plain number in a contract file means ``{base: number, per_token: 0}``.
+    """
+
+    base: float = Field(ge=0.0)
+    per_token: float = Field(default=0.0, ge=0.0)
+
+    @field_validator("base", "per_token")
+    @classmethod
+    def _check_finite(cls, v: float) -> float:
+        return _finite(v, "bound")
+
+    def at(self, tokens: int | None) -> float:
+        """The bound for ``tokens`` output tokens (``None`` counts as 0)."""
+        return self.base + self.per_token * (tokens or 0)
+
+
+def _bound_from_number(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError(f"a bound must be a number or {{base, per_token}}, got {v!r}")
+    if isinstance(v, int | float):
+        return {"base": float(v), "per_token": 0.0}
+    return v
+
+
+class Service(BaseModel, frozen=True, extra="forbid"):
+    """The service envelope: ceilings for the deadline argument, bounds for DR.
+
+    ``s_max`` bounds an assured request's service, ``s_max_opp`` an
+    opportunistic one's (it defaults to ``s_max``). ``lower`` is L (a drop is
+    doom-sound only if now + L(R) > D(R)); ``upper`` is U, optional, for the
+    no-doomed-dispatch property.
+    """
+
+    s_max: float = Field(gt=0.0)
+    s_max_opp: float | None = Field(default=None, gt=0.0)
+    lower: Bound = Bound(base=0.0)
+    upper: Bound | None = None
+
+    @field_validator("lower", "upper", mode="before")
+    @classmethod
+    def _numbers_are_constant_bounds(cls, v: Any) -> Any:
+        return _bound_from_number(v)
+
+    @field_validator("s_max", "s_max_opp")
+    @classmethod
+    def _check_finite(cls, v: float | None) -> float | None:
+        return None if v is None else _finite(v, "ceiling")
+
+    @property
+    def opp_ceiling(self) -> float:
+        """``s_max_opp``, or ``s_max`` when it is not given."""
+        return self.s_max if self.s_max_opp is None else self.s_max_opp
+
+
+class Tenant(BaseModel, frozen=True, extra="forbid"):
+    """One tenant: its floor B per window, relative deadline D, dispatch tier.
+
+    ``s_max`` optionally overrides the contract's assured ceiling for this
+    tenant's requests.
+    """
+
+    floor: float = Field(default=0, ge=0)
+    deadline: float = Field(gt=0.0)
+    tier: int = Field(default=0, ge=0)
+    s_max: float | None = Field(default=None, gt=0.0)
+
+    @field_validator("floor", "deadline")
+    @classmethod
+    def _check_finite(cls, v: float) -> float:
+        return _finite(v, "value")
+
+    @property
+    def floored(self) -> bool:
+        """True when the tenant holds a non-zero floor (an assured tenant)."""
+        return self.floor > 0
+
+
+class TokenWeights(BaseModel, frozen=True, extra="forbid"):
+    """w(R) = prompt · prompt_tokens + output · capped max_tokens (token credits)."""
+
+    prompt: float = Field(default=1.0, ge=0.0)
+    output: float = Field(default=1.0, ge=0.0)
+
+
+class Contract(BaseModel, frozen=True, extra="forbid"):
+    """An assured-SLO contract (DESIGN §1, file format in DESIGN §8).
+
+    Raises:
+        SpecError: on any invalid field, naming the field and the value.
+    """
+
+    epoch: float = 0.0
+    window: float = Field(gt=0.0)
+    slots: int = Field(ge=1)
+    output_cap: int = Field(default=48, ge=1)
+    excess: ExcessPolicy = ExcessPolicy.REJECT
+    credit: CreditMode = CreditMode.COUNT
+    token_weights: TokenWeights = TokenWeights()
+    service: Service
+    tenants: dict[str, Tenant] = Field(min_length=1)
+
+    @field_validator("epoch", "window")
+    @classmethod
+    def _check_finite(cls, v: float) -> float:
+        return _finite(v, "time")
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Contract:
+        svc = self.service
+        if svc.upper is not None and (
+            svc.upper.base < svc.lower.base or svc.upper.per_token < svc.lower.per_token
+        ):
+            raise ValueError("service.upper: U must not be below L (inverted bounds)")
+        if svc.lower.base > svc.s_max:
+            raise ValueError(
+                f"service.lower: L = {svc.lower.base} s exceeds s_max = {svc.s_max} s (inverted bounds)"
+            )
+        if self.credit is CreditMode.COUNT:
+            for name, tenant in self.tenants.items():
+                if tenant.floor != int(tenant.floor):
+                    raise ValueError(
+                        f"tenants.{name}.floor: count credits need a whole number, got {tenant.floor}"
+                    )
+        return self
+
+    # -- lookups -----------------------------------------------------------
+    def tenant(self, name: str) -> Tenant:
+        """The tenant called ``name``; raises KeyError when absent."""
+        return self.tenants[name]
+
+    def tier_of(self, name: str) -> int:
+        """Dispatch rank of a tenant (0 first)."""
+        return self.tenants[name].tier
+
+    @property
+    def floored_tenants(self) -> dict[str, Tenant]:
+        """The tenants holding a non-zero floor."""
+        return {n: t for n, t in self.tenants.items() if t.floored}
+
+    @property
+    def lowest_tier_tenant(self) -> str:
+        """The unfloored tenant with the largest tier (where unauthenticated traffic goes)."""
+        unfloored = [(t.tier, n) for n, t in self.tenants.items() if not t.floored]
+        if not unfloored:
+            return max((t.tier, n) for n, t in self.tenants.items())[1]
+        return max(unfloored)[1]
+
+    def ceiling(self, tenant: str) -> float:
+        """The service ceiling that applies to this tenant's requests."""
+        t = self.tenants[tenant]
+        if not t.floored:
+            return self.service.opp_ceiling
+        return self.service.s_max if t.s_max is None else t.s_max
+
+    def capped_tokens(self, max_tokens: int | None) -> int:
+        """Output tokens after the contract's cap (no request is left uncapped)."""
+        return self.output_cap if max_tokens is None else min(max_tokens, self.output_cap)
+
+    def lower_bound(self, max_tokens: int | None) -> float:
+        """L(R): the DR lower bound at the request's capped output length."""
+        return self.service.lower.at(self.capped_tokens(max_tokens))
+
+    def upper_bound(self, max_tokens: int | None) -> float | None:
+        """U(R), or None when the contract declares no upper bound."""
+        upper = self.service.upper
+        return None if upper is None else upper.at(self.capped_tokens(max_tokens))
+
+    def weight(self, prompt_tokens: int | None, max_tokens: int | None) -> float:
+        """Credit a request spends: 1 with count credits, w(R) with token credits."""
+        if self.credit is CreditMode.COUNT:
+            return 1.0
+        w = self.token_weights
+        return w.prompt * (prompt_tokens or 0) + w.output * self.capped_tokens(max_tokens)
+
+    def window_index(self, t: float, *, origin: float | None = None) -> int:
+        """Index k of the tumbling window ``[t0 + kW, t0 + (k+1)W)`` holding ``t``."""
+        return window_index(t, self.epoch if origin is None else origin, self.window)
+
+    def window_start(self, k: int, *, origin: float | None = None) -> float:
+        """Start ``t0 + kW`` of window k."""
+        return window_start(k, self.epoch if origin is None else origin, self.window)
+
+    def shifted(self, phase: float) -> Contract:
+        """The same contract with its window origin moved by ``phase`` seconds."""
+        return self.model_copy(update={"epoch": self.epoch + phase})
+
+
+def window_start(k: int, origin: float, window: float) -> float:
+    """Start of window k; the single formula every layer uses (``origin + k·window``)."""
+    return origin + k * window
+
+
+def window_index(t: float, origin: float, window: float) -> int:
+    """Window index of ``t``, exact at boundaries.
+
+    ``floor((t - t0) / W)`` alone puts ``t0 + kW`` into window k-1 for some k
+    (0.3 / 0.1 = 2.999...), so the estimate is corrected against
+    `window_start`, the same formula that defines the boundary.
+    """
+    k = math.floor((t - origin) / window)
+    if window_start(k + 1, origin, window) <= t:
+        k += 1
+    elif window_start(k, origin, window) > t:
+        k -= 1
+    return k
+
+
+class Entitlement:
+    """Floor entitlement per tenant per window, in arrival order.
+
+    A request is floor-entitled when the cumulative credit of its tenant's
+    arrivals in its window, itself included, stays within the floor B. With
+    count credits that is "among the first B arrivals". Entitlement depends
+    only on arrivals (never on decisions), so monitors and the enforcer agree.
+
+    Cost: O(1) per arrival; memory O(tenants).
+    """
+
+    __slots__ = ("_contract", "_floors", "_origin", "_state")
+
+    def __init__(self, contract: Contract, *, origin: float | None = None) -> None:
+        self._contract = contract
+        self._origin = contract.epoch if origin is None else origin
+        self._floors = {n: t.floor for n, t in contract.tenants.items()}
+        self._state: dict[str, tuple[int, float, int]] = {}
+
+    def arrive(self, tenant: str, t: float, weight: float = 1.0) -> tuple[int, bool, int, float]:
+        """Account one arrival.
+
+        Returns:
+            ``(window, entitled, rank, used)``: the window index, whether the
+            request is entitled, its 1-based rank among the tenant's arrivals
+            in the window, and the credit used by the window's arrivals so far
+            (itself included).
+        """
+        k = window_index(t, self._origin, self._contract.window)
+        prev = self._state.get(tenant)
+        if prev is None or prev[0] != k:
+            rank, used = 1, weight
+        else:
+            rank, used = prev[2] + 1, prev[1] + weight
+        self._state[tenant] = (k, used, rank)
+        floor = self._floors[tenant]
+        return k, floor > 0 and used <= floor, rank, used
+
+
+def _format_location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc if p != "function-after[_check_consistency(), Contract]")
+
+
+def _spec_error(err: pydantic.ValidationError, source: str) -> SpecError:
+    first = err.errors()[0]
+    field = _format_location(first["loc"])
+    msg = first["msg"]
+    if first["type"] == "value_error" and ": " in msg and not field:
+        # model-level checks carry the field in their message: "service.lower: ..."
+        msg = msg.removeprefix("Value error, ")
+        field, _, msg = msg.partition(": ")
+    value = first.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    where = f"{source}: " if source else ""
+    return SpecError(f"{where}{field or 'contract'}: {msg}{shown}", field=field, value=value)
+
+
+def contract_from_mapping(data: Mapping[str, Any], *, source: str = "") -> Contract:
+    """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`."""
+    try:
+        return Contract.model_validate(dict(data))
+    except pydantic.ValidationError as err:
+        raise _spec_error(err, source) from None
+
+
+def load_contract(path: str | Path) -> Contract:
+    """Load a contract from a ``.yaml``/``.yml`` or ``.json`` file.
+
+    Raises:
+        SpecError: unreadable file, bad syntax, or an invalid field.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{p}: cannot read contract: {err.strerror}", field="", value=str(p)) from None
+    import yaml
+
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise SpecError(f"{p}: not valid {p.suffix.lstrip('.').upper() or 'YAML'}: {err}") from None
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{p}: a contract must be a mapping, got {type(data).__name__}")
+    return contract_from_mapping(data, source=str(p))

@@ -1,0 +1,110 @@
+"""The error tree: every exception rvguard raises derives from `RvguardError`.
+
+Violations of a property are *values* (`rvguard.verdict.Violation`), never
+exceptions. Exceptions mean misuse: a bad contract, a bad trace record, time
+going backwards, a missing optional dependency.
+
+    RvguardError
+    ├── SpecError (ValueError)            a contract field is wrong: .field, .value
+    ├── TraceError (ValueError)           a trace record is wrong: .path, .line, .field
+    │   ├── TraceFormatError              malformed JSON/CSV, missing or mistyped field
+    │   ├── TraceOrderError               a timestamp earlier than the one before
+    │   ├── TraceProtocolError            the record breaks the WF protocol (strict reading)
+    │   └── UnknownTenantError            an event names a tenant the contract lacks
+    ├── MissingExtraError (ImportError)   an optional dependency is not installed
+    └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "EnforcementError",
+    "MissingExtraError",
+    "RvguardError",
+    "SpecError",
+    "TraceError",
+    "TraceFormatError",
+    "TraceOrderError",
+    "TraceProtocolError",
+    "UnknownTenantError",
+]
+
+
+class RvguardError(Exception):
+    """Root of every error rvguard raises."""
+
+
+class SpecError(RvguardError, ValueError):
+    """A contract (or other spec) field has a bad value.
+
+    Attributes:
+        field: dotted path of the offending field, e.g. ``tenants.assured.floor``.
+        value: the offending value (``None`` when the field is missing).
+    """
+
+    def __init__(self, message: str, *, field: str = "", value: Any = None) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(message)
+
+
+class TraceError(RvguardError, ValueError):
+    """A trace record cannot be accepted.
+
+    Attributes:
+        path: the file (``"<memory>"`` for in-process events).
+        line: 1-based line (or row) number, 0 when unknown.
+        field: the offending field, ``""`` when the whole record is at fault.
+    """
+
+    def __init__(self, message: str, *, path: str = "<memory>", line: int = 0, field: str = "") -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        self.reason = message
+        where = f"{path}:{line}" if line else path
+        what = f" field '{field}'" if field else ""
+        super().__init__(f"{where}:{what} {message}")
+
+    def located(self, *, path: str, line: int) -> TraceError:
+        """Return a copy of this error pinned to a file and line."""
+        return type(self)(self.reason, path=path, line=line, field=self.field)
+
+
+class TraceFormatError(TraceError):
+    """Malformed record: bad JSON, a missing or mistyped field, a non-finite time."""
+
+
+class TraceOrderError(TraceError):
+    """A timestamp earlier than the previous event's: monitors learn time from events."""
+
+
+class TraceProtocolError(TraceError):
+    """The record breaks the well-formedness protocol (duplicate arrive, unknown rid, ...)."""
+
+
+class UnknownTenantError(TraceError):
+    """An event names a tenant that the contract does not declare."""
+
+
+class MissingExtraError(RvguardError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{package} is not installed: pip install 'rvguard[{extra}]'")
+
+
+class EnforcementError(RvguardError, RuntimeError):
+    """The guard cannot act on a request.
+
+    Attributes:
+        status_hint: the HTTP status an edge adapter should answer with.
+    """
+
+    def __init__(self, message: str, *, status_hint: int = 500) -> None:
+        self.status_hint = status_hint
+        super().__init__(message)
