@@ -1,0 +1,153 @@
+"""The columnar (numpy) form of a trace, for offline checking.
+
+One array per field, one row per event, in trace order. Strings (rids,
+tenants, reasons) are dictionary-encoded: the array holds an index into a
+names table. Missing values are ``nan`` (floats) or ``-1`` (codes, counts).
+Built from events (`ColumnarTrace.from_events`) or directly from Parquet
+columns by `rvguard.io`; `events()` gives the rows back as events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Event,
+    EventKind,
+    Fail,
+    Proposal,
+    Reject,
+)
+
+__all__ = ["BASIS_CODES", "KIND_CODES", "ColumnarTrace"]
+
+KIND_CODES: dict[EventKind, int] = {k: i for i, k in enumerate(EventKind)}
+KINDS: tuple[EventKind, ...] = tuple(EventKind)
+BASIS_CODES: dict[Basis, int] = {b: i for i, b in enumerate(Basis)}
+BASES: tuple[Basis, ...] = tuple(Basis)
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnarTrace:
+    """A trace as parallel numpy arrays (see the module docstring for encodings).
+
+    ``proposals`` keeps arrive rows' learner proposals (``None`` elsewhere)
+    so that `events()` round-trips; offline checks never read it.
+    """
+
+    t: F64
+    kind: I8
+    rid: I64
+    rid_names: tuple[str, ...]
+    tenant: I64
+    tenant_names: tuple[str, ...]
+    deadline: F64
+    prompt_tokens: I64
+    max_tokens: I64
+    basis: I8
+    reason: tuple[str, ...]
+    line: I64
+    proposals: tuple[Proposal | None, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.t.shape[0])
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], *, lines: Iterable[int] | None = None) -> ColumnarTrace:
+        """Encode events (in trace order) into columns; ``lines`` are their source line numbers."""
+        evs = list(events)
+        n = len(evs)
+        rid_codes: dict[str, int] = {}
+        tenant_codes: dict[str, int] = {}
+        t = np.empty(n, dtype=np.float64)
+        kind = np.empty(n, dtype=np.int8)
+        rid = np.empty(n, dtype=np.int64)
+        tenant = np.full(n, -1, dtype=np.int64)
+        deadline = np.full(n, np.nan, dtype=np.float64)
+        prompt = np.full(n, -1, dtype=np.int64)
+        maxtok = np.full(n, -1, dtype=np.int64)
+        basis = np.full(n, -1, dtype=np.int8)
+        reason: list[str] = [""] * n
+        proposals: list[Proposal | None] = [None] * n
+        for i, ev in enumerate(evs):
+            t[i] = ev.t
+            kind[i] = KIND_CODES[ev.kind]
+            rid[i] = rid_codes.setdefault(ev.rid, len(rid_codes))
+            if isinstance(ev, Arrive):
+                tenant[i] = tenant_codes.setdefault(ev.tenant, len(tenant_codes))
+                if ev.deadline is not None:
+                    deadline[i] = ev.deadline
+                if ev.prompt_tokens is not None:
+                    prompt[i] = ev.prompt_tokens
+                if ev.max_tokens is not None:
+                    maxtok[i] = ev.max_tokens
+                proposals[i] = ev.proposal
+            elif isinstance(ev, Admit):
+                basis[i] = BASIS_CODES[ev.basis]
+            elif isinstance(ev, Reject | Drop | Fail):
+                reason[i] = ev.reason
+        line = np.arange(1, n + 1, dtype=np.int64) if lines is None else np.fromiter(lines, np.int64, n)
+        return cls(
+            t=t,
+            kind=kind,
+            rid=rid,
+            rid_names=tuple(rid_codes),
+            tenant=tenant,
+            tenant_names=tuple(tenant_codes),
+            deadline=deadline,
+            prompt_tokens=prompt,
+            max_tokens=maxtok,
+            basis=basis,
+            reason=tuple(reason),
+            line=line,
+            proposals=tuple(proposals),
+        )
+
+    def event(self, i: int) -> Event:
+        """Row ``i`` as an event object."""
+        kind = KINDS[int(self.kind[i])]
+        t = float(self.t[i])
+        rid = self.rid_names[int(self.rid[i])]
+        if kind is EventKind.ARRIVE:
+            d = float(self.deadline[i])
+            p = int(self.prompt_tokens[i])
+            m = int(self.max_tokens[i])
+            return Arrive(
+                t=t,
+                rid=rid,
+                tenant=self.tenant_names[int(self.tenant[i])],
+                deadline=None if np.isnan(d) else d,
+                prompt_tokens=None if p < 0 else p,
+                max_tokens=None if m < 0 else m,
+                proposal=self.proposals[i] if self.proposals else None,
+            )
+        if kind is EventKind.ADMIT:
+            return Admit(t=t, rid=rid, basis=BASES[int(self.basis[i])])
+        if kind is EventKind.REJECT:
+            return Reject(t=t, rid=rid, reason=self.reason[i])
+        if kind is EventKind.DROP:
+            return Drop(t=t, rid=rid, reason=self.reason[i])
+        if kind is EventKind.FAIL:
+            return Fail(t=t, rid=rid, reason=self.reason[i])
+        if kind is EventKind.DISPATCH:
+            return Dispatch(t=t, rid=rid)
+        return Complete(t=t, rid=rid)
+
+    def events(self) -> Iterator[Event]:
+        """All rows as events, in trace order."""
+        for i in range(len(self)):
+            yield self.event(i)
