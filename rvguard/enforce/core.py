@@ -1,0 +1,462 @@
+"""The enforcer's decision core: an edit/suppression automaton (DESIGN §4).
+
+Theory of operation
+-------------------
+The core sits between an untrusted learner and the backend. It is pure: no
+clock of its own (time comes in as ``now``), no I/O, no asyncio, so the same
+object runs inside the asyncio `Guard` and inside the simulator. Its inputs
+are an arrival (with the authenticated tenant and the learner's proposal), a
+completion or failure of a dispatched request, a cancellation, and the
+passing of time. Its outputs are the events of DESIGN §2, which go straight
+into traces and monitors: the decision *is* the event.
+
+Each live request is one instance of the per-request automaton in
+`TRANSITIONS` (states `ReqState`, edges labelled by event kind, each with one
+`Action` on the core's shared state). Every state change goes through
+`DecisionCore._apply`, which looks the edge up; a missing edge raises
+`EnforcementError` before anything changes (rejection is atomic). A request
+is forgotten once it reaches ``DONE``, so memory is O(live requests).
+
+The edit rules come from the properties they must never break:
+
+* AF (admission floor) — an arrival that `contract.Entitlement` marks
+  floor-entitled is admitted with basis ``floor`` whatever the learner said
+  (the edit reject → admit). Burst excess of a floored tenant follows
+  ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic
+  rank, basis ``demoted``, if the learner admits it). Unfloored tenants: the
+  learner's ``admit`` decides (basis ``surplus``).
+* SF (service floor) — at most C in flight, non-preemptive; the queue is a
+  heap ranked by (true tier, floor before surplus, learner hint, arrival
+  sequence). The hint only reorders surplus within a tier; demoted requests
+  rank with the lowest tier. ``dispatch_policy="fifo"`` ranks by arrival
+  alone (the ablation of DESIGN §7).
+* DR (doom-sound drop) — with ``deferred_drop``, a request is dropped only at
+  dispatch time and only when ``now + L(R) > D(R)``. A request that is
+  admitted but never dispatched ends with ``fail`` (cancelled, shutdown),
+  never with ``drop``. With ``gate_upper`` and a contract U, dispatches with
+  ``now + U(R) > D(R)`` are counted as *uncertain* (the three-state gate).
+* WF — arrive → admit|reject, admit → dispatch|drop|fail,
+  dispatch → complete|fail: exactly the table below, one terminal each.
+
+Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
+lazy deletion of cancelled entries, compacted when they exceed half the
+heap); memory O(n) for n live requests plus O(tenants).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+from typing import Literal
+
+from ..contract import Contract, Entitlement
+from ..errors import EnforcementError, TraceOrderError
+from ..events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Event,
+    EventKind,
+    Fail,
+    Proposal,
+    Reject,
+)
+from .request import Request
+from .watch import Alert, AssumptionWatch, WatchConfig
+
+__all__ = ["TRANSITIONS", "Action", "CoreStatistics", "DecisionCore", "DispatchPolicy", "ReqState"]
+
+DispatchPolicy = Literal["priority", "fifo"]
+
+
+class ReqState(Enum):
+    """Where one request stands in the core."""
+
+    NEW = "new"
+    ARRIVED = "arrived"
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class Action(Enum):
+    """What an edge does to the core's shared state."""
+
+    RECORD = "record"  # remember the request
+    ENQUEUE = "enqueue"  # into the dispatch heap
+    FORGET = "forget"  # rejected: drop all memory of it
+    TAKE_SLOT = "take_slot"  # queued → one of the C slots
+    DEQUEUE = "dequeue"  # leaves the queue without a slot (drop, fail)
+    RELEASE = "release"  # frees its slot
+
+
+S, K = ReqState, EventKind
+TRANSITIONS: Mapping[tuple[ReqState, EventKind], tuple[ReqState, Action]] = MappingProxyType(
+    {
+        (S.NEW, K.ARRIVE): (S.ARRIVED, Action.RECORD),
+        (S.ARRIVED, K.ADMIT): (S.QUEUED, Action.ENQUEUE),
+        (S.ARRIVED, K.REJECT): (S.DONE, Action.FORGET),
+        (S.QUEUED, K.DISPATCH): (S.RUNNING, Action.TAKE_SLOT),
+        (S.QUEUED, K.DROP): (S.DONE, Action.DEQUEUE),
+        (S.QUEUED, K.FAIL): (S.DONE, Action.DEQUEUE),
+        (S.RUNNING, K.COMPLETE): (S.DONE, Action.RELEASE),
+        (S.RUNNING, K.FAIL): (S.DONE, Action.RELEASE),
+    }
+)
+del S, K
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStatistics:
+    """A snapshot of the core's counters (trio-style ``statistics()``)."""
+
+    arrived: int
+    admitted_floor: int
+    admitted_surplus: int
+    admitted_demoted: int
+    rejected: int
+    dispatched: int
+    completed: int
+    dropped: int
+    failed: int
+    uncertain: int
+    in_flight: int
+    queue_depth: int
+    max_queue_depth: int
+    alerts: int
+    floor_scale: float
+
+
+class _Entry:
+    """One live request and its automaton state."""
+
+    __slots__ = ("basis", "deadline", "dispatched_at", "key", "lower", "request", "state", "upper", "weight")
+
+    def __init__(self, request: Request, deadline: float, lower: float, upper: float | None, w: float):
+        self.request = request
+        self.deadline = deadline
+        self.lower = lower
+        self.upper = upper
+        self.weight = w
+        self.state = ReqState.NEW
+        self.basis: Basis | None = None
+        self.dispatched_at = 0.0
+        self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
+
+
+class DecisionCore:
+    """Admission, dispatch and doom-sound drop for one contract (see module doc).
+
+    Args:
+        contract: the assured-SLO contract being enforced.
+        dispatch_policy: ``"priority"`` (true tier, then arrival) or ``"fifo"``.
+        deferred_drop: drop at dispatch time when ``now + L(R) > D(R)``.
+        gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
+        watch: enable the online assumption watch with this configuration.
+        origin: the window origin (default: the contract's epoch).
+    """
+
+    def __init__(
+        self,
+        contract: Contract,
+        *,
+        dispatch_policy: DispatchPolicy = "priority",
+        deferred_drop: bool = False,
+        gate_upper: bool = False,
+        watch: WatchConfig | None = None,
+        origin: float | None = None,
+    ) -> None:
+        if dispatch_policy not in ("priority", "fifo"):
+            raise ValueError(f"dispatch_policy must be 'priority' or 'fifo', got {dispatch_policy!r}")
+        self.contract = contract
+        self.dispatch_policy: DispatchPolicy = dispatch_policy
+        self.deferred_drop = deferred_drop
+        self.gate_upper = gate_upper
+        self._origin = contract.epoch if origin is None else origin
+        self._entitlement = Entitlement(contract, origin=self._origin)
+        self._watch = None if watch is None else AssumptionWatch(contract, watch, origin=self._origin)
+        self._tiers = {n: t.tier for n, t in contract.tenants.items()}
+        self._lowest = max(self._tiers.values())
+        self._live: dict[str, _Entry] = {}
+        self._heap: list[tuple[int, int, float, int, _Entry]] = []
+        self._floor_used: dict[str, tuple[int, float]] = {}
+        self._now = -math.inf
+        self._seq = 0
+        self._running = 0
+        self._queued = 0
+        self._counts = dict.fromkeys(("arrived", "rejected", "dispatched", "completed", "dropped"), 0)
+        self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
+        self._basis_counts = dict.fromkeys(Basis, 0)
+
+    # -- public API ------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Requests holding one of the C slots now."""
+        return self._running
+
+    @property
+    def queue_depth(self) -> int:
+        """Admitted requests waiting for a slot."""
+        return self._queued
+
+    @property
+    def alerts(self) -> tuple[Alert, ...]:
+        """Alerts the assumption watch has raised (the last 1024)."""
+        return () if self._watch is None else tuple(self._watch.alerts)
+
+    def is_live(self, rid: str) -> bool:
+        """True while ``rid`` has no terminal event yet."""
+        return rid in self._live
+
+    def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
+        """Decide on an arrival: its Arrive, then Admit or Reject, then any Dispatch now possible.
+
+        Raises:
+            EnforcementError: unknown tenant, or a rid that is still live.
+            TraceOrderError: ``now`` earlier than a previous call's.
+        """
+        self._check_time(now)
+        if request.tenant not in self._tiers:
+            raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
+        if request.rid in self._live:
+            raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
+        entry = self._entry(request, now)
+        self._advance(now)
+        capped = self.contract.capped_tokens(request.max_tokens)
+        r = request
+        arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
+        self._apply(entry, arrive)
+        decision = self._decide(entry, proposal, now)
+        self._apply(entry, decision)
+        out: list[Event] = [arrive, decision]
+        if entry.state is ReqState.QUEUED:
+            self._fill(now, out)
+        return out
+
+    def finish(self, rid: str, now: float, *, failed: bool = False, reason: str = "") -> list[Event]:
+        """A dispatched request completed (or failed): free its slot and dispatch the next.
+
+        Raises:
+            EnforcementError: ``rid`` is not in flight (state unchanged).
+        """
+        self._check_time(now)
+        entry = self._live.get(rid)
+        if entry is None or entry.state is not ReqState.RUNNING:
+            state = "unknown" if entry is None else entry.state.name
+            raise EnforcementError(f"request {rid!r} is not in flight ({state})", status_hint=409)
+        self._advance(now)
+        ev: Event = Fail(now, rid, reason or "backend") if failed else Complete(now, rid)
+        self._apply(entry, ev)
+        if not failed and self._watch is not None:
+            service = now - entry.dispatched_at
+            self._watch.observe_service(entry.request.tenant, service, entry.weight, now)
+        out: list[Event] = [ev]
+        self._fill(now, out)
+        return out
+
+    def cancel(self, rid: str, now: float, reason: str = "cancelled") -> list[Event]:
+        """End a live request with ``fail`` (queued or in flight); idempotent for finished ones."""
+        self._check_time(now)
+        entry = self._live.get(rid)
+        if entry is None:
+            return []
+        self._advance(now)
+        out: list[Event] = [Fail(now, rid, reason)]
+        self._apply(entry, out[0])
+        self._fill(now, out)
+        return out
+
+    def fail_queued(self, now: float, reason: str = "shutdown") -> list[Event]:
+        """Fail every request still waiting for a slot (shutdown without drain)."""
+        self._check_time(now)
+        self._advance(now)
+        out: list[Event] = []
+        for entry in sorted(self._queued_entries(), key=lambda e: e.key):
+            ev = Fail(now, entry.request.rid, reason)
+            self._apply(entry, ev)
+            out.append(ev)
+        self._heap.clear()
+        return out
+
+    def poll(self, now: float) -> list[Event]:
+        """Let time pass: window bookkeeping, the watch, and any dispatch now possible."""
+        self._check_time(now)
+        self._advance(now)
+        out: list[Event] = []
+        self._fill(now, out)
+        return out
+
+    def statistics(self) -> CoreStatistics:
+        """The counters now, as a frozen record."""
+        c = self._counts
+        return CoreStatistics(
+            arrived=c["arrived"],
+            admitted_floor=self._basis_counts[Basis.FLOOR],
+            admitted_surplus=self._basis_counts[Basis.SURPLUS],
+            admitted_demoted=self._basis_counts[Basis.DEMOTED],
+            rejected=c["rejected"],
+            dispatched=c["dispatched"],
+            completed=c["completed"],
+            dropped=c["dropped"],
+            failed=c["failed"],
+            uncertain=c["uncertain"],
+            in_flight=self._running,
+            queue_depth=self._queued,
+            max_queue_depth=c["max_queue_depth"],
+            alerts=len(self.alerts),
+            floor_scale=self._floor_scale(),
+        )
+
+    def _check(self) -> None:
+        """Assert the core's invariants (tests call it after every step)."""
+        states = [e.state for e in self._live.values()]
+        assert self._running == states.count(ReqState.RUNNING) <= self.contract.slots
+        assert self._queued == states.count(ReqState.QUEUED)
+        assert all(s in (ReqState.QUEUED, ReqState.RUNNING) for s in states)
+        for tenant, (_, used) in self._floor_used.items():
+            assert used <= self.contract.tenants[tenant].floor
+        live_heap = sum(1 for item in self._heap if item[-1].state is ReqState.QUEUED)
+        assert live_heap == self._queued
+
+    # -- decisions -------------------------------------------------------------
+    def _entry(self, request: Request, now: float) -> _Entry:
+        c = self.contract
+        tenant = c.tenants[request.tenant]
+        deadline = request.deadline if request.deadline is not None else request.t + tenant.deadline
+        mt = request.max_tokens
+        w = c.weight(request.prompt_tokens, mt)
+        return _Entry(request, deadline, c.lower_bound(mt), c.upper_bound(mt), w)
+
+    def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
+        req = entry.request
+        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
+        if not self.contract.tenants[req.tenant].floored:
+            if proposal.admit:
+                return self._admit(entry, Basis.SURPLUS, proposal, now)
+            return Reject(now, req.rid, "learner")
+        if entitled and self._floor_room(req.tenant, k, entry.weight):
+            return self._admit(entry, Basis.FLOOR, proposal, now)
+        reason = "excess" if not entitled else "floor-lowered"
+        if self.contract.excess.value == "demote":
+            if proposal.admit:
+                return self._admit(entry, Basis.DEMOTED, proposal, now)
+            reason = "learner"
+        return Reject(now, req.rid, reason)
+
+    def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float) -> Admit:
+        seq = self._seq = self._seq + 1
+        entry.basis = basis
+        if self.dispatch_policy == "fifo":
+            entry.key = (0, 0, 0.0, seq)
+        elif basis is Basis.FLOOR:
+            entry.key = (self._tiers[entry.request.tenant], 0, 0.0, seq)
+            k = self.contract.window_index(now, origin=self._origin)
+            prev = self._floor_used.get(entry.request.tenant)
+            used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
+            self._floor_used[entry.request.tenant] = (k, used)
+        else:
+            hint = proposal.priority_hint
+            h = 0.0 if hint is None or math.isnan(hint) else hint
+            tier = self._lowest if basis is Basis.DEMOTED else self._tiers[entry.request.tenant]
+            entry.key = (tier, 1, h, seq)
+        return Admit(now, entry.request.rid, basis)
+
+    def _floor_scale(self) -> float:
+        return 1.0 if self._watch is None else self._watch.floor_scale
+
+    def _floor_room(self, tenant: str, k: int, weight: float) -> bool:
+        floor = self.contract.tenants[tenant].floor
+        scale = self._floor_scale()
+        if scale != 1.0:
+            floor = floor * scale
+            if self.contract.credit.value == "count":
+                floor = math.floor(floor)
+        prev = self._floor_used.get(tenant)
+        used = 0.0 if prev is None or prev[0] != k else prev[1]
+        return used + weight <= floor
+
+    # -- dispatch --------------------------------------------------------------
+    def _fill(self, now: float, out: list[Event]) -> None:
+        """Dispatch (or doom-drop) from the heap head while a slot is free."""
+        slots = self.contract.slots
+        while self._running < slots and self._heap:
+            entry = heapq.heappop(self._heap)[-1]
+            if entry.state is not ReqState.QUEUED:
+                continue
+            rid = entry.request.rid
+            if self.deferred_drop and now + entry.lower > entry.deadline:
+                drop = Drop(now, rid, "doomed")
+                self._apply(entry, drop)
+                out.append(drop)
+                continue
+            if self.gate_upper and entry.upper is not None and now + entry.upper > entry.deadline:
+                self._counts["uncertain"] += 1
+            dispatch = Dispatch(now, rid)
+            entry.dispatched_at = now
+            self._apply(entry, dispatch)
+            out.append(dispatch)
+
+    def _queued_entries(self) -> list[_Entry]:
+        return [e for e in self._live.values() if e.state is ReqState.QUEUED]
+
+    # -- the automaton -----------------------------------------------------------
+    def _apply(self, entry: _Entry, ev: Event) -> None:
+        """Take the edge for ``ev`` from ``entry``'s state; raise (state unchanged) if none."""
+        edge = TRANSITIONS.get((entry.state, ev.kind))
+        if edge is None:
+            raise EnforcementError(
+                f"illegal {ev.kind.value} for {ev.rid!r} in state {entry.state.name}", status_hint=500
+            )
+        nxt, action = edge
+        rid = entry.request.rid
+        if action is Action.RECORD:
+            self._live[rid] = entry
+            self._counts["arrived"] += 1
+        elif action is Action.ENQUEUE:
+            heapq.heappush(self._heap, (*entry.key, entry))
+            self._queued += 1
+            self._basis_counts[entry.basis or Basis.SURPLUS] += 1
+            self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
+        elif action is Action.FORGET:
+            del self._live[rid]
+            self._counts["rejected"] += 1
+        elif action is Action.TAKE_SLOT:
+            self._queued -= 1
+            self._running += 1
+            self._counts["dispatched"] += 1
+        else:
+            self._leave(entry, action, ev)
+        entry.state = nxt
+
+    def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
+        """The terminal edges out of QUEUED (DEQUEUE) and RUNNING (RELEASE)."""
+        del self._live[entry.request.rid]
+        if action is Action.DEQUEUE:
+            self._queued -= 1
+            self._maybe_compact()
+        else:
+            self._running -= 1
+        name = {EventKind.COMPLETE: "completed", EventKind.DROP: "dropped"}.get(ev.kind, "failed")
+        self._counts[name] += 1
+
+    def _maybe_compact(self) -> None:
+        if len(self._heap) > 64 and len(self._heap) > 2 * self._queued:
+            self._heap = [item for item in self._heap if item[-1].state is ReqState.QUEUED]
+            heapq.heapify(self._heap)
+
+    # -- time ------------------------------------------------------------------
+    def _check_time(self, now: float) -> None:
+        if not now >= self._now:
+            raise TraceOrderError(f"time went backwards: now={now!r} < {self._now!r}", field="t")
+
+    def _advance(self, now: float) -> None:
+        self._now = now
+        if self._watch is not None:
+            self._watch.tick(now)

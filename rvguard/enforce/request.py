@@ -1,0 +1,45 @@
+"""The request the enforcer decides on, as the decision core and the Guard see it.
+
+A `Request` carries the *authenticated* tenant (bound by `identity` before any
+learner runs), its arrival time, an optional absolute deadline and its sizes.
+The backend-facing content (prompt text or chat messages) rides in
+``payload``, which the core never reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["Request"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request.
+
+    Attributes:
+        rid: unique request id (a trace's key).
+        tenant: the true tenant, from authenticated identity; never from a learner.
+        t: arrival time (seconds, the clock the guard runs on).
+        deadline: absolute deadline; ``None`` means ``t`` + the tenant's deadline.
+        prompt_tokens: prompt size, used for token credits.
+        max_tokens: requested output tokens; the core forces ``min(max_tokens, output_cap)``.
+        payload: what the backend needs (``{"prompt": ...}`` or ``{"messages": [...]}``).
+    """
+
+    rid: str
+    tenant: str
+    t: float
+    deadline: float | None = None
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+    payload: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
