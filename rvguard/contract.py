@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,14 @@ __all__ = [
 ]
 
 
-class ExcessPolicy(str, Enum):
+class ExcessPolicy(StrEnum):
     """What happens to an assured arrival beyond its floor B."""
 
     REJECT = "reject"
     DEMOTE = "demote"
 
 
-class CreditMode(str, Enum):
+class CreditMode(StrEnum):
     """How a request spends floor credit: one per request, or its token weight."""
 
     COUNT = "count"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
@@ -42,8 +42,12 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-class EventKind(str, Enum):
-    """The seven event kinds of DESIGN §2."""
+class EventKind(StrEnum):
+    """The seven event kinds of DESIGN §2.
+
+    Each event class also carries ``code``, the kind's position in this enum,
+    so hot paths index tables by a small int instead of hashing an Enum.
+    """
 
     ARRIVE = "arrive"
     ADMIT = "admit"
@@ -54,7 +58,7 @@ class EventKind(str, Enum):
     FAIL = "fail"
 
 
-class Basis(str, Enum):
+class Basis(StrEnum):
     """Why a request was admitted."""
 
     FLOOR = "floor"
@@ -90,6 +94,7 @@ class Arrive:
     proposal: Proposal | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ARRIVE
+    code: ClassVar[int] = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,7 @@ class Admit:
     basis: Basis = Basis.SURPLUS
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ADMIT
+    code: ClassVar[int] = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,7 @@ class Reject:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.REJECT
+    code: ClassVar[int] = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +129,7 @@ class Dispatch:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DISPATCH
+    code: ClassVar[int] = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +140,7 @@ class Complete:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.COMPLETE
+    code: ClassVar[int] = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,7 @@ class Drop:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DROP
+    code: ClassVar[int] = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +164,7 @@ class Fail:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.FAIL
+    code: ClassVar[int] = 6
 
 
 Event: TypeAlias = Arrive | Admit | Reject | Dispatch | Complete | Drop | Fail
@@ -168,7 +179,9 @@ _CLASSES: dict[str, type[Event]] = {
     "fail": Fail,
 }
 _KNOWN: dict[str, frozenset[str]] = {
-    "arrive": frozenset({"t", "kind", "rid", "tenant", "deadline", "prompt_tokens", "max_tokens", "proposal"}),
+    "arrive": frozenset(
+        {"t", "kind", "rid", "tenant", "deadline", "prompt_tokens", "max_tokens", "proposal"}
+    ),
     "admit": frozenset({"t", "kind", "rid", "basis"}),
     "reject": frozenset({"t", "kind", "rid", "reason"}),
     "dispatch": frozenset({"t", "kind", "rid"}),
@@ -282,28 +295,31 @@ def event_from_dict(rec: Mapping[str, Any]) -> Event:
     return _CLASSES[kind](t=t, rid=rid, extra=extra)  # type: ignore[call-arg]
 
 
+def _arrive_fields(ev: Arrive, rec: dict[str, Any]) -> None:
+    rec["tenant"] = ev.tenant
+    for name in ("deadline", "prompt_tokens", "max_tokens"):
+        value = getattr(ev, name)
+        if value is not None:
+            rec[name] = value
+    if ev.proposal is not None:
+        p = ev.proposal
+        prop: dict[str, Any] = {"admit": p.admit}
+        if p.objective is not None:
+            prop["objective"] = p.objective
+        if p.priority_hint is not None:
+            prop["priority_hint"] = p.priority_hint
+        rec["proposal"] = prop
+
+
 def event_to_dict(ev: Event) -> dict[str, Any]:
     """The record of an event, in DESIGN §8 field names; ``None`` fields are left out."""
     rec: dict[str, Any] = {"t": ev.t, "kind": ev.kind.value, "rid": ev.rid}
     if isinstance(ev, Arrive):
-        rec["tenant"] = ev.tenant
-        for name in ("deadline", "prompt_tokens", "max_tokens"):
-            value = getattr(ev, name)
-            if value is not None:
-                rec[name] = value
-        if ev.proposal is not None:
-            p = ev.proposal
-            prop: dict[str, Any] = {"admit": p.admit}
-            if p.objective is not None:
-                prop["objective"] = p.objective
-            if p.priority_hint is not None:
-                prop["priority_hint"] = p.priority_hint
-            rec["proposal"] = prop
+        _arrive_fields(ev, rec)
     elif isinstance(ev, Admit):
         rec["basis"] = ev.basis.value
     elif isinstance(ev, Reject | Drop | Fail):
         rec["reason"] = ev.reason
-    if ev.extra:
-        for k, v in ev.extra.items():
-            rec.setdefault(k, v)
+    for k, v in ev.extra.items():
+        rec.setdefault(k, v)
     return rec

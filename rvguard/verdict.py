@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -36,7 +37,7 @@ class Violation:
     detail: str = ""
     context: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False)
 
-    @property
+    @builtins.property
     def key(self) -> tuple[float, str, str]:
         """Canonical sort key: (time, property, rid)."""
         return (self.t, self.property, self.rid)

@@ -1,0 +1,23 @@
+"""Timed safety automata for AF, SF, DR, WF (and ND), online and offline."""
+
+from __future__ import annotations
+
+from .automaton import Edge as Edge
+from .automaton import Instance as Instance
+from .automaton import TimedAutomaton as TimedAutomaton
+from .automaton import Timer as Timer
+from .metrics import Metrics as Metrics
+from .monitor import BUILTIN as BUILTIN
+from .monitor import DEFAULT_PROPERTIES as DEFAULT_PROPERTIES
+from .monitor import Monitor as Monitor
+
+__all__ = [
+    "BUILTIN",
+    "DEFAULT_PROPERTIES",
+    "Edge",
+    "Instance",
+    "Metrics",
+    "Monitor",
+    "TimedAutomaton",
+    "Timer",
+]

@@ -1,0 +1,175 @@
+"""The timed-automaton engine behind every property.
+
+Theory of operation
+-------------------
+A property is a `TimedAutomaton`: named locations (one marked initial, some
+marked bad), a transition table ``TRANSITIONS[(location, kind)] -> edges``,
+and timer edges. An edge has a guard over the instance's clocks, variables
+and the event's fields, an optional update (clock resets, assignments) and
+a target. The first edge whose guard holds is taken. A missing
+``(location, kind)`` entry means "stay" for a *lenient* automaton and "go
+bad" for a *strict* one (the protocol automaton WF): every pair is either in
+the table or explicitly rejected.
+
+Properties are parametric: one instance per request, created by the
+``arrive`` event from the initial location, freed at the request's terminal
+event. An instance carries the request's facts (tenant, absolute deadline D,
+lower bound L, upper bound U, window, entitlement), its clocks as reset
+times (a clock's value is ``now - reset``), and a dict of variables.
+
+A `Timer` is an edge taken by the passage of time: while an instance sits
+in ``location``, once observed time *strictly* exceeds ``bound(instance)``
+it moves to ``target``, at the instant ``bound`` (the violation time of
+SF is the deadline itself, though it is learned later). Time is learned
+from events and from `Monitor.advance`. "Strictly" makes an event exactly
+at the bound win: a completion at t = D is on time.
+
+The tables are data; `compile` turns them into flat lists indexed by
+``location * 7 + kind code`` so the hot path does no hashing of enums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ..events import Event, EventKind
+
+__all__ = ["Edge", "Instance", "TimedAutomaton", "Timer"]
+
+N_KINDS = len(EventKind)
+
+
+class Instance:
+    """One request as the monitors see it: its facts, clocks, variables and events.
+
+    ``locs[i]`` is the location (as an int) of the i-th monitored property.
+    ``events`` is the request's bad-prefix witness so far, in trace order.
+    """
+
+    __slots__ = (
+        "deadline",
+        "entitled",
+        "events",
+        "floored",
+        "locs",
+        "lower",
+        "rank",
+        "resets",
+        "rid",
+        "t_arrive",
+        "tenant",
+        "upper",
+        "used",
+        "vars",
+        "weight",
+        "window",
+    )
+
+    def __init__(self, rid: str, n_props: int) -> None:
+        self.rid = rid
+        self.tenant = ""
+        self.t_arrive = 0.0
+        self.deadline = float("inf")
+        self.lower = 0.0
+        self.upper: float | None = None
+        self.window = 0
+        self.entitled = False
+        self.floored = False
+        self.rank = 0
+        self.used = 0.0
+        self.weight = 1.0
+        self.locs: list[int] = [0] * n_props
+        self.events: list[Event] = []
+        self.resets: dict[str, float] = {}
+        self.vars: dict[str, Any] = {}
+
+    def clock(self, name: str, now: float) -> float:
+        """Value of clock ``name`` at ``now`` (clocks start at the arrival)."""
+        return now - self.resets.get(name, self.t_arrive)
+
+
+Guard = Callable[[Instance, Event], bool]
+Update = Callable[[Instance, Event], None]
+Detail = Callable[[Instance, Event | None, float], str]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An edge of the table: taken when ``guard`` holds (``None`` = always).
+
+    ``label`` is the guard written for people; ``detail`` (for edges into a
+    bad location) builds the sentence reported with the violation.
+    """
+
+    target: Enum
+    guard: Guard | None = None
+    label: str = "true"
+    update: Update | None = None
+    detail: Detail | None = None
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A timer edge: in ``location``, once time passes ``bound(inst)``, go to ``target``."""
+
+    location: Enum
+    bound: Callable[[Instance], float]
+    target: Enum
+    label: str
+    detail: Detail | None = None
+
+
+@dataclass(frozen=True)
+class TimedAutomaton:
+    """A property as a timed safety automaton over one request's events.
+
+    Attributes:
+        name: the property's name in reports (``AF``, ``SF``, ...).
+        locations: the location enum; ``initial`` is where instances start
+            (before their ``arrive`` event), ``bad`` the violating ones.
+        transitions: ``(location, kind) -> edges`` tried in order.
+        timers: timer edges.
+        strict: a missing ``(location, kind)`` goes bad (protocol automata).
+        context: facts reported with a violation (e.g. AF's entitlement count).
+    """
+
+    name: str
+    description: str
+    locations: type[Enum]
+    initial: Enum
+    bad: frozenset[Enum]
+    transitions: Mapping[tuple[Enum, EventKind], Sequence[Edge]]
+    timers: Sequence[Timer] = ()
+    strict: bool = False
+    clocks: tuple[str, ...] = ("x",)
+    context: Callable[[Instance], Mapping[str, Any]] | None = None
+    strict_detail: Detail | None = None
+
+    def compile(self) -> CompiledAutomaton:
+        """Flatten the table into int-indexed lists for the hot path."""
+        return CompiledAutomaton(self)
+
+
+class CompiledAutomaton:
+    """`TimedAutomaton` flattened: ``table[loc * 7 + code]`` is a tuple of edges or None."""
+
+    __slots__ = ("auto", "bad", "index", "locs", "table", "timers")
+
+    def __init__(self, auto: TimedAutomaton) -> None:
+        self.auto = auto
+        self.locs: list[Enum] = list(auto.locations)
+        self.index: dict[Enum, int] = {loc: i for i, loc in enumerate(self.locs)}
+        self.bad: list[bool] = [loc in auto.bad for loc in self.locs]
+        kinds = list(EventKind)
+        self.table: list[tuple[tuple[int, Guard | None, Update | None, Edge], ...] | None] = [None] * (
+            len(self.locs) * N_KINDS
+        )
+        for (loc, kind), edges in auto.transitions.items():
+            slot = self.index[loc] * N_KINDS + kinds.index(kind)
+            self.table[slot] = tuple((self.index[e.target], e.guard, e.update, e) for e in edges)
+        self.timers: list[list[Timer]] = [[] for _ in self.locs]
+        for timer in auto.timers:
+            self.timers[self.index[timer.location]].append(timer)

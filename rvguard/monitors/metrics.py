@@ -1,0 +1,239 @@
+"""Trace metrics (DESIGN §3), accumulated online in memory bounded by live requests.
+
+"Assured" means a request of a floored tenant (floor B > 0). A request's
+outcome is *judged* once it has a terminal event or once observed time has
+passed its deadline; later deadlines are open and counted in neither the
+numerator nor the denominator. On time means a ``complete`` at t ≤ D(R).
+
+The offline checker computes the same numbers from columns; tests hold the
+two to exact agreement (utilisation, a float sum, to rounding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..events import Event, EventKind
+from .automaton import Instance
+
+__all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
+
+# per-window counter columns
+OFFERED, ENTITLED, ADMITTED, REJECTED, ON_TIME, MISSED = range(6)
+WINDOW_COLUMNS = ("offered", "entitled", "admitted", "rejected", "on_time", "missed")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceStats:
+    """Observed services (complete - dispatch) of one class, against the envelope."""
+
+    count: int
+    min: float | None
+    max: float | None
+    below_lower: int
+    above_ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    """Counts for one tenant in one contract window, by arrival window."""
+
+    tenant: str
+    window: int
+    start: float
+    offered: int
+    entitled: int
+    admitted: int
+    rejected: int
+    on_time: int
+    missed: int
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metrics of DESIGN §3 for one trace (see the module docstring for terms)."""
+
+    events: int
+    requests: int
+    first_t: float | None
+    last_t: float | None
+    entitled: int
+    entitled_attained: int
+    floor_attainment: float | None
+    admitted_judged: int
+    admitted_missed: int
+    admitted_miss: float | None
+    offered_judged: int
+    offered_unmet_count: int
+    offered_unmet: float | None
+    max_assured_backlog: int
+    open_requests: int
+    utilisation: float | None
+    service_assured: ServiceStats
+    service_opportunistic: ServiceStats
+    windows: tuple[WindowRow, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (the ``metrics`` object of ``check --json``)."""
+        return asdict(self)
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den
+
+
+class _ServiceAcc:
+    __slots__ = ("above", "below", "count", "hi", "lo")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lo = math.inf
+        self.hi = -math.inf
+        self.below = 0
+        self.above = 0
+
+    def add(self, s: float, lower: float, ceiling: float) -> None:
+        self.count += 1
+        self.lo = min(self.lo, s)
+        self.hi = max(self.hi, s)
+        self.below += s < lower
+        self.above += s > ceiling
+
+    def stats(self) -> ServiceStats:
+        if self.count == 0:
+            return ServiceStats(0, None, None, 0, 0)
+        return ServiceStats(self.count, self.lo, self.hi, self.below, self.above)
+
+
+class MetricsAccumulator:
+    """Online metrics; the monitor calls it after each accepted event.
+
+    Cost: O(1) per event; memory O(live requests + windows × tenants).
+    """
+
+    def __init__(self, *, slots: int, ceilings: dict[str, float], window: float, origin: float) -> None:
+        self._slots = slots
+        self._ceilings = ceilings
+        self._window = window
+        self._origin = origin
+        self.events = 0
+        self.requests = 0
+        self.first_t: float | None = None
+        self.last_t: float | None = None
+        self.entitled = 0
+        self.entitled_attained = 0
+        self.admitted_judged = 0
+        self.admitted_missed = 0
+        self.offered_judged = 0
+        self.offered_unmet = 0
+        self.backlog = 0
+        self.max_backlog = 0
+        self.busy = 0.0
+        self.windows: dict[tuple[str, int], list[int]] = {}
+        self.services = {True: _ServiceAcc(), False: _ServiceAcc()}
+
+    def on_event(self, inst: Instance, ev: Event) -> None:
+        """Account one accepted event of request ``inst``."""
+        self.events += 1
+        if self.first_t is None:
+            self.first_t = ev.t
+        self.last_t = ev.t
+        code = ev.code
+        if code == 0:
+            self._arrive(inst)
+        elif code == 1:
+            inst.vars["admitted"] = True
+            self._row(inst)[ADMITTED] += 1
+            if inst.floored:
+                self.backlog += 1
+                self.max_backlog = max(self.max_backlog, self.backlog)
+        elif code == 3:
+            inst.vars["t_dispatch"] = ev.t
+        else:
+            self._terminal(inst, ev)
+
+    def _row(self, inst: Instance) -> list[int]:
+        key = (inst.tenant, inst.window)
+        row = self.windows.get(key)
+        if row is None:
+            row = self.windows[key] = [0, 0, 0, 0, 0, 0]
+        return row
+
+    def _arrive(self, inst: Instance) -> None:
+        self.requests += 1
+        row = self._row(inst)
+        row[OFFERED] += 1
+        if inst.entitled:
+            self.entitled += 1
+            row[ENTITLED] += 1
+
+    def _terminal(self, inst: Instance, ev: Event) -> None:
+        on_time = ev.kind is EventKind.COMPLETE and ev.t <= inst.deadline
+        admitted = inst.vars.get("admitted", False)
+        row = self._row(inst)
+        if ev.kind is EventKind.REJECT:
+            row[REJECTED] += 1
+        row[ON_TIME if on_time else MISSED] += 1
+        t_dispatch = inst.vars.get("t_dispatch")
+        if t_dispatch is not None:
+            self.busy += ev.t - t_dispatch
+            if ev.kind is EventKind.COMPLETE:
+                ceiling = self._ceilings[inst.tenant]
+                self.services[inst.floored].add(ev.t - t_dispatch, inst.lower, ceiling)
+        if inst.entitled and admitted and on_time:
+            self.entitled_attained += 1
+        if inst.floored:
+            self.offered_judged += 1
+            self.offered_unmet += not on_time
+            if admitted:
+                self.backlog -= 1
+                self.admitted_judged += 1
+                self.admitted_missed += not on_time
+
+    def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
+        """The metrics now; live requests whose deadline has passed count as missed."""
+        adm_j, adm_m = self.admitted_judged, self.admitted_missed
+        off_j, off_m = self.offered_judged, self.offered_unmet
+        busy = self.busy
+        open_requests = 0
+        for inst in live:
+            t_dispatch = inst.vars.get("t_dispatch")
+            if t_dispatch is not None and now is not None:
+                busy += now - t_dispatch
+            if now is None or inst.deadline >= now:
+                open_requests += 1
+                continue
+            if inst.floored:
+                off_j += 1
+                off_m += 1
+                if inst.vars.get("admitted", False):
+                    adm_j += 1
+                    adm_m += 1
+        span = None if self.first_t is None or self.last_t is None else self.last_t - self.first_t
+        rows = tuple(
+            WindowRow(tenant, k, self._origin + k * self._window, *counts)
+            for (tenant, k), counts in sorted(self.windows.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+        )
+        return Metrics(
+            events=self.events,
+            requests=self.requests,
+            first_t=self.first_t,
+            last_t=self.last_t,
+            entitled=self.entitled,
+            entitled_attained=self.entitled_attained,
+            floor_attainment=_ratio(self.entitled_attained, self.entitled),
+            admitted_judged=adm_j,
+            admitted_missed=adm_m,
+            admitted_miss=_ratio(adm_m, adm_j),
+            offered_judged=off_j,
+            offered_unmet_count=off_m,
+            offered_unmet=_ratio(off_m, off_j),
+            max_assured_backlog=self.max_backlog,
+            open_requests=open_requests,
+            utilisation=None if not span else busy / (self._slots * span),
+            service_assured=self.services[True].stats(),
+            service_opportunistic=self.services[False].stats(),
+            windows=rows,
+        )

@@ -1,0 +1,304 @@
+"""The online monitor: feed events one by one, read violations and metrics.
+
+Cost: O(P) per event for P properties, plus O(log n) per timer; memory
+O(live requests + retained finished rids + windows × tenants). Finished
+requests are forgotten except their rids, kept (up to ``retain_finished``,
+oldest first out) so that an event after a terminal one, or a second
+``arrive``, is still caught; the offline checker has no such horizon.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..contract import Contract, Entitlement
+from ..errors import SpecError, TraceOrderError, UnknownTenantError
+from ..events import Arrive, Event
+from ..verdict import Violation
+from . import wf
+from .af import AF
+from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
+from .dr import DR, ND
+from .metrics import Metrics, MetricsAccumulator
+from .sf import SF
+
+__all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
+
+BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND}
+DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
+
+_WF = wf.WF.compile()
+_WF_DONE = _WF.index[wf.Loc.DONE]
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorStatistics:
+    """A snapshot of the monitor's load: for dashboards and memory tests."""
+
+    events: int
+    live_requests: int
+    pending_timers: int
+    retained_finished: int
+    violations: int
+
+
+def resolve_properties(
+    contract: Contract, properties: Iterable[str | TimedAutomaton]
+) -> list[TimedAutomaton]:
+    """Turn names and automata into automata; reject unknown names and duplicates."""
+    out: list[TimedAutomaton] = []
+    for p in properties:
+        auto = BUILTIN.get(p) if isinstance(p, str) else p
+        if auto is None:
+            raise SpecError(f"unknown property {p!r}: choose from {', '.join(BUILTIN)}", field="properties")
+        if any(a.name == auto.name for a in out):
+            raise SpecError(f"property {auto.name!r} given twice", field="properties", value=auto.name)
+        if auto is ND and contract.service.upper is None:
+            raise SpecError(
+                "property ND needs an upper bound U: set service.upper in the contract",
+                field="service.upper",
+            )
+        out.append(auto)
+    return out
+
+
+class Monitor:
+    """Online monitor of a contract's safety properties over one event stream.
+
+    Args:
+        contract: the contract the trace is judged against.
+        properties: names of built-in properties (AF, SF, DR, WF, ND) or
+            user-defined `TimedAutomaton` objects. WF's protocol is always
+            run (it decides which events are legal); it is *reported* only
+            when listed.
+        retain_finished: how many finished rids to remember for WF.
+
+    Raises:
+        SpecError: an unknown or duplicated property, or ND without U.
+    """
+
+    def __init__(
+        self,
+        contract: Contract,
+        properties: Sequence[str | TimedAutomaton] = DEFAULT_PROPERTIES,
+        *,
+        retain_finished: int = 100_000,
+    ) -> None:
+        autos = resolve_properties(contract, properties)
+        self.contract = contract
+        self._report_wf = any(a is wf.WF for a in autos)
+        self._autos = [a for a in autos if a is not wf.WF]
+        self._compiled: list[CompiledAutomaton] = [a.compile() for a in self._autos]
+        self._initial = [c.index[c.auto.initial] for c in self._compiled]
+        self._entitlement = Entitlement(contract)
+        self._live: dict[str, Instance] = {}
+        self._wf_loc: dict[str, int] = {}
+        self._finished: set[str] = set()
+        self._finished_order: deque[str] = deque()
+        self._retain = retain_finished
+        self._timers: list[tuple[float, int, str, int, int]] = []
+        self._seq = itertools.count()
+        self._violations: list[Violation] = []
+        self._now = float("-inf")
+        self._metrics = MetricsAccumulator(
+            slots=contract.slots,
+            ceilings={n: contract.ceiling(n) for n in contract.tenants},
+            window=contract.window,
+            origin=contract.epoch,
+        )
+
+    # -- public API --------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """The latest time the monitor has learned (``-inf`` before any)."""
+        return self._now
+
+    @property
+    def properties(self) -> tuple[str, ...]:
+        """Names of the reported properties."""
+        names = tuple(a.name for a in self._autos)
+        return (*names, "WF") if self._report_wf else names
+
+    def feed(self, ev: Event) -> list[Violation]:
+        """Consume one event; return the violations it revealed (timers included).
+
+        Raises:
+            TraceOrderError: ``ev.t`` is earlier than the monitor's time.
+            UnknownTenantError: an ``arrive`` names a tenant the contract lacks.
+        """
+        out: list[Violation] = []
+        t = ev.t
+        if t != self._now:
+            self._move_time(t, out)
+        inst = self._live.get(ev.rid)
+        if inst is None:
+            if ev.code != 0 or ev.rid in self._finished:
+                self._illegal(ev, wf.Loc.DONE if ev.rid in self._finished else wf.Loc.NEW, None, out)
+                return out
+            inst = self._create(ev)  # type: ignore[arg-type]
+            loc = _WF.index[wf.Loc.ARRIVED]
+        else:
+            edges = _WF.table[self._wf_loc[ev.rid] * N_KINDS + ev.code]
+            if edges is None:
+                self._illegal(ev, wf.Loc(_WF.locs[self._wf_loc[ev.rid]]), inst, out)
+                return out
+            loc = edges[0][0]
+        self._wf_loc[ev.rid] = loc
+        inst.events.append(ev)
+        self._step(inst, ev, out)
+        self._metrics.on_event(inst, ev)
+        if loc == _WF_DONE:
+            self._free(ev.rid)
+        return out
+
+    def feed_all(self, events: Iterable[Event]) -> list[Violation]:
+        """Feed every event; return the violations revealed along the way."""
+        out: list[Violation] = []
+        for ev in events:
+            out.extend(self.feed(ev))
+        return out
+
+    def advance(self, t: float) -> list[Violation]:
+        """Let time pass to ``t`` with no event: fires timer edges (SF deadlines).
+
+        Raises:
+            TraceOrderError: ``t`` is earlier than the monitor's time.
+        """
+        out: list[Violation] = []
+        if t != self._now:
+            self._move_time(t, out)
+        return out
+
+    def violations(self) -> list[Violation]:
+        """All violations so far, sorted by (time, property, rid)."""
+        return sorted(self._violations, key=lambda v: v.key)
+
+    def summary(self) -> Metrics:
+        """Metrics so far (DESIGN §3); deadlines not yet passed stay open."""
+        now = None if self._now == float("-inf") else self._now
+        return self._metrics.snapshot(list(self._live.values()), now)
+
+    def statistics(self) -> MonitorStatistics:
+        """Sizes of the monitor's state: events, live requests, timers, retained rids."""
+        return MonitorStatistics(
+            events=self._metrics.events,
+            live_requests=len(self._live),
+            pending_timers=len(self._timers),
+            retained_finished=len(self._finished),
+            violations=len(self._violations),
+        )
+
+    # -- internals ---------------------------------------------------------
+    def _move_time(self, t: float, out: list[Violation]) -> None:
+        if t < self._now:
+            raise TraceOrderError(f"time {t!r} is before the previous event's {self._now!r}", field="t")
+        timers = self._timers
+        while timers and timers[0][0] < t:
+            fire_t, _, rid, i, source = heapq.heappop(timers)
+            inst = self._live.get(rid)
+            if inst is None or inst.locs[i] != source:
+                continue  # lazy deletion: the instance moved on or finished
+            self._take_timer(inst, i, fire_t, out)
+        self._now = t
+
+    def _take_timer(self, inst: Instance, i: int, fire_t: float, out: list[Violation]) -> None:
+        comp = self._compiled[i]
+        loc = inst.locs[i]
+        for timer in comp.timers[loc]:
+            if timer.bound(inst) != fire_t:
+                continue
+            target = comp.index[timer.target]
+            inst.locs[i] = target
+            if comp.bad[target]:
+                detail = timer.detail(inst, None, fire_t) if timer.detail else timer.label
+                self._report(comp, inst, fire_t, detail, out)
+            else:
+                self._schedule(inst, i, target, out)
+            return
+
+    def _create(self, ev: Arrive) -> Instance:
+        c = self.contract
+        tenant = c.tenants.get(ev.tenant)
+        if tenant is None:
+            raise UnknownTenantError(
+                f"tenant {ev.tenant!r} is not in the contract ({', '.join(c.tenants)})", field="tenant"
+            )
+        inst = Instance(ev.rid, len(self._compiled))
+        inst.tenant = ev.tenant
+        inst.t_arrive = ev.t
+        inst.deadline = ev.t + tenant.deadline if ev.deadline is None else ev.deadline
+        inst.lower = c.lower_bound(ev.max_tokens)
+        inst.upper = c.upper_bound(ev.max_tokens)
+        inst.floored = tenant.floor > 0
+        inst.weight = c.weight(ev.prompt_tokens, ev.max_tokens)
+        inst.window, inst.entitled, inst.rank, inst.used = self._entitlement.arrive(
+            ev.tenant, ev.t, inst.weight
+        )
+        inst.locs[:] = self._initial
+        self._live[ev.rid] = inst
+        return inst
+
+    def _step(self, inst: Instance, ev: Event, out: list[Violation]) -> None:
+        code = ev.code
+        for i, comp in enumerate(self._compiled):
+            loc = inst.locs[i]
+            if comp.bad[loc]:
+                continue
+            edges = comp.table[loc * N_KINDS + code]
+            if edges is None:
+                if comp.auto.strict:
+                    inst.locs[i] = comp.index[next(iter(comp.auto.bad))]
+                    detail = comp.auto.strict_detail(inst, ev, ev.t) if comp.auto.strict_detail else ""
+                    self._report(comp, inst, ev.t, detail or f"{ev.kind.value} not allowed", out)
+                continue
+            for target, guard, update, edge in edges:
+                if guard is None or guard(inst, ev):
+                    if update is not None:
+                        update(inst, ev)
+                    inst.locs[i] = target
+                    if comp.bad[target]:
+                        detail = edge.detail(inst, ev, ev.t) if edge.detail else edge.label
+                        self._report(comp, inst, ev.t, detail, out)
+                    elif comp.timers[target]:
+                        self._schedule(inst, i, target, out)
+                    break
+
+    def _schedule(self, inst: Instance, i: int, loc: int, out: list[Violation]) -> None:
+        """Arm the location's timers; one whose bound has already passed fires now."""
+        for timer in self._compiled[i].timers[loc]:
+            bound = timer.bound(inst)
+            if bound < self._now:
+                self._take_timer(inst, i, bound, out)
+                return
+            heapq.heappush(self._timers, (bound, next(self._seq), inst.rid, i, loc))
+
+    def _report(
+        self, comp: CompiledAutomaton, inst: Instance, t: float, detail: str, out: list[Violation]
+    ) -> None:
+        ctx = comp.auto.context(inst) if comp.auto.context else {}
+        v = Violation(comp.auto.name, inst.rid, t, tuple(inst.events), detail, ctx)
+        self._violations.append(v)
+        out.append(v)
+
+    def _illegal(self, ev: Event, loc: wf.Loc, inst: Instance | None, out: list[Violation]) -> None:
+        """A WF violation: reported (if WF is monitored), and the event refused."""
+        if not self._report_wf:
+            return
+        witness = (*inst.events, ev) if inst is not None else (ev,)
+        v = Violation("WF", ev.rid, ev.t, witness, wf.illegal_detail(loc, ev), {"location": loc.value})
+        self._violations.append(v)
+        out.append(v)
+
+    def _free(self, rid: str) -> None:
+        del self._live[rid]
+        del self._wf_loc[rid]
+        if self._retain <= 0:
+            return
+        self._finished.add(rid)
+        self._finished_order.append(rid)
+        if len(self._finished_order) > self._retain:
+            self._finished.discard(self._finished_order.popleft())
