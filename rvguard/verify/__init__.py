@@ -1,0 +1,39 @@
+"""Symbolic verification of a contract's preconditions with Z3 (DESIGN §5).
+
+Importing this package does not import z3: every solver entry point loads
+it inside the function (`rvguard.verify._z3.load_z3`), and without
+z3-solver it raises `rvguard.errors.MissingExtraError` naming the ``smt``
+extra.
+
+* `verify_contract` / `verify_file`: the obligations (stability, deadline
+  per floored tenant, service envelope, DR soundness, credit bound);
+* `synthesize_floor`, `synthesize_deadline`, `synthesize_slots`: optima;
+* `rvguard.verify.schedule`: the bounded schedule model and the backlog
+  lemma search; `rvguard.verify.credit`: k-induction of the AF credit logic.
+"""
+
+from __future__ import annotations
+
+from .check import all_hold as all_hold
+from .check import verify_contract as verify_contract
+from .check import verify_file as verify_file
+from .encoding import VerifyOptions as VerifyOptions
+from .obligations import ObligationResult as ObligationResult
+from .synthesis import SynthesisResult as SynthesisResult
+from .synthesis import synthesize as synthesize
+from .synthesis import synthesize_deadline as synthesize_deadline
+from .synthesis import synthesize_floor as synthesize_floor
+from .synthesis import synthesize_slots as synthesize_slots
+
+__all__ = [
+    "ObligationResult",
+    "SynthesisResult",
+    "VerifyOptions",
+    "all_hold",
+    "synthesize",
+    "synthesize_deadline",
+    "synthesize_floor",
+    "synthesize_slots",
+    "verify_contract",
+    "verify_file",
+]

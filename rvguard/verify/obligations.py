@@ -1,0 +1,249 @@
+"""The contract's preconditions (DESIGN §5), one z3 encoding per clause.
+
+Each ``encode_<clause>(enc)`` returns the clause's *goal* as a z3 BoolRef
+over the symbols of an `Encoding`. `decide` proves a goal valid under the
+contract's value facts (``push(); add(Not(goal)); check(); pop()``, on a
+solver made for that one call) or returns the model of its negation, and
+then the unsat core of facts ∧ goal, which names the conflicting fields.
+
+The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
+
+* stability (A4): Σ_{floored i} N_i · s_i ≤ C · W.
+* deadline (per floored tenant i): D_i ≥ b_i + ⌈N_{≤i} / C⌉ · ŝ_i, where
+  N_{≤i} sums N_j over the floored tenants with tier ≤ tier_i (they are
+  dispatched at or ahead of i), ŝ_i is the largest ceiling among them, and
+  b_i (blocking) is the largest ceiling of anything that can hold a slot at
+  lower priority: s_max_opp, the ceilings of lower tiers, and, with
+  ``excess: demote``, every floored ceiling (demoted excess runs below the
+  floors). With one floored tenant this is D ≥ s_max_opp + ⌈B/C⌉·s_max.
+  Sound under the backlog precondition (proofs/README.md): at most N_{≤i}
+  requests ranked at or ahead of R are in the system or arrive before R
+  starts.
+* service_envelope: with an upper bound U(ℓ) = a + b·ℓ, every ceiling
+  covers U at every output length up to ``output_cap`` (the guard caps every
+  request there, so U(cap) is the envelope's top).
+* dr_soundness: L(ℓ) ≤ every ceiling and L(ℓ) ≤ U(ℓ) for ℓ ∈ [0, cap]: a
+  lower bound above a possible service would make doom-sound drops shed
+  feasible work. L ≤ the true service stays a declared assumption that the
+  monitors check online; this clause only flags an envelope that is
+  inconsistent on its face.
+* credit_bound (token credits only): w_min = prompt·p_min + output·min(o_min,
+  cap) > 0, so N_i = ⌊B_i / w_min⌋ bounds requests per window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..contract import Contract, CreditMode, ExcessPolicy
+from ._z3 import as_number
+from .encoding import Encoding, ceiling_field, opp_field
+
+__all__ = [
+    "Decision",
+    "ObligationResult",
+    "blocking_fields",
+    "cohort",
+    "decide",
+    "encode_credit_bound",
+    "encode_deadline",
+    "encode_dr_soundness",
+    "encode_service_envelope",
+    "encode_stability",
+]
+
+OUTPUT_TOKENS = "output_tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class ObligationResult:
+    """The verdict on one obligation.
+
+    Attributes:
+        name: the clause, e.g. ``stability`` or ``deadline[assured]``.
+        holds: True when z3 proved the clause from the contract's values.
+        counterexample: the values that violate it (fields and derived terms).
+        fields: contract field paths in the conflict (the unsat core).
+        message: one sentence a person can act on.
+    """
+
+    name: str
+    holds: bool
+    counterexample: dict[str, float | int] | None
+    fields: list[str]
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form (DESIGN §8)."""
+        return {
+            "name": self.name,
+            "holds": self.holds,
+            "counterexample": self.counterexample,
+            "fields": list(self.fields),
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What `decide` found: validity, or a counterexample and the core.
+
+    ``values`` holds the fields and derived terms (bounds, waves) under the
+    contract's facts; it is the counterexample when the goal fails.
+    """
+
+    holds: bool
+    values: dict[str, float | int]
+    fields: list[str]
+
+    @property
+    def counterexample(self) -> dict[str, float | int] | None:
+        """The violating values, or None when the goal holds."""
+        return None if self.holds else self.values
+
+
+# -- dispatch structure (read in Python) ------------------------------------
+def cohort(contract: Contract, tenant: str) -> list[str]:
+    """Floored tenants dispatched at or ahead of ``tenant`` (tier ≤ its tier)."""
+    tier = contract.tenants[tenant].tier
+    return [n for n, t in contract.tenants.items() if t.floored and t.tier <= tier]
+
+
+def blocking_fields(contract: Contract, tenant: str) -> list[str]:
+    """Ceiling fields of work that can hold a slot at lower priority than ``tenant``."""
+    tier = contract.tenants[tenant].tier
+    fields = [opp_field(contract)]
+    for name, t in contract.tenants.items():
+        lower = t.tier > tier
+        demoted = t.floored and contract.excess is ExcessPolicy.DEMOTE
+        if lower or demoted:
+            fields.append(ceiling_field(contract, name))
+    return sorted(set(fields))
+
+
+def _ceiling_fields(contract: Contract) -> list[str]:
+    fields = {ceiling_field(contract, n) for n in contract.tenants} | {opp_field(contract)}
+    return sorted(fields)
+
+
+# -- encodings ---------------------------------------------------------------
+def encode_stability(enc: Encoding) -> Any:
+    """A4: Σ_{floored i} N_i · s_i ≤ C · W."""
+    z3 = enc.z3
+    floored = list(enc.contract.floored_tenants)
+    demand = z3.Sum([enc.requests(n) * enc.ceiling(n) for n in floored]) if floored else z3.RealVal(0)
+    enc.define("demand", z3.Real("demand_0") == demand)
+    return z3.Real("demand_0") <= enc.term("slots") * enc.term("window")
+
+
+def encode_deadline(enc: Encoding, tenant: str) -> Any:
+    """D_i ≥ b_i + ⌈N_{≤i} / C⌉ · ŝ_i (see the module docstring)."""
+    z3 = enc.z3
+    ahead = cohort(enc.contract, tenant)
+    n = z3.Int(f"requests.ahead.{tenant}_0")
+    enc.define(f"requests.ahead.{tenant}", n == z3.Sum([enc.requests(j) for j in ahead]))
+    waves = enc.waves(tenant, n)
+    block = enc.max_of([enc.term(f) for f in blocking_fields(enc.contract, tenant)])
+    wave = enc.max_of([enc.ceiling(j) for j in ahead])
+    bound = z3.Real(f"bound.{tenant}_0")
+    enc.define(f"bound.{tenant}", bound == block + waves * wave)
+    return enc.term(f"tenants.{tenant}.deadline") >= bound
+
+
+def _tokens(enc: Encoding) -> Any:
+    z3 = enc.z3
+    ell = z3.Int(f"{OUTPUT_TOKENS}_0")
+    return ell, z3.And(ell >= 0, ell <= enc.term("output_cap"))
+
+
+def _bound_at(enc: Encoding, which: str, ell: Any) -> Any:
+    return enc.term(f"service.{which}.base") + enc.term(f"service.{which}.per_token") * ell
+
+
+def encode_service_envelope(enc: Encoding) -> Any:
+    """∀ℓ ∈ [0, cap]: U(ℓ) ≤ every ceiling (true when no U is declared)."""
+    z3 = enc.z3
+    if enc.contract.service.upper is None:
+        return z3.BoolVal(True)
+    ell, in_range = _tokens(enc)
+    upper = _bound_at(enc, "upper", ell)
+    return z3.Implies(in_range, z3.And([upper <= enc.term(f) for f in _ceiling_fields(enc.contract)]))
+
+
+def encode_dr_soundness(enc: Encoding) -> Any:
+    """∀ℓ ∈ [0, cap]: L(ℓ) ≤ every ceiling, and L(ℓ) ≤ U(ℓ) when U is declared."""
+    z3 = enc.z3
+    ell, in_range = _tokens(enc)
+    lower = _bound_at(enc, "lower", ell)
+    below = [lower <= enc.term(f) for f in _ceiling_fields(enc.contract)]
+    if enc.contract.service.upper is not None:
+        below.append(lower <= _bound_at(enc, "upper", ell))
+    return z3.Implies(in_range, z3.And(below))
+
+
+def encode_credit_bound(enc: Encoding) -> Any:
+    """w_min > 0: token credits bound the number of requests per window."""
+    if enc.contract.credit is CreditMode.COUNT:
+        return enc.z3.BoolVal(True)
+    return enc.min_weight() > 0
+
+
+# -- deciding ----------------------------------------------------------------
+def _model_values(enc: Encoding, model: Any) -> dict[str, float | int]:
+    z3 = enc.z3
+    values: dict[str, float | int] = {}
+    for decl in model.decls():
+        name = decl.name()
+        if name.endswith("_0"):
+            values[name[:-2]] = as_number(z3, model.eval(decl(), model_completion=True))
+    return dict(sorted(values.items()))
+
+
+def _tracked_solver(enc: Encoding) -> Any:
+    s = enc.z3.Solver()
+    s.set("core.minimize", True)
+    for name, expr in {**enc.facts, **enc.definitions}.items():
+        s.assert_and_track(expr, name)
+    return s
+
+
+def decide(enc: Encoding, goal: Any, *, pinned: tuple[str, ...] = (OUTPUT_TOKENS,)) -> Decision:
+    """Prove ``goal`` from the encoding's facts, or explain why it fails.
+
+    Args:
+        enc: the encoding whose facts and definitions are assumed.
+        goal: the clause to prove.
+        pinned: auxiliary symbols (read universally by the goal) to fix at
+            the counterexample's values when extracting the core.
+
+    Returns:
+        A `Decision`; ``fields`` is the unsat core of facts ∧ goal.
+
+    Raises:
+        RuntimeError: z3 answered ``unknown``.
+    """
+    z3 = enc.z3
+    s = _tracked_solver(enc)
+    if s.check() != z3.sat:  # the values contradict a definition (e.g. w_min = 0)
+        return Decision(False, {}, _core(s))
+    values = _model_values(enc, s.model())
+    s.push()
+    s.add(z3.Not(goal))
+    verdict = s.check()
+    if verdict == z3.unsat:
+        return Decision(True, values, [])
+    if verdict != z3.sat:
+        raise RuntimeError(f"z3 could not decide the goal: {s.reason_unknown()}")
+    values = _model_values(enc, s.model())
+    pins = [z3.Int(f"{p}_0") == values[p] for p in pinned if p in values]
+    s.pop()
+    s.push()
+    s.add(*pins, goal)
+    fields = _core(s) if s.check() == z3.unsat else []
+    s.pop()
+    return Decision(False, values, fields)
+
+
+def _core(s: Any) -> list[str]:
+    return sorted(str(c) for c in s.unsat_core() if not str(c).startswith("def:"))

@@ -1,0 +1,188 @@
+"""Safe-parameter synthesis with z3's optimiser (DESIGN §5).
+
+One parameter moves, every other field keeps its contract value:
+
+* `synthesize_floor`: the largest whole floor B of a tenant such that
+  stability and every floored tenant's deadline clause hold;
+* `synthesize_deadline`: the smallest deadline D of a floored tenant for
+  which its deadline clause holds (D is exact: the bound itself);
+* `synthesize_slots`: the smallest slot count C for which stability and
+  every deadline clause hold.
+
+The service-envelope and DR clauses do not depend on B, D or C, so they
+are not part of the optimisation; `rvguard.verify.check` reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..contract import Contract, CreditMode
+from ..errors import SpecError
+from ._z3 import as_number, load_z3
+from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions
+from .obligations import encode_deadline, encode_stability
+
+__all__ = [
+    "PARAMETERS",
+    "SynthesisResult",
+    "default_tenant",
+    "synthesize",
+    "synthesize_deadline",
+    "synthesize_floor",
+    "synthesize_slots",
+]
+
+PARAMETERS = ("floor", "deadline", "slots")
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisResult:
+    """The optimum of one parameter, the others fixed.
+
+    Attributes:
+        parameter: ``floor``, ``deadline`` or ``slots``.
+        tenant: the tenant whose floor or deadline moved (None for slots).
+        field: the contract field path, e.g. ``tenants.assured.floor``.
+        value: the optimum, or None when no value satisfies the clauses.
+        current: the contract's own value of the field.
+        message: one sentence stating the result.
+    """
+
+    parameter: str
+    tenant: str | None
+    field: str
+    value: float | int | None
+    current: float | int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``synthesis`` object of ``rvguard verify --json``."""
+        return {
+            "parameter": self.parameter,
+            "tenant": self.tenant,
+            "field": self.field,
+            "value": self.value,
+            "current": self.current,
+            "message": self.message,
+        }
+
+
+def default_tenant(contract: Contract) -> str:
+    """The floored tenant of the highest rank (lowest tier), else the first tenant."""
+    floored = sorted((t.tier, n) for n, t in contract.floored_tenants.items())
+    return floored[0][1] if floored else next(iter(contract.tenants))
+
+
+def _require_tenant(contract: Contract, tenant: str | None) -> str:
+    name = default_tenant(contract) if tenant is None else tenant
+    if name not in contract.tenants:
+        known = ", ".join(sorted(contract.tenants))
+        raise SpecError(f"tenants.{name}: no such tenant (known: {known})", field=f"tenants.{name}")
+    return name
+
+
+def _goals(enc: Encoding) -> list[Any]:
+    goals = [encode_stability(enc)]
+    goals += [encode_deadline(enc, n) for n in enc.contract.floored_tenants]
+    return goals
+
+
+def _optimum(enc: Encoding, goals: list[Any], objective: Any, *, maximize: bool) -> float | int | None:
+    z3 = enc.z3
+    opt = z3.Optimize()
+    opt.add(*enc.facts.values(), *enc.definitions.values(), *goals)
+    handle = opt.maximize(objective) if maximize else opt.minimize(objective)
+    verdict = opt.check()
+    if verdict == z3.unsat:
+        return None
+    if verdict != z3.sat:
+        raise RuntimeError(f"z3 could not optimise: {opt.reason_unknown()}")
+    del handle
+    return as_number(z3, opt.model().eval(objective, model_completion=True))
+
+
+def synthesize_floor(
+    contract: Contract, tenant: str | None = None, *, options: VerifyOptions = DEFAULT_OPTIONS
+) -> SynthesisResult:
+    """The largest whole floor B for ``tenant`` (≥ 1), the other fields fixed.
+
+    Raises:
+        SpecError: ``tenant`` is not in the contract.
+    """
+    z3 = load_z3()
+    name = _require_tenant(contract, tenant)
+    field = f"tenants.{name}.floor"
+    current = contract.tenants[name].floor
+    shaped = contract
+    if not contract.tenants[name].floored:  # give it the structure of a floored tenant
+        tenants = dict(contract.tenants)
+        tenants[name] = tenants[name].model_copy(update={"floor": 1})
+        shaped = contract.model_copy(update={"tenants": tenants})
+    enc = Encoding(z3, shaped, options=options, free=[field])
+    b = z3.Int("floor.whole_0")
+    floor = enc.term(field)
+    tie = floor == b if contract.credit is CreditMode.COUNT else floor == z3.ToReal(b)
+    value = _optimum(enc, [*_goals(enc), tie, b >= 1], b, maximize=True)
+    d, c = contract.tenants[name].deadline, contract.slots
+    if value is None:
+        msg = f"no floor ≥ 1 for {name} meets stability and the deadlines with D = {d} s and C = {c}"
+    else:
+        msg = f"largest floor for {name} with deadline {d} s and {c} slots: {value}"
+    return SynthesisResult("floor", name, field, value, current, msg)
+
+
+def synthesize_deadline(
+    contract: Contract, tenant: str | None = None, *, options: VerifyOptions = DEFAULT_OPTIONS
+) -> SynthesisResult:
+    """The smallest deadline D for a floored ``tenant``, the other fields fixed.
+
+    Raises:
+        SpecError: ``tenant`` is not in the contract or holds no floor.
+    """
+    z3 = load_z3()
+    name = _require_tenant(contract, tenant)
+    field = f"tenants.{name}.deadline"
+    if not contract.tenants[name].floored:
+        raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
+    enc = Encoding(z3, contract, options=options, free=[field])
+    d = enc.term(field)
+    value = _optimum(enc, [encode_deadline(enc, name), d > 0], d, maximize=False)
+    b, c = contract.tenants[name].floor, contract.slots
+    msg = f"smallest deadline for {name} with floor {b:g} and {c} slots: {value} s"
+    return SynthesisResult("deadline", name, field, value, contract.tenants[name].deadline, msg)
+
+
+def synthesize_slots(contract: Contract, *, options: VerifyOptions = DEFAULT_OPTIONS) -> SynthesisResult:
+    """The smallest slot count C (≥ 1) for which stability and every deadline hold."""
+    z3 = load_z3()
+    enc = Encoding(z3, contract, options=options, free=["slots"])
+    c = enc.term("slots")
+    value = _optimum(enc, [*_goals(enc), c >= 1], c, maximize=False)
+    if value is None:
+        msg = "no slot count meets every deadline: a deadline is below blocking + one wave of service"
+    else:
+        msg = f"smallest slot count for this contract: {value}"
+    return SynthesisResult("slots", None, "slots", value, contract.slots, msg)
+
+
+def synthesize(
+    contract: Contract,
+    parameter: str,
+    tenant: str | None = None,
+    *,
+    options: VerifyOptions = DEFAULT_OPTIONS,
+) -> SynthesisResult:
+    """Dispatch to the synthesis of ``parameter`` (``floor``, ``deadline`` or ``slots``).
+
+    Raises:
+        SpecError: unknown parameter or tenant.
+    """
+    if parameter == "floor":
+        return synthesize_floor(contract, tenant, options=options)
+    if parameter == "deadline":
+        return synthesize_deadline(contract, tenant, options=options)
+    if parameter == "slots":
+        return synthesize_slots(contract, options=options)
+    raise SpecError(f"--synthesize: expected one of {', '.join(PARAMETERS)}, got {parameter!r}")
