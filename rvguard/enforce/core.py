@@ -151,6 +151,14 @@ class _Entry:
         self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
 
 
+def _sanitised(p: Proposal) -> Proposal:
+    """A non-finite hint is ignored (recorded as none): it ranks like none and stays JSON-safe."""
+    h = p.priority_hint
+    if h is None or math.isfinite(h):
+        return p
+    return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
+
+
 class DecisionCore:
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
@@ -229,6 +237,7 @@ class DecisionCore:
             raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
         entry = self._entry(request, now)
         self._advance(now)
+        proposal = _sanitised(proposal)
         capped = self.contract.capped_tokens(request.max_tokens)
         r = request
         arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
@@ -362,8 +371,7 @@ class DecisionCore:
             used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
             self._floor_used[entry.request.tenant] = (k, used)
         else:
-            hint = proposal.priority_hint
-            h = 0.0 if hint is None or math.isnan(hint) else hint
+            h = proposal.priority_hint or 0.0
             tier = self._lowest if basis is Basis.DEMOTED else self._tiers[entry.request.tenant]
             entry.key = (tier, 1, h, seq)
         return Admit(now, entry.request.rid, basis)

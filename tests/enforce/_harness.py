@@ -11,6 +11,7 @@ makes entitlement one definition for every layer).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,13 +20,15 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Proposal, Reject
 
+_YES = Proposal()
+
 
 @dataclass(frozen=True)
 class Arrival:
     t: float
     tenant: str
     service: float
-    proposal: Proposal = Proposal()
+    proposal: Proposal = _YES
     max_tokens: int | None = None
     prompt_tokens: int | None = None
 
@@ -88,7 +91,7 @@ _NEXT = {
 
 def check_wf(trace: Sequence[Event]) -> list[str]:
     """WF by brute force: order of kinds per rid, non-decreasing time."""
-    bad = [f"time {b.t} < {a.t}" for a, b in zip(trace, trace[1:], strict=False) if b.t < a.t]
+    bad = [f"time {b.t} < {a.t}" for a, b in itertools.pairwise(trace) if b.t < a.t]
     for rid, evs in by_rid(trace).items():
         state = "start"
         for ev in evs:
@@ -141,7 +144,8 @@ def sf_misses(contract: Contract, trace: Sequence[Event]) -> list[str]:
     for rid in entitled_rids(contract, trace):
         evs = per[rid]
         a = evs[0]
-        assert isinstance(a, Arrive) and a.deadline is not None
+        assert isinstance(a, Arrive)
+        assert a.deadline is not None
         if not any(isinstance(e, Admit) for e in evs):
             continue
         last = evs[-1]

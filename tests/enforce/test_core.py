@@ -42,7 +42,8 @@ def test_entitled_admitted_whatever_the_learner_says() -> None:
     assert out[0][1] == Admit(0.1, "a0", Basis.FLOOR)
     assert out[1][1] == Admit(0.1, "a1", Basis.FLOOR)
     assert out[2][1] == Reject(0.1, "a2", "excess")
-    assert isinstance(out[0][0], Arrive) and out[0][0].proposal == NO
+    assert isinstance(out[0][0], Arrive)
+    assert out[0][0].proposal == NO
     # a new window refills the credits
     assert core.arrive(req("a3", "assured", 1.0), NO, 1.0)[1] == Admit(1.0, "a3", Basis.FLOOR)
 
@@ -97,9 +98,13 @@ def test_bad_policy_is_refused() -> None:
 def test_output_cap_forced_and_deadline_explicit() -> None:
     core = DecisionCore(make_contract(output_cap=16))
     a = core.arrive(req("a", "assured", 0.5, max_tokens=1000), YES, 0.5)[0]
-    assert isinstance(a, Arrive) and a.max_tokens == 16 and a.deadline == 2.0
+    assert isinstance(a, Arrive)
+    assert a.max_tokens == 16
+    assert a.deadline == 2.0
     b = core.arrive(req("b", "assured", 0.5, deadline=0.9), YES, 0.5)[0]
-    assert isinstance(b, Arrive) and b.max_tokens == 16 and b.deadline == 0.9
+    assert isinstance(b, Arrive)
+    assert b.max_tokens == 16
+    assert b.deadline == 0.9
 
 
 def test_at_most_c_in_flight_and_slot_handoff() -> None:
@@ -107,10 +112,12 @@ def test_at_most_c_in_flight_and_slot_handoff() -> None:
     for i in range(5):
         core.arrive(req(f"a{i}", "assured", 0.0), YES, 0.0)
         core._check()
-    assert core.in_flight == 2 and core.queue_depth == 3
+    assert core.in_flight == 2
+    assert core.queue_depth == 3
     assert core.finish("a0", 0.1) == [Complete(0.1, "a0"), Dispatch(0.1, "a2")]
     assert core.finish("a1", 0.1, failed=True, reason="500") == [Fail(0.1, "a1", "500"), Dispatch(0.1, "a3")]
-    assert core.in_flight == 2 and core.queue_depth == 1
+    assert core.in_flight == 2
+    assert core.queue_depth == 1
 
 
 def test_deferred_drop_only_when_doomed() -> None:
@@ -132,7 +139,9 @@ def test_no_deferred_drop_by_default() -> None:
 
 
 def test_three_state_gate_counts_uncertain() -> None:
-    core = DecisionCore(make_contract(slots=1, floor=10, lower=0.1, upper=0.4), deferred_drop=True, gate_upper=True)
+    core = DecisionCore(
+        make_contract(slots=1, floor=10, lower=0.1, upper=0.4), deferred_drop=True, gate_upper=True
+    )
     core.arrive(req("a0", "assured", 0.0), YES, 0.0)
     core.arrive(req("a1", "assured", 0.0, deadline=1.3), YES, 0.0)  # sure: 1.0 + 0.4 <= 1.3? no -> uncertain
     core.arrive(req("a2", "assured", 0.0, deadline=5.0), YES, 0.0)
@@ -147,7 +156,8 @@ def test_cancel_queued_ends_with_fail_never_drop() -> None:
     core.arrive(req("a0", "assured", 0.0), YES, 0.0)
     core.arrive(req("a1", "assured", 0.0), YES, 0.0)
     assert core.cancel("a1", 0.1) == [Fail(0.1, "a1", "cancelled")]
-    assert core.queue_depth == 0 and not core.is_live("a1")
+    assert core.queue_depth == 0
+    assert not core.is_live("a1")
     assert core.cancel("a1", 0.1) == []  # idempotent
     core._check()
 
@@ -165,7 +175,8 @@ def test_fail_queued_on_shutdown() -> None:
     for i in range(3):
         core.arrive(req(f"a{i}", "assured", 0.0), YES, 0.0)
     assert core.fail_queued(0.5) == [Fail(0.5, "a1", "shutdown"), Fail(0.5, "a2", "shutdown")]
-    assert core.in_flight == 1 and core.queue_depth == 0
+    assert core.in_flight == 1
+    assert core.queue_depth == 0
     core._check()
 
 
@@ -228,7 +239,11 @@ def test_token_credits_spend_weights() -> None:
 
 def test_driven_trace_is_well_formed_and_af_dr_clean() -> None:
     contract = make_contract(slots=2, floor=3, lower=0.2)
-    arrivals = [Arrival(0.05 * i, "assured" if i % 3 else "opp", 0.9, NO if i % 2 else YES) for i in range(60)]
+    arrivals = [
+        Arrival(0.05 * i, "assured" if i % 3 else "opp", 0.9, NO if i % 2 else YES) for i in range(60)
+    ]
     trace = drive(DecisionCore(contract, deferred_drop=True), arrivals)
-    assert check_wf(trace) == [] and check_af(contract, trace) == [] and check_dr(contract, trace) == []
+    assert check_wf(trace) == []
+    assert check_af(contract, trace) == []
+    assert check_dr(contract, trace) == []
     assert any(isinstance(e, Drop) for e in trace)

@@ -1,0 +1,149 @@
+"""Hypothesis stateful test: any arrivals, any learner, the core never breaks AF, DR, WF.
+
+Adversarial learners are part of the strategy: random proposals, always
+reject, hint flooding (huge, infinite and NaN hints) and proposals claiming
+the assured class. After every step: the core's own `_check()`, at most C in
+flight, floor credits within B per window, at most one terminal per request,
+and the online `Monitor` (plus the brute-force checker) finding no AF, DR or
+WF violation. At teardown everything is finished, so every arrived request
+has exactly one terminal event.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from rvguard.contract import Contract
+from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.request import Request
+from rvguard.events import Admit, Arrive, Basis, Dispatch, Event, Proposal
+from rvguard.monitors import Monitor
+
+from ._harness import check_af, check_dr, check_wf, make_contract, terminal_counts
+
+proposals = st.one_of(
+    st.builds(Proposal, st.booleans(), st.none(), st.none() | st.floats(-10, 10)),  # random
+    st.just(Proposal(admit=False)),  # always reject
+    st.builds(  # hint flooding
+        Proposal,
+        st.booleans(),
+        st.none(),
+        st.sampled_from([-1e308, -float("inf"), float("inf"), float("nan"), 1e308]),
+    ),
+    st.builds(Proposal, st.booleans(), st.sampled_from(["assured", "floor", "tier0"]), st.just(-1e9)),
+)
+
+
+class CoreMachine(RuleBasedStateMachine):
+    """Drives one DecisionCore with arbitrary interleavings and checks it as it goes."""
+
+    contract: Contract
+    core: DecisionCore
+    monitor: Monitor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trace: list[Event] = []
+        self.now = 0.0
+        self.n = 0
+        self.running: list[str] = []
+        self.queued: set[str] = set()
+
+    @initialize(
+        slots=st.integers(1, 3),
+        floor=st.integers(0, 4),
+        excess=st.sampled_from(["reject", "demote"]),
+        policy=st.sampled_from(["priority", "fifo"]),
+        drop=st.booleans(),
+        lower=st.sampled_from([0.0, 0.1, 0.4]),
+    )
+    def setup(self, slots: int, floor: int, excess: str, policy: str, drop: bool, lower: float) -> None:
+        self.contract = make_contract(slots=slots, floor=floor, excess=excess, lower=lower, s_max=0.5)
+        self.core = DecisionCore(self.contract, dispatch_policy=policy, deferred_drop=drop)  # type: ignore[arg-type]
+        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF"))
+
+    def _take(self, events: list[Event]) -> None:
+        for ev in events:
+            self.trace.append(ev)
+            assert self.monitor.feed(ev) == [], ev
+            if isinstance(ev, Admit):
+                self.queued.add(ev.rid)
+            elif isinstance(ev, Dispatch):
+                self.queued.discard(ev.rid)
+                self.running.append(ev.rid)
+            elif ev.kind.value in ("complete", "fail", "drop"):
+                self.queued.discard(ev.rid)
+                if ev.rid in self.running:
+                    self.running.remove(ev.rid)
+
+    @rule(
+        dt=st.sampled_from([0.0, 0.0, 0.05, 0.3, 1.0]),
+        tenant=st.sampled_from(["assured", "assured", "opp"]),
+        proposal=proposals,
+        max_tokens=st.none() | st.integers(0, 500),
+        slack=st.none() | st.floats(0.0, 3.0),
+    )
+    def arrive(
+        self, dt: float, tenant: str, proposal: Proposal, max_tokens: int | None, slack: float | None
+    ) -> None:
+        self.now += dt
+        self.n += 1
+        deadline = None if slack is None else self.now + slack
+        req = Request(f"r{self.n}", tenant, self.now, deadline=deadline, max_tokens=max_tokens)
+        self._take(self.core.arrive(req, proposal, self.now))
+
+    @precondition(lambda self: bool(self.running))
+    @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1, 0.6]), failed=st.booleans())
+    def finish(self, data: st.DataObject, dt: float, failed: bool) -> None:
+        self.now += dt
+        rid = data.draw(st.sampled_from(self.running))
+        self._take(self.core.finish(rid, self.now, failed=failed, reason="boom"))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        live = sorted(self.queued) + self.running + ["never-seen"]
+        self._take(self.core.cancel(data.draw(st.sampled_from(live)), self.now))
+
+    @rule(dt=st.sampled_from([0.1, 1.0]))
+    def poll(self, dt: float) -> None:
+        self.now += dt
+        self._take(self.core.poll(self.now))
+
+    @invariant()
+    def core_invariants(self) -> None:
+        if not hasattr(self, "core"):
+            return
+        self.core._check()
+        assert self.core.in_flight <= self.contract.slots
+        assert all(n == 1 for n in terminal_counts(self.trace).values())
+        used: dict[tuple[str, int], float] = defaultdict(float)
+        arrive = {e.rid: e for e in self.trace if isinstance(e, Arrive)}
+        for ev in self.trace:
+            if isinstance(ev, Admit) and ev.basis is Basis.FLOOR:
+                a = arrive[ev.rid]
+                used[a.tenant, self.contract.window_index(a.t)] += 1.0
+        assert all(u <= self.contract.tenants[tn].floor for (tn, _), u in used.items())
+
+    def teardown(self) -> None:
+        if not hasattr(self, "core"):
+            return
+        self.now += 1.0
+        self._take(self.core.fail_queued(self.now))
+        while self.running:
+            self._take(self.core.finish(self.running[0], self.now))
+        arrived = {e.rid for e in self.trace if isinstance(e, Arrive)}
+        assert terminal_counts(self.trace) == dict.fromkeys(arrived, 1)
+        assert check_wf(self.trace) == []
+        assert check_af(self.contract, self.trace) == []
+        assert check_dr(self.contract, self.trace) == []
+        assert self.monitor.violations() == []
+
+
+TestCoreMachine = CoreMachine.TestCase
+TestCoreMachine.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
