@@ -168,10 +168,13 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
     @model_validator(mode="after")
     def _check_consistency(self) -> Contract:
         svc = self.service
-        if svc.upper is not None and (
-            svc.upper.base < svc.lower.base or svc.upper.per_token < svc.lower.per_token
-        ):
-            raise ValueError("service.upper: U must not be below L (inverted bounds)")
+        if svc.upper is not None:
+            for tokens in (0, self.output_cap):  # both bounds are linear: the ends decide
+                lo, hi = svc.lower.at(tokens), svc.upper.at(tokens)
+                if hi < lo:
+                    raise ValueError(
+                        f"service.upper: U({tokens}) = {hi:g} s is below L({tokens}) = {lo:g} s (inverted bounds)"
+                    )
         if svc.lower.base > svc.s_max:
             raise ValueError(
                 f"service.lower: L = {svc.lower.base} s exceeds s_max = {svc.s_max} s (inverted bounds)"

@@ -1,0 +1,189 @@
+"""`rvguard check`: judge a recorded trace against a contract (files at this edge).
+
+The trace streams through the online `Monitor` (memory bounded by live
+requests); the phase sweep, when asked, also keeps the accepted events in
+columnar form. Strict reading stops at the first bad line with a located
+`TraceError`; lenient reading records every bad line by number, leaves it
+out, and checks the rest — nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .contract import Contract
+from .errors import TraceError, TraceProtocolError
+from .events import Event
+from .io import iter_records
+from .io.columnar import ColumnarTrace
+from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
+from .monitors.phase import PhaseSweep, phase_sweep
+from .verdict import Violation
+
+__all__ = ["BadLine", "CheckReport", "check_trace"]
+
+CLAIMS = {
+    "AF": "monitored; the guard enforces it by construction",
+    "DR": "monitored; the guard enforces it by construction",
+    "WF": "monitored; the guard's output is well-formed by construction",
+    "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
+    "ND": "monitored; optional, needs the upper bound U",
+}
+P95_NOTE = "P95 is an ensemble obligation: it is not judged here (see rvguard screen)"
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line left out under ``--lenient``: where, which field, why."""
+
+    line: int
+    field: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Everything `rvguard check` found: verdicts, metrics, bad lines, phase sweep."""
+
+    trace: str
+    properties: tuple[str, ...]
+    violations: list[Violation]
+    metrics: Metrics
+    bad_lines: list[BadLine] = field(default_factory=list)
+    phase: PhaseSweep | None = None
+    seconds: float = 0.0
+
+    @property
+    def holds(self) -> bool:
+        """No violation and no bad line."""
+        return not self.violations and not self.bad_lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` object (DESIGN §8 names: ``violations`` and ``metrics``)."""
+        return {
+            "trace": self.trace,
+            "holds": self.holds,
+            "properties": {p: CLAIMS.get(p, "monitored (user-defined)") for p in self.properties},
+            "violations": [v.to_dict() for v in self.violations],
+            "metrics": self.metrics.to_dict(),
+            "bad_lines": [{"line": b.line, "field": b.field, "reason": b.reason} for b in self.bad_lines],
+            "phase_sweep": None if self.phase is None else self.phase.to_dict(),
+            "notes": [P95_NOTE],
+            "seconds": self.seconds,
+        }
+
+
+class _Progress:
+    """A progress line on a terminal's stderr for long traces; silent elsewhere."""
+
+    def __init__(self, path: str, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.size = os.path.getsize(path) if stream is not None and os.path.isfile(path) else 0
+        self.enabled = stream is not None and self.size > 8_000_000
+        self.start = time.monotonic()
+        self.last = self.start
+
+    def tick(self, line: int) -> None:
+        if not self.enabled or line & 0x3FFF:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.5:
+            return
+        self.last = now
+        rate = line / max(now - self.start, 1e-9)
+        assert self.stream is not None
+        self.stream.write(f"\rchecking: {line:,} lines, {rate:,.0f} lines/s")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled and self.stream is not None:
+            self.stream.write("\n")
+
+
+def _protocol_error(v: Violation, path: str, line: int) -> TraceProtocolError:
+    field_name = "rid" if "duplicate" in v.detail or "never arrived" in v.detail else "kind"
+    return TraceProtocolError(v.detail, path=path, line=line, field=field_name)
+
+
+def _records(path: str, progress: _Progress) -> Iterator[tuple[int, Event | TraceError]]:
+    for line, item in iter_records(path):
+        progress.tick(line)
+        yield line, item
+
+
+def check_trace(
+    path: str,
+    contract: Contract,
+    *,
+    properties: Sequence[str] = DEFAULT_PROPERTIES,
+    lenient: bool = False,
+    phase_steps: int | None = None,
+    progress: TextIO | None = None,
+    records: Callable[[str], Iterator[tuple[int, Event | TraceError]]] | None = None,
+) -> CheckReport:
+    """Check one trace file.
+
+    Args:
+        path: a JSONL/CSV/Parquet trace (``-`` for JSONL on stdin).
+        contract: the contract to judge against.
+        properties: property names to report.
+        lenient: leave bad lines out (recorded) instead of stopping.
+        phase_steps: run the phase sweep with this many phases.
+        progress: a stream for the progress line (used only on terminals).
+        records: override the reader (tests).
+
+    Raises:
+        TraceError: strict mode, at the first bad line (with file, line, field).
+    """
+    started = time.monotonic()
+    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]])
+    report_wf = "WF" in properties
+    bad: list[BadLine] = []
+    kept: list[Event] = []
+    lines: list[int] = []
+    violations: list[Violation] = []
+    prog = _Progress(path, progress if progress is not None and progress.isatty() else None)
+    source = records(path) if records is not None else _records(path, prog)
+    for line, item in source:
+        try:
+            if isinstance(item, TraceError):
+                raise item
+            found = monitor.feed(item)
+        except TraceError as err:
+            located = err.located(path=path, line=line) if not err.line else err
+            if not lenient:
+                raise located from None
+            bad.append(BadLine(line, located.field, located.reason))
+            continue
+        wf_found = [v for v in found if v.property == "WF"]
+        if wf_found:
+            if not lenient:
+                raise _protocol_error(wf_found[0], path, line)
+            bad.append(BadLine(line, _protocol_error(wf_found[0], path, line).field, wf_found[0].detail))
+        violations.extend(v for v in found if v.property != "WF" or report_wf)
+        if phase_steps is not None and not wf_found:
+            kept.append(item)  # type: ignore[arg-type]
+            lines.append(line)
+    prog.done()
+    sweep = None
+    if phase_steps is not None:
+        sweep = phase_sweep(ColumnarTrace.from_events(kept, lines=lines), contract, phase_steps)
+    return CheckReport(
+        trace=path,
+        properties=tuple(properties),
+        violations=sorted(violations, key=lambda v: v.key),
+        metrics=monitor.summary(),
+        bad_lines=bad,
+        phase=sweep,
+        seconds=time.monotonic() - started,
+    )
+
+
+def default_progress() -> TextIO:
+    """The stream progress goes to."""
+    return sys.stderr

@@ -1,0 +1,77 @@
+"""Hypothesis strategies: random well-formed traces over a small contract."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from rvguard.contract import Contract, contract_from_mapping
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
+
+# Steps that land exactly on window edges (W = 1) and on deadlines are common on purpose.
+STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
+
+
+def small_contract(credit: str = "count") -> Contract:
+    return contract_from_mapping(
+        {
+            "window": 1.0,
+            "slots": 2,
+            "output_cap": 8,
+            "credit": credit,
+            "service": {"s_max": 0.5, "lower": {"base": 0.25, "per_token": 0.0625}, "upper": 1.0},
+            "tenants": {
+                "a": {"floor": 2 if credit == "count" else 12, "deadline": 1.0, "tier": 0},
+                "b": {"floor": 1 if credit == "count" else 6, "deadline": 0.5, "tier": 1},
+                "o": {"floor": 0, "deadline": 2.0, "tier": 2},
+            },
+        }
+    )
+
+
+_NEXT = {
+    "arrive": ["admit", "reject"],
+    "admit": ["dispatch", "drop", "fail"],
+    "dispatch": ["complete", "complete", "fail", "drop"],
+}
+
+
+def _event(kind: str, t: float, rid: str) -> Event:
+    if kind == "admit":
+        return Admit(t, rid, Basis.SURPLUS)
+    if kind == "reject":
+        return Reject(t, rid, "r")
+    if kind == "dispatch":
+        return Dispatch(t, rid)
+    if kind == "complete":
+        return Complete(t, rid)
+    if kind == "drop":
+        return Drop(t, rid, "doomed")
+    return Fail(t, rid, "err")
+
+
+@st.composite
+def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
+    """A WF-clean trace: arrivals and protocol steps interleaved, time non-decreasing."""
+    t = 0.0
+    events: list[Event] = []
+    live: dict[str, str] = {}
+    n = 0
+    for _ in range(draw(st.integers(1, max_steps))):
+        t += draw(STEPS)
+        if not live or draw(st.booleans()):
+            rid = f"r{n}"
+            n += 1
+            tenant = draw(st.sampled_from(["a", "a", "b", "o"]))
+            deadline = draw(st.one_of(st.none(), st.sampled_from([0.5, 1.0, 2.0]).map(lambda d: t + d)))
+            max_tokens = draw(st.one_of(st.none(), st.integers(0, 12)))
+            events.append(Arrive(t, rid, tenant, deadline=deadline, max_tokens=max_tokens, prompt_tokens=3))
+            live[rid] = "arrive"
+            continue
+        rid = draw(st.sampled_from(sorted(live)))
+        kind = draw(st.sampled_from(_NEXT[live[rid]]))
+        events.append(_event(kind, t, rid))
+        if kind in ("complete", "fail", "drop", "reject"):
+            del live[rid]
+        else:
+            live[rid] = kind
+    return events

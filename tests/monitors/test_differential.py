@@ -1,0 +1,98 @@
+"""Online monitor, offline checker and a brute-force checker agree on every trace."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rvguard.events import Arrive, Complete, Event, Reject
+from rvguard.io.columnar import ColumnarTrace
+from rvguard.monitors import Monitor
+from rvguard.monitors.offline import check_offline
+
+from .brute_force import brute_force
+from .strategies import small_contract, wellformed_traces
+
+CONTRACTS = {"count": small_contract("count"), "tokens": small_contract("tokens")}
+PROPS = ("AF", "SF", "DR", "WF", "ND")
+
+
+def _online(events: list[Event], credit: str) -> Monitor:
+    m = Monitor(CONTRACTS[credit], PROPS)
+    m.feed_all(events)
+    return m
+
+
+def _witness(v: object) -> list[tuple[str, str, float]]:
+    return [(e.kind.value, e.rid, e.t) for e in v.witness]  # type: ignore[attr-defined]
+
+
+def _metrics(d: dict[str, object]) -> dict[str, object]:
+    d = dict(d)
+    d.pop("utilisation")
+    return d
+
+
+@settings(max_examples=300, deadline=None)
+@given(wellformed_traces(), st.sampled_from(["count", "tokens"]))
+def test_online_and_offline_agree(events: list[Event], credit: str) -> None:
+    online = _online(events, credit)
+    offline = check_offline(ColumnarTrace.from_events(events), CONTRACTS[credit], PROPS)
+    assert offline.vectorised
+    on, off = online.violations(), offline.violations
+    assert [(v.property, v.rid, v.t, v.detail) for v in on] == [
+        (v.property, v.rid, v.t, v.detail) for v in off
+    ]
+    assert [_witness(v) for v in on] == [_witness(v) for v in off]
+    assert [dict(v.context) for v in on] == [dict(v.context) for v in off]
+    m_on, m_off = online.summary().to_dict(), offline.metrics.to_dict()
+    assert _metrics(m_on) == _metrics(m_off)
+    if m_on["utilisation"] is None:
+        assert m_off["utilisation"] is None
+    else:
+        assert m_off["utilisation"] == pytest.approx(m_on["utilisation"], rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(wellformed_traces(), st.sampled_from(["count", "tokens"]))
+def test_monitor_agrees_with_brute_force(events: list[Event], credit: str) -> None:
+    found = {(v.property, v.rid, v.t) for v in _online(events, credit).violations() if v.property != "ND"}
+    assert found == brute_force(events, CONTRACTS[credit])
+
+
+@settings(max_examples=200, deadline=None)
+@given(wellformed_traces())
+def test_wellformed_traces_pass_wf(events: list[Event]) -> None:
+    assert not [v for v in _online(events, "count").violations() if v.property == "WF"]
+
+
+def _mutations(events: list[Event]) -> list[list[Event]]:
+    """Mutations that each certainly break the protocol."""
+    out = []
+    for i, e in enumerate(events):
+        if isinstance(e, Arrive) and any(x.rid == e.rid for x in events[i + 1 :]):
+            out.append(events[:i] + events[i + 1 :])  # events for a request that never arrived
+        if not isinstance(e, Arrive):
+            out.append(events[: i + 1] + [dataclasses.replace(e, rid="ghost")] + events[i + 1 :])
+        if isinstance(e, Complete | Reject):
+            out.append(events[: i + 1] + [e] + events[i + 1 :])  # a second terminal event
+        if isinstance(e, Arrive):
+            out.append(events[: i + 1] + [e] + events[i + 1 :])  # duplicate arrive
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(wellformed_traces(max_steps=25), st.data())
+def test_wf_rejects_every_mutation(events: list[Event], data: st.DataObject) -> None:
+    mutants = _mutations(events)
+    if not mutants:
+        return
+    mutant = data.draw(st.sampled_from(mutants))
+    online = _online(mutant, "count")
+    assert [v for v in online.violations() if v.property == "WF"]
+    offline = check_offline(ColumnarTrace.from_events(mutant), CONTRACTS["count"], PROPS)
+    assert not offline.vectorised
+    assert [v.key for v in offline.violations] == [v.key for v in online.violations()]

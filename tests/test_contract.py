@@ -1,0 +1,130 @@
+"""The contract: loading, validation (one case per rule), window arithmetic, entitlement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rvguard.contract import (
+    Contract,
+    Entitlement,
+    contract_from_mapping,
+    load_contract,
+    window_index,
+    window_start,
+)
+from rvguard.errors import SpecError
+
+from .conftest import SPECS
+
+
+def base(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "window": 1.0,
+        "slots": 4,
+        "service": {"s_max": 0.66, "lower": 0.236},
+        "tenants": {"assured": {"floor": 6, "deadline": 1.82, "tier": 0}},
+    }
+    d.update(over)
+    return d
+
+
+def test_marquee_loads_with_the_reference_numbers(marquee: Contract) -> None:
+    assert (marquee.slots, marquee.window, marquee.tenants["assured"].floor) == (4, 1.0, 6)
+    assert marquee.service.s_max == 0.66 and marquee.service.lower.base == 0.236
+    assert marquee.tenants["assured"].deadline == 1.82
+
+
+def test_json_and_yaml_agree(tmp_path: Path, marquee: Contract) -> None:
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(marquee.model_dump(mode="json")))
+    assert load_contract(p) == marquee
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        (base(window=0), "window"),
+        (base(window=-1.0), "window"),
+        (base(slots=0), "slots"),
+        (base(window=float("inf")), "window"),
+        (base(tenants={}), "tenants"),
+        (base(tenants={"a": {"floor": -1, "deadline": 1}}), "tenants.a.floor"),
+        (base(tenants={"a": {"floor": 1, "deadline": 0}}), "tenants.a.deadline"),
+        (base(tenants={"a": {"floor": 1.5, "deadline": 1}}), "tenants.a.floor"),
+        (base(service={"s_max": 0.5, "lower": 0.6}), "service.lower"),
+        (base(service={"s_max": 0.5, "lower": 0.2, "upper": 0.1}), "service.upper"),
+        (base(service={"s_max": -0.5}), "service.s_max"),
+        (base(excess="maybe"), "excess"),
+        (base(credit="coins"), "credit"),
+        (base(surprise=1), "surprise"),
+    ],
+)
+def test_validation_names_the_field(data: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as info:
+        contract_from_mapping(data)
+    assert info.value.field == field
+    assert field in str(info.value)
+
+
+def test_bad_files_are_spec_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("window: [1,\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_contract(bad)
+    with pytest.raises(SpecError, match="cannot read"):
+        load_contract(tmp_path / "missing.yaml")
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n")
+    with pytest.raises(SpecError, match="mapping"):
+        load_contract(listy)
+
+
+def test_lower_bound_grows_with_output_tokens_up_to_the_cap() -> None:
+    c = contract_from_mapping(
+        base(output_cap=10, service={"s_max": 1.0, "lower": {"base": 0.1, "per_token": 0.01}})
+    )
+    assert c.lower_bound(5) == pytest.approx(0.15)
+    assert c.lower_bound(100) == pytest.approx(0.2)
+    assert c.lower_bound(None) == pytest.approx(0.2)
+
+
+@given(
+    st.integers(-1000, 1000), st.sampled_from([0.1, 0.3, 1.0, 1.82, 7.0]), st.sampled_from([0.0, 0.05, 3.3])
+)
+def test_window_start_is_in_its_own_window(k: int, w: float, origin: float) -> None:
+    t = window_start(k, origin, w)
+    assert window_index(t, origin, w) == k
+    assert window_start(k, origin, w) <= t < window_start(k + 1, origin, w)
+
+
+@given(st.floats(0, 1e6, allow_nan=False), st.sampled_from([0.1, 0.3, 1.0, 1.82]))
+def test_every_time_lies_in_its_window(t: float, w: float) -> None:
+    k = window_index(t, 0.0, w)
+    assert window_start(k, 0.0, w) <= t < window_start(k + 1, 0.0, w)
+
+
+def test_entitlement_counts_the_first_b_arrivals_per_window(marquee: Contract) -> None:
+    ent = Entitlement(marquee)
+    flags = [ent.arrive("assured", 0.1 * i)[1] for i in range(8)]
+    assert flags == [True] * 6 + [False] * 2
+    assert ent.arrive("assured", 1.0)[:3] == (1, True, 1)
+    assert ent.arrive("opportunistic", 1.0)[1] is False
+
+
+def test_token_credits_use_the_weight_prefix() -> None:
+    c = contract_from_mapping(base(credit="tokens", tenants={"a": {"floor": 100, "deadline": 1}}))
+    ent = Entitlement(c)
+    assert ent.arrive("a", 0.0, 60.0)[1] is True
+    assert ent.arrive("a", 0.1, 50.0)[1] is False
+    assert c.weight(10, 20) == 30.0
+
+
+def test_shipped_specs_load() -> None:
+    for p in SPECS.glob("*.yaml"):
+        assert isinstance(load_contract(p), Contract)
