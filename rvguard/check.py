@@ -167,7 +167,7 @@ def check_trace(
             bad.append(BadLine(line, _protocol_error(wf_found[0], path, line).field, wf_found[0].detail))
         violations.extend(v for v in found if v.property != "WF" or report_wf)
         if phase_steps is not None and not wf_found:
-            kept.append(item)  # type: ignore[arg-type]
+            kept.append(item)
             lines.append(line)
     prog.done()
     sweep = None

@@ -62,7 +62,9 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
             rid = f"r{n}"
             n += 1
             tenant = draw(st.sampled_from(["a", "a", "b", "o"]))
-            deadline = draw(st.one_of(st.none(), st.sampled_from([0.5, 1.0, 2.0]).map(lambda d: t + d)))
+            deadline = draw(
+                st.one_of(st.none(), st.sampled_from([0.5, 1.0, 2.0]).map(lambda d, t0=t: t0 + d))
+            )
             max_tokens = draw(st.one_of(st.none(), st.integers(0, 12)))
             events.append(Arrive(t, rid, tenant, deadline=deadline, max_tokens=max_tokens, prompt_tokens=3))
             live[rid] = "arrive"

@@ -76,11 +76,11 @@ def _mutations(events: list[Event]) -> list[list[Event]]:
         if isinstance(e, Arrive) and any(x.rid == e.rid for x in events[i + 1 :]):
             out.append(events[:i] + events[i + 1 :])  # events for a request that never arrived
         if not isinstance(e, Arrive):
-            out.append(events[: i + 1] + [dataclasses.replace(e, rid="ghost")] + events[i + 1 :])
+            out.append([*events[: i + 1], dataclasses.replace(e, rid="ghost"), *events[i + 1 :]])
         if isinstance(e, Complete | Reject):
-            out.append(events[: i + 1] + [e] + events[i + 1 :])  # a second terminal event
+            out.append([*events[: i + 1], e, *events[i + 1 :]])  # a second terminal event
         if isinstance(e, Arrive):
-            out.append(events[: i + 1] + [e] + events[i + 1 :])  # duplicate arrive
+            out.append([*events[: i + 1], e, *events[i + 1 :]])  # duplicate arrive
     return out
 
 
