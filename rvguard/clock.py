@@ -1,0 +1,67 @@
+"""Time is injected (STYLE rule 11): the one module that reads the system clock.
+
+`Clock` is what the `Guard` and the HTTP dispatcher ask for the time;
+`MonotonicClock` serves live runs, `ManualClock` tests and replays. The
+decision core never sees a clock: it takes ``now`` as an argument.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "ManualClock", "MonotonicClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of non-decreasing time in seconds."""
+
+    def now(self) -> float:
+        """The current time in seconds."""
+        ...
+
+
+class MonotonicClock:
+    """Live time: ``start`` plus the seconds elapsed since construction (``time.monotonic``).
+
+    The contract's windows start at its epoch, so ``start`` is where this
+    clock puts the guard on the contract's time line (default 0.0: the
+    guard's first instant is the epoch).
+    """
+
+    __slots__ = ("_base", "_start")
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._start = start
+        self._base = time.monotonic()
+
+    def now(self) -> float:
+        """``start`` + elapsed monotonic seconds."""
+        return self._start + (time.monotonic() - self._base)
+
+
+class ManualClock:
+    """Time that moves only when told to: for tests and deterministic replays."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._t = start
+
+    def now(self) -> float:
+        """The time set so far."""
+        return self._t
+
+    def advance(self, seconds: float) -> float:
+        """Move forward by ``seconds`` (≥ 0); returns the new time."""
+        if not seconds >= 0.0:
+            raise ValueError(f"a clock cannot go backwards: advance({seconds!r})")
+        self._t += seconds
+        return self._t
+
+    def set(self, t: float) -> None:
+        """Jump to ``t`` (not earlier than now)."""
+        if not t >= self._t:
+            raise ValueError(f"a clock cannot go backwards: set({t!r}) at {self._t!r}")
+        self._t = t

@@ -1,0 +1,218 @@
+"""Dispatchers: the one-method edge between the Guard and a backend (httpx-transport style).
+
+A `Dispatcher` has one coroutine, ``dispatch(request) -> Response``. It does
+not catch what it cannot handle: exceptions propagate to the `Guard`, which
+turns them into a ``fail`` event and frees the slot. `VLLMDispatcher` maps
+transport failures to `DispatchError` with the HTTP status (or 502/504), so
+the reason in the trace names what went wrong.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..clock import Clock, MonotonicClock
+from ..contract import Contract
+from ..errors import EnforcementError, MissingExtraError
+from .request import Request
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "CallableDispatcher",
+    "DispatchError",
+    "Dispatcher",
+    "MockDispatcher",
+    "Response",
+    "VLLMDispatcher",
+]
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What a backend returned, with client-side timings (seconds) when measured."""
+
+    text: str = ""
+    output_tokens: int | None = None
+    prompt_tokens: int | None = None
+    first_token: float | None = None
+    total: float | None = None
+    status: int = 200
+    raw: Mapping[str, Any] = field(default_factory=_empty, compare=False, repr=False)
+
+
+class DispatchError(EnforcementError):
+    """The backend failed the request; ``status_hint`` is its HTTP status (502/504 for transport)."""
+
+    def __init__(self, message: str, *, status_hint: int = 502) -> None:
+        super().__init__(message, status_hint=status_hint)
+
+
+class Dispatcher(Protocol):
+    """Sends one admitted request to a backend."""
+
+    async def dispatch(self, request: Request) -> Response:
+        """Serve ``request``; raise on failure (never swallow)."""
+        ...
+
+
+class CallableDispatcher:
+    """Wraps any ``async def f(request) -> Response``."""
+
+    def __init__(self, fn: Callable[[Request], Awaitable[Response]]) -> None:
+        self._fn = fn
+
+    async def dispatch(self, request: Request) -> Response:
+        """Await the wrapped function."""
+        return await self._fn(request)
+
+
+class MockDispatcher:
+    """A test backend from a sync or async handler; counts calls."""
+
+    def __init__(self, handler: Callable[[Request], Response | Awaitable[Response]]) -> None:
+        self._handler = handler
+        self.calls: list[Request] = []
+
+    async def dispatch(self, request: Request) -> Response:
+        """Call the handler (awaiting it if it returns an awaitable)."""
+        self.calls.append(request)
+        out = self._handler(request)
+        if inspect.isawaitable(out):
+            return await out
+        return out
+
+
+Endpoint = Literal["completions", "chat"]
+
+
+class VLLMDispatcher:
+    """vLLM's OpenAI-compatible API over httpx, streaming, with the guard's cap and tier.
+
+    Sends ``max_tokens = min(requested, output_cap)`` and vLLM's ``priority``
+    = the true tenant's tier (lower first, as ``--scheduling-policy priority``
+    expects), streams with ``stream_options.include_usage`` to time the first
+    token and the completion on the client side.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8000``.
+        model: the served model name.
+        contract: gives the output cap and the tenants' tiers.
+        endpoint: ``completions`` (``payload["prompt"]``) or ``chat`` (``payload["messages"]``).
+        connect_timeout, read_timeout: seconds.
+        client: an ``httpx.AsyncClient`` to reuse (else one is created and owned).
+        clock: for the timings (default `MonotonicClock`).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        contract: Contract,
+        endpoint: Endpoint = "completions",
+        connect_timeout: float = 2.0,
+        read_timeout: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        try:
+            import httpx
+        except ImportError:  # pragma: no cover - the http extra is installed in dev
+            raise MissingExtraError("httpx", "http") from None
+        if endpoint not in ("completions", "chat"):
+            raise ValueError(f"endpoint must be 'completions' or 'chat', got {endpoint!r}")
+        self._httpx = httpx
+        self._url = base_url.rstrip("/") + (
+            "/v1/completions" if endpoint == "completions" else "/v1/chat/completions"
+        )
+        self._model = model
+        self._contract = contract
+        self._endpoint = endpoint
+        timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._owned = client is None
+        self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this dispatcher created it."""
+        if self._owned:
+            await self._client.aclose()
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for ``request`` (cap and priority forced here, not by the caller)."""
+        body: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": self._contract.capped_tokens(request.max_tokens),
+            "priority": self._contract.tier_of(request.tenant),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self._endpoint == "completions":
+            body["prompt"] = request.payload.get("prompt", "")
+        else:
+            body["messages"] = list(request.payload.get("messages", ()))
+        return body
+
+    async def dispatch(self, request: Request) -> Response:
+        """POST, stream, time; HTTP errors and resets raise `DispatchError` with the status."""
+        httpx = self._httpx
+        start = self._clock.now()
+        try:
+            async with self._client.stream("POST", self._url, json=self.body(request)) as resp:
+                if resp.status_code != 200:
+                    detail = (await resp.aread()).decode("utf-8", "replace")[:200]
+                    raise DispatchError(f"http {resp.status_code}: {detail}", status_hint=resp.status_code)
+                return await self._read_stream(resp, start)
+        except httpx.TimeoutException as exc:
+            raise DispatchError(f"timeout: {type(exc).__name__}", status_hint=504) from exc
+        except httpx.TransportError as exc:
+            raise DispatchError(f"transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
+
+    async def _read_stream(self, resp: httpx.Response, start: float) -> Response:
+        parts: list[str] = []
+        first: float | None = None
+        usage: Mapping[str, Any] = {}
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            usage = chunk.get("usage") or usage
+            text = _chunk_text(chunk)
+            if text:
+                if first is None:
+                    first = self._clock.now() - start
+                parts.append(text)
+        total = self._clock.now() - start
+        return Response(
+            text="".join(parts),
+            output_tokens=usage.get("completion_tokens"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            first_token=first,
+            total=total,
+            status=resp.status_code,
+            raw=MappingProxyType(dict(usage)),
+        )
+
+
+def _chunk_text(chunk: Mapping[str, Any]) -> str:
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""
+    c = choices[0]
+    if "text" in c:
+        return str(c.get("text") or "")
+    return str((c.get("delta") or {}).get("content") or "")
