@@ -1,0 +1,353 @@
+"""A bounded discrete schedule model of the guard's dispatch, for Z3 and for tests.
+
+Theory of operation. Time is integer ticks. Two classes share ``slots``
+(C) non-preemptive slots: *assured* jobs (rank 0, the floored tenant's
+entitled requests: at most ``floor`` (B) arrivals in each tumbling window
+``[kW, (k+1)W)``, k < ``windows``) and *opportunistic* jobs (rank 1, any
+arrival time from ``-s_opp`` on, so some are already in flight at t = 0).
+A job's service is an integer in ``[s_min, ceiling]`` (``s_max`` or
+``s_opp``). Semantics, made explicit because the decision core must agree
+with them (`simulate` is the executable form, `find_schedule` the symbolic
+one, and a test checks one against the other):
+
+1. At an instant t, completions happen first (a job that finishes at t
+   frees its slot at t), then the arrivals of t join the queue, then the
+   dispatcher starts waiting jobs while a slot is free.
+2. It starts the waiting job of the best rank: class (assured first), then
+   arrival time, then job index (arrival order, ties by sequence).
+3. It is work-conserving (a job never waits while a slot is free) and
+   non-preemptive (a started job holds its slot for its whole service).
+
+The symbolic form states these as constraints over arrival a, service s,
+start S (F = S + s): S ≥ a; at most C jobs run at any start instant;
+a waiting job at an arrival or completion instant means all C slots are
+busy there; and if j outranks k and has arrived by S_k then S_j ≤ S_k.
+These pin the greedy schedule exactly (given arrivals and services).
+
+The backlog Q_A(t) is the number of assured jobs in the system (arrived,
+not finished) at t; it is largest at an arrival instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._z3 import load_z3
+
+__all__ = ["ASSURED", "OPPORTUNISTIC", "Job", "ModelParams", "Schedule", "find_schedule", "simulate"]
+
+ASSURED = "assured"
+OPPORTUNISTIC = "opportunistic"
+_RANK = {ASSURED: 0, OPPORTUNISTIC: 1}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelParams:
+    """The bounds of one schedule model (all in integer ticks).
+
+    Attributes:
+        slots: C. floor: B, assured arrivals per window. window: W.
+        s_max: assured ceiling. s_opp: opportunistic ceiling.
+        deadline: D, relative. windows: k windows of assured arrivals.
+        opp_jobs: opportunistic jobs (default C). s_min: least service.
+        assured_jobs: assured jobs (default B·k, every window full).
+    """
+
+    slots: int
+    floor: int
+    window: int
+    s_max: int
+    s_opp: int
+    deadline: int
+    windows: int = 2
+    opp_jobs: int | None = None
+    s_min: int = 1
+    assured_jobs: int | None = None
+
+    @property
+    def n_assured(self) -> int:
+        """Assured jobs in the model."""
+        return self.floor * self.windows if self.assured_jobs is None else self.assured_jobs
+
+    @property
+    def n_opp(self) -> int:
+        """Opportunistic jobs in the model."""
+        return self.slots if self.opp_jobs is None else self.opp_jobs
+
+    @property
+    def stable(self) -> bool:
+        """A4: B · s_max ≤ C · W."""
+        return self.floor * self.s_max <= self.slots * self.window
+
+    def waves(self, cohort: int | None = None) -> int:
+        """⌈cohort / C⌉ (cohort defaults to B)."""
+        n = self.floor if cohort is None else cohort
+        return -(-n // self.slots)
+
+    @property
+    def reference_bound(self) -> int:
+        """The reference study's bound s_opp + ⌈B/C⌉ · s_max."""
+        return self.s_opp + self.waves() * self.s_max
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of a schedule: its class, arrival, service, start and finish tick."""
+
+    tenant: str
+    arrival: int
+    service: int
+    start: int
+
+    @property
+    def finish(self) -> int:
+        """start + service."""
+        return self.start + self.service
+
+    @property
+    def sojourn(self) -> int:
+        """finish − arrival."""
+        return self.finish - self.arrival
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A concrete run: C and the jobs (in model order: assured first, by arrival)."""
+
+    slots: int
+    jobs: tuple[Job, ...]
+    notes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sojourns(self) -> list[int]:
+        """Sojourn of every job, in job order."""
+        return [j.sojourn for j in self.jobs]
+
+    def max_sojourn(self, tenant: str = ASSURED) -> int:
+        """Largest sojourn of the tenant's jobs (0 when it has none)."""
+        return max((j.sojourn for j in self.jobs if j.tenant == tenant), default=0)
+
+    def max_backlog(self) -> int:
+        """Largest Q_A: assured jobs arrived and not finished, at any instant."""
+        assured = [j for j in self.jobs if j.tenant == ASSURED]
+        return max((sum(1 for i in assured if i.arrival <= j.arrival < i.finish) for j in assured), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict: slots and per-job arrival, service, start, finish, sojourn."""
+        return {
+            "slots": self.slots,
+            "jobs": [
+                {
+                    "tenant": j.tenant,
+                    "arrival": j.arrival,
+                    "service": j.service,
+                    "start": j.start,
+                    "finish": j.finish,
+                    "sojourn": j.sojourn,
+                }
+                for j in self.jobs
+            ],
+        }
+
+
+def simulate(
+    slots: int, tenants: Sequence[str], arrivals: Sequence[int], services: Sequence[int]
+) -> Schedule:
+    """Run the model's dispatch semantics (module docstring) on concrete jobs.
+
+    Args:
+        slots: C, the number of slots.
+        tenants: ``"assured"`` or ``"opportunistic"`` per job.
+        arrivals: arrival tick per job.
+        services: service ticks per job (≥ 1).
+
+    Returns:
+        The schedule, jobs in the given order.
+
+    Raises:
+        ValueError: lengths differ, an unknown class, or a service < 1.
+    """
+    n = len(tenants)
+    if not n == len(arrivals) == len(services) or slots < 1:
+        raise ValueError("tenants, arrivals and services need equal lengths, and slots ≥ 1")
+    if any(t not in _RANK for t in tenants) or any(s < 1 for s in services):
+        raise ValueError("tenants must be assured/opportunistic and services ≥ 1")
+    start: dict[int, int] = {}
+    finishes: list[int] = []
+    order = sorted(range(n), key=lambda i: arrivals[i])
+    instants = sorted(set(arrivals))
+    while len(start) < n:
+        t = instants.pop(0)
+        finishes = [f for f in finishes if f > t]
+        waiting = [i for i in order if arrivals[i] <= t and i not in start]
+        waiting.sort(key=lambda i: (_RANK[tenants[i]], arrivals[i], i))
+        for i in waiting[: slots - len(finishes)]:
+            start[i] = t
+            finishes.append(t + services[i])
+        later = {f for f in finishes if f > t} | {a for a in arrivals if a > t}
+        instants = sorted(later)
+    jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(n))
+    return Schedule(slots, jobs)
+
+
+# -- the symbolic model --------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Vars:
+    tenants: tuple[str, ...]
+    a: list[Any]
+    s: list[Any]
+    start: list[Any]
+
+    @property
+    def finish(self) -> list[Any]:
+        return [st + sv for st, sv in zip(self.start, self.s, strict=True)]
+
+    def assured(self) -> list[int]:
+        return [i for i, t in enumerate(self.tenants) if t == ASSURED]
+
+
+def _variables(z3: Any, p: ModelParams) -> _Vars:
+    tenants = (ASSURED,) * p.n_assured + (OPPORTUNISTIC,) * p.n_opp
+    n = len(tenants)
+    return _Vars(
+        tenants,
+        [z3.Int(f"arrival_{i}") for i in range(n)],
+        [z3.Int(f"service_{i}") for i in range(n)],
+        [z3.Int(f"start_{i}") for i in range(n)],
+    )
+
+
+def _busy(z3: Any, v: _Vars, t: Any) -> Any:
+    return z3.Sum([z3.If(z3.And(st <= t, t < f), 1, 0) for st, f in zip(v.start, v.finish, strict=True)])
+
+
+def encode_envelope(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """Services within [s_min, ceiling], starts after arrivals, each class in arrival order."""
+    clauses = []
+    for i, t in enumerate(v.tenants):
+        ceiling = p.s_max if t == ASSURED else p.s_opp
+        clauses += [v.s[i] >= p.s_min, v.s[i] <= ceiling, v.start[i] >= v.a[i]]
+        if t == OPPORTUNISTIC:
+            clauses.append(v.a[i] >= -p.s_opp)
+        if i > 0 and v.tenants[i - 1] == t:
+            clauses.append(v.a[i - 1] <= v.a[i])  # index order is arrival order
+    return z3.And(clauses)
+
+
+def encode_entitlement(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """Assured arrivals fall in the k windows, at most B in each."""
+    idx = v.assured()
+    clauses = [z3.And(v.a[i] >= 0, v.a[i] < p.windows * p.window) for i in idx]
+    for k in range(p.windows):
+        lo, hi = k * p.window, (k + 1) * p.window
+        clauses.append(z3.Sum([z3.If(z3.And(v.a[i] >= lo, v.a[i] < hi), 1, 0) for i in idx]) <= p.floor)
+    return z3.And(clauses)
+
+
+def encode_capacity(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """At most C jobs run at any start instant (hence at any instant)."""
+    return z3.And([_busy(z3, v, st) <= p.slots for st in v.start])
+
+
+def encode_work_conserving(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """A job waiting at an arrival or completion instant finds all C slots busy."""
+    n = len(v.tenants)
+    full_at_arrival = [_busy(z3, v, v.a[j]) == p.slots for j in range(n)]
+    full_at_finish = [_busy(z3, v, f) == p.slots for f in v.finish]
+    clauses = [z3.Implies(v.start[j] > v.a[j], full_at_arrival[j]) for j in range(n)]
+    for j in range(n):
+        for k, f in enumerate(v.finish):
+            if j != k:
+                clauses.append(z3.Implies(z3.And(v.a[j] <= f, f < v.start[j]), full_at_finish[k]))
+    return z3.And(clauses)
+
+
+def encode_priority(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """If j outranks k and has arrived when k starts, j starts no later than k."""
+    del p
+    n = len(v.tenants)
+    clauses = []
+    for j in range(n):
+        for k in range(n):
+            rank_j, rank_k = _RANK[v.tenants[j]], _RANK[v.tenants[k]]
+            if rank_j < rank_k or (rank_j == rank_k and j < k):
+                clauses.append(z3.Implies(v.a[j] <= v.start[k], v.start[j] <= v.start[k]))
+    return z3.And(clauses)
+
+
+def encode_miss(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """Some assured job finishes after its deadline: F − a > D."""
+    return z3.Or([v.finish[i] - v.a[i] > p.deadline for i in v.assured()])
+
+
+def encode_backlog(z3: Any, p: ModelParams, v: _Vars, bound: int | None = None) -> Any:
+    """Q_A exceeds ``bound`` (default B) at some assured arrival instant."""
+    idx, limit = v.assured(), p.floor if bound is None else bound
+    f = v.finish
+    in_system = [z3.Sum([z3.If(z3.And(v.a[i] <= v.a[j], v.a[j] < f[i]), 1, 0) for i in idx]) for j in idx]
+    return z3.Or([q > limit for q in in_system])
+
+
+GOALS = ("miss", "backlog", "any")
+
+
+def model_solver(p: ModelParams, goal: str = "miss", *, extra: Sequence[Any] = ()) -> tuple[Any, _Vars]:
+    """A fresh solver holding the model's clauses (tracked by name) and the goal.
+
+    Raises:
+        ValueError: an unknown goal.
+    """
+    if goal not in GOALS:
+        raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
+    z3 = load_z3()
+    v = _variables(z3, p)
+    s = z3.Solver()
+    s.assert_and_track(encode_envelope(z3, p, v), "envelope")
+    s.assert_and_track(encode_entitlement(z3, p, v), "entitlement")
+    s.assert_and_track(encode_capacity(z3, p, v), "capacity")
+    s.assert_and_track(encode_work_conserving(z3, p, v), "work_conserving")
+    s.assert_and_track(encode_priority(z3, p, v), "priority")
+    if goal == "miss":
+        s.assert_and_track(encode_miss(z3, p, v), "goal")
+    elif goal == "backlog":
+        s.assert_and_track(encode_backlog(z3, p, v), "goal")
+    for i, e in enumerate(extra):
+        s.assert_and_track(e, f"extra_{i}")
+    return s, v
+
+
+def find_schedule(p: ModelParams, goal: str = "miss", *, timeout_ms: int = 0) -> Schedule | None:
+    """Ask Z3 for a run of the model that reaches ``goal``.
+
+    Args:
+        p: the model's bounds.
+        goal: ``"miss"`` (an assured job's sojourn exceeds D), ``"backlog"``
+            (Q_A > B at some instant) or ``"any"`` (any run).
+        timeout_ms: z3 timeout (0 = none).
+
+    Returns:
+        The concrete schedule (arrivals, services, classes, C and the
+        model's start times; sojourns via `Schedule.sojourns`), or None
+        when no run within the bounds reaches the goal.
+
+    Raises:
+        RuntimeError: z3 answered unknown (e.g. on timeout).
+    """
+    z3 = load_z3()
+    s, v = model_solver(p, goal)
+    if timeout_ms:
+        s.set("timeout", timeout_ms)
+    verdict = s.check()
+    if verdict == z3.unsat:
+        return None
+    if verdict != z3.sat:
+        raise RuntimeError(f"z3 gave up on the schedule model: {s.reason_unknown()}")
+    m = s.model()
+
+    def val(x: Any) -> int:
+        return int(m.eval(x, model_completion=True).as_long())
+
+    jobs = tuple(Job(t, val(v.a[i]), val(v.s[i]), val(v.start[i])) for i, t in enumerate(v.tenants))
+    return Schedule(p.slots, jobs)
