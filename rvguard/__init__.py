@@ -1,5 +1,48 @@
-"""rvguard: a trusted floor under an untrusted learner in LLM serving."""
+"""rvguard: a trusted floor under an untrusted learner in LLM serving.
+
+The public names below are the stable interface; everything else is
+reachable through its subpackage (`rvguard.monitors`, `rvguard.io`,
+`rvguard.enforce`, `rvguard.verify`, `rvguard.sim`).
+"""
 
 from __future__ import annotations
 
+from .contract import Contract as Contract
+from .contract import load_contract as load_contract
+from .errors import RvguardError as RvguardError
+from .errors import SpecError as SpecError
+from .errors import TraceError as TraceError
+from .events import Admit as Admit
+from .events import Arrive as Arrive
+from .events import Complete as Complete
+from .events import Dispatch as Dispatch
+from .events import Drop as Drop
+from .events import Event as Event
+from .events import Fail as Fail
+from .events import Proposal as Proposal
+from .events import Reject as Reject
+from .monitors import Monitor as Monitor
+from .monitors import TimedAutomaton as TimedAutomaton
+from .verdict import Violation as Violation
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Admit",
+    "Arrive",
+    "Complete",
+    "Contract",
+    "Dispatch",
+    "Drop",
+    "Event",
+    "Fail",
+    "Monitor",
+    "Proposal",
+    "Reject",
+    "RvguardError",
+    "SpecError",
+    "TimedAutomaton",
+    "TraceError",
+    "Violation",
+    "load_contract",
+]

@@ -116,6 +116,43 @@ def _records(path: str, progress: _Progress) -> Iterator[tuple[int, Event | Trac
         yield line, item
 
 
+class _Run:
+    """One pass over the records: feed, classify bad lines, keep events for the sweep."""
+
+    def __init__(self, monitor: Monitor, path: str, *, lenient: bool, report_wf: bool, keep: bool) -> None:
+        self.monitor = monitor
+        self.path = path
+        self.lenient = lenient
+        self.report_wf = report_wf
+        self.keep = keep
+        self.bad: list[BadLine] = []
+        self.kept: list[Event] = []
+        self.lines: list[int] = []
+        self.violations: list[Violation] = []
+
+    def take(self, line: int, item: Event | TraceError) -> None:
+        try:
+            if isinstance(item, TraceError):
+                raise item
+            found = self.monitor.feed(item)
+        except TraceError as err:
+            located = err.located(path=self.path, line=line) if not err.line else err
+            if not self.lenient:
+                raise located from None
+            self.bad.append(BadLine(line, located.field, located.reason))
+            return
+        wf_found = [v for v in found if v.property == "WF"]
+        if wf_found:
+            protocol = _protocol_error(wf_found[0], self.path, line)
+            if not self.lenient:
+                raise protocol
+            self.bad.append(BadLine(line, protocol.field, wf_found[0].detail))
+        self.violations.extend(v for v in found if v.property != "WF" or self.report_wf)
+        if self.keep and not wf_found:
+            self.kept.append(item)
+            self.lines.append(line)
+
+
 def check_trace(
     path: str,
     contract: Contract,
@@ -142,43 +179,21 @@ def check_trace(
     """
     started = time.monotonic()
     monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]])
-    report_wf = "WF" in properties
-    bad: list[BadLine] = []
-    kept: list[Event] = []
-    lines: list[int] = []
-    violations: list[Violation] = []
     prog = _Progress(path, progress if progress is not None and progress.isatty() else None)
     source = records(path) if records is not None else _records(path, prog)
+    run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
     for line, item in source:
-        try:
-            if isinstance(item, TraceError):
-                raise item
-            found = monitor.feed(item)
-        except TraceError as err:
-            located = err.located(path=path, line=line) if not err.line else err
-            if not lenient:
-                raise located from None
-            bad.append(BadLine(line, located.field, located.reason))
-            continue
-        wf_found = [v for v in found if v.property == "WF"]
-        if wf_found:
-            if not lenient:
-                raise _protocol_error(wf_found[0], path, line)
-            bad.append(BadLine(line, _protocol_error(wf_found[0], path, line).field, wf_found[0].detail))
-        violations.extend(v for v in found if v.property != "WF" or report_wf)
-        if phase_steps is not None and not wf_found:
-            kept.append(item)
-            lines.append(line)
+        run.take(line, item)
     prog.done()
     sweep = None
     if phase_steps is not None:
-        sweep = phase_sweep(ColumnarTrace.from_events(kept, lines=lines), contract, phase_steps)
+        sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
     return CheckReport(
         trace=path,
         properties=tuple(properties),
-        violations=sorted(violations, key=lambda v: v.key),
+        violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
-        bad_lines=bad,
+        bad_lines=run.bad,
         phase=sweep,
         seconds=time.monotonic() - started,
     )
