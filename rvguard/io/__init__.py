@@ -15,6 +15,7 @@ from .public import read_public as read_public
 from .public import to_arrivals as to_arrivals
 from .reader import EventReader as EventReader
 from .reader import iter_records as iter_records
+from .reader import read_columnar as read_columnar
 from .reader import read_events as read_events
 from .writer import TraceWriter as TraceWriter
 from .writer import write_events as write_events
@@ -28,6 +29,7 @@ __all__ = [
     "detect_public_format",
     "iter_public",
     "iter_records",
+    "read_columnar",
     "read_events",
     "read_public",
     "to_arrivals",

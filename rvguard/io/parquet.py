@@ -12,6 +12,7 @@ pyarrow is imported lazily.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,14 @@ def open_parquet(path: PathArg) -> Any:
         raise TraceFormatError(f"not a readable Parquet file: {exc}", path=display_name(path)) from None
 
 
+# Counts and hints arrive as floats from a float column: NaN/inf must be errors, not crashes.
+_FINITE_ONLY = {
+    "prompt_tokens": "prompt_tokens",
+    "max_tokens": "max_tokens",
+    "proposal_priority_hint": "proposal.priority_hint",
+}
+
+
 def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """A trace record from one Parquet row (nulls absent, proposal_* folded, extra_json merged)."""
     rec: dict[str, Any] = {}
@@ -60,6 +69,8 @@ def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
     for column, value in row.items():
         if value is None:
             continue
+        if column in _FINITE_ONLY and isinstance(value, float) and not math.isfinite(value):
+            raise TraceFormatError(f"must be a finite number, got {value!r}", field=_FINITE_ONLY[column])
         if column.startswith(_PROPOSAL) and column in COLUMNS:
             proposal[column[len(_PROPOSAL) :]] = value
         elif column == EXTRA_JSON:

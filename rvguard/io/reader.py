@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from ..errors import TraceError
 from ..events import Event
 from ._source import PathArg, trace_format
+from .columnar import ColumnarTrace
 
-__all__ = ["EventReader", "iter_records", "read_events"]
+__all__ = ["EventReader", "iter_records", "read_columnar", "read_events"]
 
 
 def iter_records(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
@@ -82,3 +83,38 @@ def read_events(path: PathArg, *, lenient: bool = False) -> EventReader:
         TraceError: (strict, while iterating) the first bad record, with path, line and field.
     """
     return EventReader(path, lenient=lenient)
+
+
+def read_columnar(
+    path: PathArg, *, lenient: bool = False, errors: list[TraceError] | None = None
+) -> ColumnarTrace:
+    """A whole trace in columnar form, rows keeping their source line numbers.
+
+    Parquet goes straight from the Arrow columns (vectorised, same checks as
+    the event path); other formats go through `read_events`.
+
+    Args:
+        path: the trace file.
+        lenient: leave bad records out instead of raising; they are appended to ``errors``.
+        errors: where lenient reading reports the bad records (required with ``lenient``,
+            so that nothing is dropped silently).
+
+    Raises:
+        TraceError: (strict) the first bad record.
+        ValueError: ``lenient`` without an ``errors`` list.
+    """
+    if lenient and errors is None:
+        raise ValueError("lenient reading needs errors=[]: bad records are reported, never dropped silently")
+    if trace_format(path) == "parquet":
+        from .parquet_columns import parquet_columnar
+
+        return parquet_columnar(path, lenient=lenient, errors=errors)
+    reader = read_events(path, lenient=lenient)
+    lines: list[int] = []
+    events: list[Event] = []
+    for line, ev in reader:
+        lines.append(line)
+        events.append(ev)
+    if errors is not None:
+        errors.extend(reader.errors)
+    return ColumnarTrace.from_events(events, lines=lines)
