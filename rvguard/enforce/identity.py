@@ -72,7 +72,7 @@ def verify_claim(token: str, secret: bytes, now: float) -> str:
         EnforcementError: malformed, forged/tampered or expired (``status_hint`` 401).
     """
     body, sep, sig = token.partition(".")
-    if not sep or not body or not sig:
+    if not sep or not body or not sig or not token.isascii():
         raise EnforcementError("malformed tenant claim", status_hint=401)
     if not hmac.compare_digest(_mac(secret, body), sig):
         raise EnforcementError("tenant claim signature does not match", status_hint=401)

@@ -1,0 +1,204 @@
+"""The asyncio Guard: outcomes, failing/hanging/cancelled backends, shutdown, sinks, identity."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from rvguard.clock import ManualClock
+from rvguard.enforce.dispatch import MockDispatcher, Response
+from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink
+from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
+from rvguard.enforce.learners import RejectAll
+from rvguard.enforce.request import Request
+from rvguard.errors import EnforcementError
+from rvguard.events import Arrive, Event, event_from_dict
+from rvguard.monitors import Monitor
+
+from ._harness import check_af, check_wf, make_contract, terminal_counts
+
+
+def req(rid: str, tenant: str = "assured", **kw: object) -> Request:
+    return Request(rid, tenant, 0.0, **kw)  # type: ignore[arg-type]
+
+
+async def ok(request: Request) -> Response:
+    await asyncio.sleep(0)
+    return Response(text="hi", output_tokens=request.max_tokens)
+
+
+def assert_conserved(trace: list[Event], guard: Guard) -> None:
+    arrived = {e.rid for e in trace if isinstance(e, Arrive)}
+    assert terminal_counts(trace) == dict.fromkeys(arrived, 1)
+    assert check_wf(trace) == []
+    stats = guard.statistics()
+    assert (stats.in_flight, stats.queue_depth, stats.live, stats.tasks) == (0, 0, 0, 0)
+
+
+async def test_completes_and_feeds_sinks() -> None:
+    contract = make_contract(output_cap=8)
+    trace: list[Event] = []
+    monitor = Monitor(contract, properties=("AF", "DR", "WF"))
+    violations: list[object] = []
+    backend = MockDispatcher(ok)
+    sinks = [trace.append, MonitorSink(monitor, on_violation=violations.append)]
+    async with Guard(contract, backend, learner=RejectAll(), sinks=sinks, clock=ManualClock()) as guard:
+        out = await guard.submit(req("a", max_tokens=100))
+        opp = await guard.submit(req("o", "opp"))
+    assert out.status == "completed"
+    assert out.response is not None
+    assert out.response.output_tokens == 8  # the cap reaches the backend
+    assert backend.calls[0].max_tokens == 8
+    assert (opp.status, opp.reason) == ("rejected", "learner")
+    assert violations == []
+    assert_conserved(trace, guard)
+
+
+async def test_backend_exception_and_timeout_become_fail_and_free_the_slot() -> None:
+    contract = make_contract(slots=1, floor=10)
+
+    async def handler(request: Request) -> Response:
+        if request.rid == "boom":
+            raise RuntimeError("backend exploded")
+        if request.rid == "hang":
+            await asyncio.sleep(3600)
+        return Response()
+
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(handler), sinks=[trace.append], timeout=0.05) as guard:
+        outs = await asyncio.gather(
+            guard.submit(req("boom")), guard.submit(req("hang")), guard.submit(req("fine"))
+        )
+    assert [o.status for o in outs] == ["failed", "failed", "completed"]
+    assert outs[0].reason == "RuntimeError: backend exploded"
+    assert isinstance(outs[0].error, RuntimeError)
+    assert outs[1].reason == "timeout"
+    assert_conserved(trace, guard)
+
+
+async def test_client_cancel_releases_queued_and_running_slots() -> None:
+    contract = make_contract(slots=1, floor=10)
+    release = asyncio.Event()
+
+    async def handler(request: Request) -> Response:
+        await release.wait()
+        return Response()
+
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(handler), sinks=[trace.append]) as guard:
+        running = asyncio.create_task(guard.submit(req("run")))
+        queued = asyncio.create_task(guard.submit(req("queued")))
+        after = asyncio.create_task(guard.submit(req("after")))
+        await asyncio.sleep(0.01)
+        assert (guard.core.in_flight, guard.core.queue_depth) == (1, 2)
+        queued.cancel()
+        running.cancel()
+        await asyncio.sleep(0.01)
+        assert guard.core.in_flight == 1  # "after" took the freed slot
+        release.set()
+        assert (await after).status == "completed"
+        for task in (queued, running):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    fails = {e.rid: e.reason for e in trace if e.kind.value == "fail"}
+    assert fails == {"queued": "cancelled", "run": "cancelled"}
+    assert_conserved(trace, guard)
+
+
+async def test_shutdown_without_drain_fails_everything_left() -> None:
+    contract = make_contract(slots=1, floor=10)
+
+    async def hang(request: Request) -> Response:
+        await asyncio.sleep(3600)
+        return Response()
+
+    trace: list[Event] = []
+    guard = Guard(contract, MockDispatcher(hang), sinks=[trace.append], drain=False)
+    async with guard:
+        tasks = [asyncio.create_task(guard.submit(req(f"r{i}"))) for i in range(3)]
+        await asyncio.sleep(0.01)
+    outs = await asyncio.gather(*tasks)
+    assert {(o.status, o.reason) for o in outs} == {("failed", "shutdown")}
+    assert_conserved(trace, guard)
+    with pytest.raises(EnforcementError, match="not open") as err:
+        await guard.submit(req("late"))
+    assert err.value.status_hint == 503
+
+
+async def test_drain_waits_for_running_requests() -> None:
+    contract = make_contract(slots=1, floor=10)
+
+    async def slow(request: Request) -> Response:
+        await asyncio.sleep(0.02)
+        return Response()
+
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(slow), sinks=[trace.append]) as guard:
+        tasks = [asyncio.create_task(guard.submit(req(f"r{i}"))) for i in range(3)]
+        await asyncio.sleep(0)
+    assert [t.result().status for t in tasks] == ["completed"] * 3
+    assert_conserved(trace, guard)
+
+
+async def test_chaos_no_leaked_slot_no_lost_request() -> None:
+    """Random failures, hangs and client cancels over many concurrent requests."""
+    contract = make_contract(slots=3, floor=4)
+    rng = random.Random(7)
+
+    async def chaos(request: Request) -> Response:
+        roll = rng.random()
+        if roll < 0.2:
+            raise ConnectionResetError("reset by peer")
+        await asyncio.sleep(0.05 if roll < 0.3 else rng.random() * 0.005)
+        return Response()
+
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(chaos), sinks=[trace.append], timeout=0.02) as guard:
+        tasks = [
+            asyncio.create_task(guard.submit(req(f"r{i}", rng.choice(["assured", "opp"])))) for i in range(80)
+        ]
+        for task in rng.sample(tasks, 15):
+            await asyncio.sleep(0.001)
+            task.cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+    finished = [d for d in done if not isinstance(d, BaseException)]
+    assert len(finished) + sum(isinstance(d, asyncio.CancelledError) for d in done) == 80
+    assert_conserved(trace, guard)
+    assert check_af(contract, trace) == []
+
+
+async def test_jsonl_sink_writes_a_readable_trace(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    async with Guard(make_contract(), MockDispatcher(ok), sinks=[JsonlSink(path)]) as guard:
+        await guard.submit(req("a", prompt_tokens=3))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["arrive", "admit", "dispatch", "complete"]
+    assert [event_from_dict(r).rid for r in records] == ["a"] * 4
+
+
+async def test_identity_binding_decides_the_tenant() -> None:
+    contract = make_contract(slots=1, floor=10)
+    secret = b"k" * 32
+    clock = ManualClock(100.0)
+    binder = IdentityBinder(contract, api_keys={"key-a": "assured"}, secret=secret)
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(ok), sinks=[trace.append], clock=clock, binder=binder) as guard:
+        # the request claims "assured", the credential decides
+        await guard.submit(req("k", "assured"), Identity(api_key="key-a"))
+        await guard.submit(req("c", "opp"), Identity(claim=sign_claim("assured", 200.0, secret)))
+        await guard.submit(
+            req("x", "assured"), Identity(claim=sign_claim("assured", 50.0, secret))
+        )  # expired
+        await guard.submit(req("n", "assured"))  # no credential
+    tenants = {e.rid: e.tenant for e in trace if isinstance(e, Arrive)}
+    assert tenants == {"k": "assured", "c": "assured", "x": "opp", "n": "opp"}
+
+    strict = IdentityBinder(contract, unauthenticated="reject")
+    async with Guard(contract, MockDispatcher(ok), binder=strict) as guard:
+        out = await guard.submit(req("z"), Identity(api_key="nope"))
+    assert (out.status, out.reason) == ("rejected", "unauthenticated")
+    assert guard.statistics().unauthenticated_rejects == 1

@@ -1,0 +1,74 @@
+"""Learners: deterministic seeds, the LSQ fit, β miscalibration and both shedding modes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rvguard.enforce.learners import (
+    AdmitAll,
+    LoadView,
+    LSQLearner,
+    RandomLearner,
+    RejectAll,
+    fit_least_squares,
+)
+from rvguard.enforce.request import Request
+
+from ._harness import make_contract
+
+IDLE = LoadView(0.0, 0, 0, 4)
+BUSY = LoadView(0.0, 4, 20, 4)
+SAMPLES = [(n, 0.2 + 0.05 * n) for n in range(30)]
+
+
+def test_trivial_learners() -> None:
+    r = Request("r", "assured", 0.0)
+    assert AdmitAll().propose(r, BUSY).admit
+    assert not RejectAll().propose(r, IDLE).admit
+
+
+def test_random_learner_is_seeded() -> None:
+    r = Request("r", "opp", 0.0)
+    a = [RandomLearner(random.Random(3), objectives=["assured"]).propose(r, IDLE) for _ in range(1)]
+    one, two = RandomLearner(random.Random(3)), RandomLearner(random.Random(3))
+    assert [one.propose(r, IDLE) for _ in range(20)] == [two.propose(r, IDLE) for _ in range(20)]
+    assert a[0].objective == "assured"
+    with pytest.raises(ValueError, match="p_admit"):
+        RandomLearner(random.Random(), p_admit=2.0)
+
+
+def test_least_squares_recovers_a_line() -> None:
+    a, b, r2 = fit_least_squares(SAMPLES)
+    assert a == pytest.approx(0.2)
+    assert b == pytest.approx(0.05)
+    assert r2 == pytest.approx(1.0)
+    assert fit_least_squares([(1, 2.0), (1, 4.0)]) == (3.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="two"):
+        fit_least_squares([(1, 1.0)])
+
+
+def test_lsq_modes_and_beta() -> None:
+    contract = make_contract(deadline=1.5)
+    shed_only = LSQLearner.from_contract(contract, SAMPLES, beta=1.0)
+    agnostic = LSQLearner.from_contract(contract, SAMPLES, beta=1.0, mode="class-agnostic")
+    assured, opp = Request("a", "assured", 0.0), Request("o", "opp", 0.0)
+    # busy: predicted 0.2 + 0.05·25 = 1.45 < 1.5 ... at load 24+1; push it over with β
+    hot = LSQLearner.from_contract(contract, SAMPLES, beta=2.0)
+    assert not hot.propose(opp, BUSY).admit
+    assert hot.propose(assured, BUSY).admit  # sheddable-only never sheds the floored class
+    assert (
+        not LSQLearner.from_contract(contract, SAMPLES, beta=2.0, mode="class-agnostic")
+        .propose(assured, BUSY)
+        .admit
+    )
+    assert shed_only.propose(opp, IDLE).admit
+    assert agnostic.propose(assured, IDLE).admit
+    blind = LSQLearner.from_contract(contract, SAMPLES, beta=0.0)  # β = 0: predicts 0, admits all
+    assert blind.propose(opp, LoadView(0.0, 1000, 1000, 4)).admit
+    assert hot.propose(opp, BUSY).priority_hint == pytest.approx(2.0 * (0.2 + 0.05 * 25))
+    with pytest.raises(ValueError, match="beta"):
+        LSQLearner(SAMPLES, slo={}, beta=-1.0)
+    with pytest.raises(ValueError, match="mode"):
+        LSQLearner(SAMPLES, slo={}, mode="yolo")  # type: ignore[arg-type]
