@@ -173,7 +173,8 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
                 lo, hi = svc.lower.at(tokens), svc.upper.at(tokens)
                 if hi < lo:
                     raise ValueError(
-                        f"service.upper: U({tokens}) = {hi:g} s is below L({tokens}) = {lo:g} s (inverted bounds)"
+                        f"service.upper: U({tokens}) = {hi:g} s is below "
+                        f"L({tokens}) = {lo:g} s (inverted bounds)"
                     )
         if svc.lower.base > svc.s_max:
             raise ValueError(
