@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_strategies import events, same
 
 from rvguard.errors import TraceError, TraceFormatError
 from rvguard.events import Admit, Arrive, Basis, Complete, Event, Proposal
 from rvguard.io.csv import COLUMNS, CsvWriter, iter_csv
+
+from .trace_strategies import events, same
 
 HEADER = ",".join(COLUMNS) + "\n"
 

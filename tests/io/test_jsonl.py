@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_strategies import events, names, same
 
 from rvguard.errors import TraceError, TraceFormatError
 from rvguard.events import Admit, Arrive, Complete, Event, Proposal
 from rvguard.io.jsonl import JsonlWriter, iter_jsonl, parse_jsonl_line
+
+from .trace_strategies import events, names, same
 
 GOOD = '{"t": 0.5, "kind": "arrive", "rid": "r1", "tenant": "assured"}\n'
 

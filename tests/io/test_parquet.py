@@ -12,11 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_strategies import events, names, same
 
 from rvguard.errors import MissingExtraError, TraceError, TraceFormatError
 from rvguard.events import Arrive, Complete, Event, Proposal
 from rvguard.io.parquet import ParquetWriter, iter_parquet
+
+from .trace_strategies import events, names, same
 
 
 def roundtrip(path: Path, evs: list[Event], batch_rows: int = 7) -> list[Event]:

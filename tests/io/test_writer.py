@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trace_strategies import events, same
 
 from rvguard.errors import TraceFormatError
 from rvguard.events import Admit, Complete, Event
 from rvguard.io import TraceWriter, read_events, write_events
+
+from .trace_strategies import events, same
 
 
 @settings(max_examples=60, deadline=None)
