@@ -61,7 +61,8 @@ async def backend(request: Request) -> Response:
 
 async def serve(contract: Contract, trace: Path) -> Counter[str]:
     """Submit the burst and the flood concurrently; count outcomes by tenant and status."""
-    async with Guard(contract, MockDispatcher(backend), learner=Adversary(), sinks=[JsonlSink(trace)]) as guard:
+    sinks = [JsonlSink(trace)]
+    async with Guard(contract, MockDispatcher(backend), learner=Adversary(), sinks=sinks) as guard:
         reqs = [Request(f"o{i}", "opportunistic", 0.0, max_tokens=500) for i in range(OPP_FLOOD)]
         reqs += [Request(f"a{i}", "assured", 0.0, max_tokens=16) for i in range(ASSURED_BURST)]
         outcomes = await asyncio.gather(*(guard.submit(r) for r in reqs))
