@@ -293,7 +293,9 @@ def encode_backlog(z3: Any, p: ModelParams, v: _Vars, bound: int | None = None) 
 GOALS = ("miss", "backlog", "any")
 
 
-def model_solver(p: ModelParams, goal: str = "miss", *, extra: Sequence[Any] = ()) -> tuple[Any, _Vars]:
+def model_solver(
+    p: ModelParams, goal: str = "miss", *, backlog_bound: int | None = None, extra: Sequence[Any] = ()
+) -> tuple[Any, _Vars]:
     """A fresh solver holding the model's clauses (tracked by name) and the goal.
 
     Raises:
@@ -312,19 +314,22 @@ def model_solver(p: ModelParams, goal: str = "miss", *, extra: Sequence[Any] = (
     if goal == "miss":
         s.assert_and_track(encode_miss(z3, p, v), "goal")
     elif goal == "backlog":
-        s.assert_and_track(encode_backlog(z3, p, v), "goal")
+        s.assert_and_track(encode_backlog(z3, p, v, backlog_bound), "goal")
     for i, e in enumerate(extra):
         s.assert_and_track(e, f"extra_{i}")
     return s, v
 
 
-def find_schedule(p: ModelParams, goal: str = "miss", *, timeout_ms: int = 0) -> Schedule | None:
+def find_schedule(
+    p: ModelParams, goal: str = "miss", *, backlog_bound: int | None = None, timeout_ms: int = 0
+) -> Schedule | None:
     """Ask Z3 for a run of the model that reaches ``goal``.
 
     Args:
         p: the model's bounds.
         goal: ``"miss"`` (an assured job's sojourn exceeds D), ``"backlog"``
-            (Q_A > B at some instant) or ``"any"`` (any run).
+            (Q_A > ``backlog_bound``, default B, at some instant) or ``"any"``.
+        backlog_bound: the Q_A bound the ``"backlog"`` goal exceeds.
         timeout_ms: z3 timeout (0 = none).
 
     Returns:
@@ -336,7 +341,7 @@ def find_schedule(p: ModelParams, goal: str = "miss", *, timeout_ms: int = 0) ->
         RuntimeError: z3 answered unknown (e.g. on timeout).
     """
     z3 = load_z3()
-    s, v = model_solver(p, goal)
+    s, v = model_solver(p, goal, backlog_bound=backlog_bound)
     if timeout_ms:
         s.set("timeout", timeout_ms)
     verdict = s.check()
