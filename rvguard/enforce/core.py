@@ -112,6 +112,20 @@ TRANSITIONS: Mapping[tuple[ReqState, EventKind], tuple[ReqState, Action]] = Mapp
 )
 del S, K
 
+# The same table indexed for the hot path: per state, by event class (C-level hashing).
+_CLASS_OF = {
+    EventKind.ARRIVE: Arrive,
+    EventKind.ADMIT: Admit,
+    EventKind.REJECT: Reject,
+    EventKind.DISPATCH: Dispatch,
+    EventKind.COMPLETE: Complete,
+    EventKind.DROP: Drop,
+    EventKind.FAIL: Fail,
+}
+_EDGES: dict[ReqState, dict[type, tuple[ReqState, Action]]] = {s: {} for s in ReqState}
+for (_state, _kind), _edge in TRANSITIONS.items():
+    _EDGES[_state][_CLASS_OF[_kind]] = _edge
+
 
 @dataclass(frozen=True, slots=True)
 class CoreStatistics:
@@ -417,7 +431,7 @@ class DecisionCore:
     # -- the automaton -----------------------------------------------------------
     def _apply(self, entry: _Entry, ev: Event) -> None:
         """Take the edge for ``ev`` from ``entry``'s state; raise (state unchanged) if none."""
-        edge = TRANSITIONS.get((entry.state, ev.kind))
+        edge = _EDGES[entry.state].get(type(ev))
         if edge is None:
             raise EnforcementError(
                 f"illegal {ev.kind.value} for {ev.rid!r} in state {entry.state.name}", status_hint=500

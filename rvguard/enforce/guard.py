@@ -197,7 +197,7 @@ class Guard:
         self._requests[request.rid] = request
         self._handle(events)
         try:
-            return await asyncio.shield(fut)
+            return await fut
         except asyncio.CancelledError:
             self._cancel(request.rid, "cancelled")
             raise
@@ -232,11 +232,11 @@ class Guard:
 
     # -- internals ---------------------------------------------------------------
     def _bind(self, request: Request, identity: Identity | None, now: float) -> Request | None:
-        if self._binder is None:
-            return dataclasses.replace(request, t=now)
-        tenant = self._binder.bind(identity, now).tenant
+        tenant = request.tenant if self._binder is None else self._binder.bind(identity, now).tenant
         if tenant is None:
             return None
+        if tenant == request.tenant and request.t == now:
+            return request
         return dataclasses.replace(request, tenant=tenant, t=now)
 
     def _handle(self, events: list[Event]) -> None:
@@ -250,9 +250,10 @@ class Guard:
                 self._resolve(ev)
 
     def _start(self, rid: str) -> None:
-        request = dataclasses.replace(
-            self._requests[rid], max_tokens=self.contract.capped_tokens(self._requests[rid].max_tokens)
-        )
+        request = self._requests[rid]
+        capped = self.contract.capped_tokens(request.max_tokens)
+        if request.max_tokens != capped:
+            request = dataclasses.replace(request, max_tokens=capped)
         task = asyncio.get_running_loop().create_task(self._call(request), name=f"rvguard-dispatch-{rid}")
         self._tasks[rid] = task
         task.add_done_callback(lambda t, rid=rid: self._done(rid, t))  # type: ignore[misc]
