@@ -205,7 +205,13 @@ def _time(value: Any, name: str) -> float:
 def _opt_int(value: Any, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+        or value < 0
+    ):
         raise TraceFormatError(f"must be a non-negative whole number, got {value!r}", field=name)
     return int(value)
 
@@ -237,7 +243,9 @@ def _proposal(value: Any) -> Proposal | None:
     if objective is not None and not isinstance(objective, str):
         raise TraceFormatError(f"must be a string, got {objective!r}", field="proposal.objective")
     hint = value.get("priority_hint")
-    if hint is not None and (isinstance(hint, bool) or not isinstance(hint, int | float)):
+    if hint is not None and (
+        isinstance(hint, bool) or not isinstance(hint, int | float) or not math.isfinite(hint)
+    ):
         raise TraceFormatError(f"must be a number, got {hint!r}", field="proposal.priority_hint")
     return Proposal(admit=admit, objective=objective, priority_hint=None if hint is None else float(hint))
 
