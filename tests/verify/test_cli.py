@@ -1,0 +1,83 @@
+"""rvguard verify: exit codes, text sentences and the --json shape."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from rvguard.verify import cli
+
+HEAD = "window: 1\n"
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="rvguard")
+    cli.add_parser(parser.add_subparsers())
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(parser.parse_args(["verify", *argv]), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_marquee_fails_with_an_actionable_sentence() -> None:
+    code, out, _ = run(str(SPECS / "marquee.yaml"))
+    assert code == 1
+    assert "outside the proven region" in out
+    assert "deadline 1.82 s < s_max_opp + ⌈6/4⌉·s_max = 1.98 s: raise the deadline to 1.98 s" in out
+
+
+def test_json_shape_and_synthesis() -> None:
+    code, out, _ = run(str(SPECS / "marquee.yaml"), "--json", "--synthesize", "floor", "--tenant", "assured")
+    doc = json.loads(out)
+    assert code == 1
+    for ob in doc["obligations"]:
+        assert set(ob) == {"name", "holds", "counterexample", "fields", "message"}
+    assert doc["synthesis"]["value"] == 4 and doc["synthesis"]["field"] == "tenants.assured.floor"
+
+
+def test_holding_contract_exits_zero(tmp_path: Path) -> None:
+    spec = tmp_path / "ok.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "window": 1.0,
+                "slots": 4,
+                "service": {"s_max": 0.66},
+                "tenants": {"a": {"floor": 4, "deadline": 1.4}, "o": {"floor": 0, "deadline": 2, "tier": 1}},
+            }
+        )
+    )
+    code, out, _ = run(str(spec))
+    assert code == 0 and "inside the proven region" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (HEAD + "slots: 0\nservice: {s_max: 0.5}\ntenants: {a: {deadline: 1}}\n", "slots"),
+        (HEAD + "slots: 2\nservice: {s_max: -1}\ntenants: {a: {deadline: 1}}\n", "service.s_max"),
+        (
+            HEAD + "slots: 2\nservice: {s_max: 0.5}\ntenants: {a: {floor: 2.5, deadline: 1}}\n",
+            "tenants.a.floor",
+        ),
+        (
+            HEAD + "slots: 2\nservice: {s_max: 0.5, lower: 0.2, upper: 0.1}\ntenants: {a: {deadline: 1}}\n",
+            "service.upper",
+        ),
+    ],
+)
+def test_bad_contract_exits_two_naming_the_field(tmp_path: Path, body: str, field: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(body)
+    code, out, err = run(str(spec))
+    assert code == 2 and out == ""
+    assert field in err
+
+
+def test_unknown_tenant_exits_two() -> None:
+    code, _, err = run(str(SPECS / "marquee.yaml"), "--synthesize", "deadline", "--tenant", "ghost")
+    assert code == 2 and "tenants.ghost" in err
