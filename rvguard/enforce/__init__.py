@@ -5,8 +5,51 @@ from __future__ import annotations
 from .core import TRANSITIONS as TRANSITIONS
 from .core import CoreStatistics as CoreStatistics
 from .core import DecisionCore as DecisionCore
+from .dispatch import CallableDispatcher as CallableDispatcher
+from .dispatch import Dispatcher as Dispatcher
+from .dispatch import DispatchError as DispatchError
+from .dispatch import MockDispatcher as MockDispatcher
+from .dispatch import Response as Response
+from .dispatch import VLLMDispatcher as VLLMDispatcher
+from .guard import Guard as Guard
+from .guard import JsonlSink as JsonlSink
+from .guard import MonitorSink as MonitorSink
+from .guard import Outcome as Outcome
+from .identity import Identity as Identity
+from .identity import IdentityBinder as IdentityBinder
+from .learners import AdmitAll as AdmitAll
+from .learners import Learner as Learner
+from .learners import LoadView as LoadView
+from .learners import LSQLearner as LSQLearner
+from .learners import RandomLearner as RandomLearner
+from .learners import RejectAll as RejectAll
 from .request import Request as Request
 from .watch import Alert as Alert
 from .watch import WatchConfig as WatchConfig
 
-__all__ = ["TRANSITIONS", "Alert", "CoreStatistics", "DecisionCore", "Request", "WatchConfig"]
+__all__ = [
+    "TRANSITIONS",
+    "AdmitAll",
+    "Alert",
+    "CallableDispatcher",
+    "CoreStatistics",
+    "DecisionCore",
+    "DispatchError",
+    "Dispatcher",
+    "Guard",
+    "Identity",
+    "IdentityBinder",
+    "JsonlSink",
+    "LSQLearner",
+    "Learner",
+    "LoadView",
+    "MockDispatcher",
+    "MonitorSink",
+    "Outcome",
+    "RandomLearner",
+    "RejectAll",
+    "Request",
+    "Response",
+    "VLLMDispatcher",
+    "WatchConfig",
+]

@@ -27,14 +27,19 @@ The edit rules come from the properties they must never break:
   learner's ``admit`` decides (basis ``surplus``).
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
-  sequence). The hint only reorders surplus within a tier; demoted requests
-  rank with the lowest tier. ``dispatch_policy="fifo"`` ranks by arrival
+  sequence). The hint only reorders surplus within a tier (lower first; a
+  non-finite hint is ignored and recorded as none); demoted requests rank
+  with the lowest tier. ``dispatch_policy="fifo"`` ranks by arrival
   alone (the ablation of DESIGN §7).
 * DR (doom-sound drop) — with ``deferred_drop``, a request is dropped only at
   dispatch time and only when ``now + L(R) > D(R)``. A request that is
   admitted but never dispatched ends with ``fail`` (cancelled, shutdown),
   never with ``drop``. With ``gate_upper`` and a contract U, dispatches with
   ``now + U(R) > D(R)`` are counted as *uncertain* (the three-state gate).
+* Watch — with ``watch``, `AssumptionWatch` raises alerts when services
+  exceed their ceiling or capacity stays below Σ B / W; with ``degrade`` the
+  floor is lowered while it fires (reason ``floor-lowered``: an AF violation
+  against the contract, traded knowingly for SF) and restored after.
 * WF — arrive → admit|reject, admit → dispatch|drop|fail,
   dispatch → complete|fail: exactly the table below, one terminal each.
 
