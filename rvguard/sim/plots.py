@@ -1,0 +1,76 @@
+"""PNG plots of experiment results (matplotlib, Agg backend, imported lazily).
+
+Why lazy: matplotlib is the ``rvguard[sim]`` extra; ``import rvguard.sim``
+must work without it, and only writing a plot needs it. Without it the
+error names the extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError
+from .experiments import ExperimentResult
+
+__all__ = ["plot_experiment"]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ModuleNotFoundError as err:  # pragma: no cover - depends on the install
+        raise MissingExtraError("matplotlib", "sim") from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _miss_panel(ax: Any, result: ExperimentResult, x_key: str) -> None:
+    groups: dict[str, list[tuple[float, float, float, float]]] = {}
+    for c in result.conditions:
+        if x_key not in c.params or c.assured_miss is None:
+            continue
+        label = ("guarded" if c.params.get("guard") else "unguarded") + f" ({c.params.get('learner', '')})"
+        lo, hi = c.assured_miss_ci
+        groups.setdefault(label, []).append((float(c.params[x_key]), c.assured_miss, lo, hi))
+    for label, pts in groups.items():
+        pts.sort()
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+    ax.set_xlabel(x_key)
+    ax.set_ylabel("assured miss (admitted)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{result.name}: miss vs {x_key} (95% CP, run-clustered)")
+
+
+def _series_panel(ax: Any, result: ExperimentResult) -> None:
+    for s in result.series:
+        ax.scatter(s.arrival, s.sojourn, s=6, label=s.label)
+    if result.series:
+        ax.axhline(result.series[0].deadline, color="red", linestyle="--", label="deadline D")
+    ax.set_xlabel("arrival time (s)")
+    ax.set_ylabel("assured sojourn (s)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    ax.set_title("assured completion vs deadline (one rep)")
+
+
+def plot_experiment(result: ExperimentResult, out_dir: str | Path, *, x_key: str | None = None) -> Path:
+    """Write ``<out_dir>/<name>.png``: miss per condition, and sojourns against the deadline."""
+    plt = _pyplot()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result.name}.png"
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    key = x_key or (next(iter(result.conditions[0].params)) if result.conditions else "beta")
+    _miss_panel(left, result, key)
+    _series_panel(right, result)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
