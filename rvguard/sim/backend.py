@@ -31,8 +31,34 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["CALIBRATION", "Backend", "BackendModel", "CalibrationPoint"]
+__all__ = ["CALIBRATION", "Backend", "BackendModel", "CalibrationPoint", "ExponentialService", "ServiceModel"]
+
+
+class ServiceModel(Protocol):
+    """What `Backend` needs: a service draw and the per-dispatch stall."""
+
+    @property
+    def stall(self) -> float:
+        """Seconds each co-running dispatch adds to a running request."""
+        ...
+
+    def draw(self, tokens: int, n: int, rng: random.Random) -> float:
+        """One service time for ``tokens`` output tokens at batch ``n``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExponentialService:
+    """Independent exponential service at rate ``mu``: the M/M/c model, for validation."""
+
+    mu: float
+    stall: float = 0.0
+
+    def draw(self, tokens: int, n: int, rng: random.Random) -> float:
+        """An exponential draw; ignores size and batch (no coupling)."""
+        return rng.expovariate(self.mu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +152,7 @@ class Backend:
         rng: the simulation's one random source.
     """
 
-    def __init__(self, model: BackendModel, rng: random.Random) -> None:
+    def __init__(self, model: ServiceModel, rng: random.Random) -> None:
         self.model = model
         self._rng = rng
         self._finish: dict[str, tuple[float, int]] = {}

@@ -62,7 +62,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _arrivals(args: argparse.Namespace, contract: Contract) -> list[Request]:
-    rng = random.Random(args.seed)
+    rng = random.Random(f"arrivals:{args.seed}")  # a stream apart from the run's (run.py)
     if args.rate <= 0 or args.duration <= 0:
         raise SpecError("--rate and --duration must be positive", field="rate")
     a_rate, o_rate = split_rate(contract, args.rate)

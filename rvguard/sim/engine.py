@@ -31,7 +31,7 @@ from typing import Protocol
 from ..enforce.learners import Learner, LoadView
 from ..enforce.request import Request
 from ..events import Arrive, Dispatch, Event, Proposal
-from .backend import Backend, BackendModel
+from .backend import Backend, ServiceModel
 
 __all__ = ["ARRIVAL", "COMPLETION", "Policy", "SimResult", "Simulator"]
 
@@ -91,7 +91,7 @@ class Simulator:
         self,
         policy: Policy,
         learner: Learner,
-        model: BackendModel,
+        model: ServiceModel,
         rng: random.Random,
         *,
         slots: int,

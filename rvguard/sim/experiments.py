@@ -1,7 +1,7 @@
 """The reference study's experiments, regenerated on the simulator (issue 5).
 
 Why each condition of a rep sees the *same* arrivals: the comparison is
-paired. Rep ``r`` draws its arrivals from ``random.Random(seed·1000 + r)``
+paired. Rep ``r`` draws its arrivals from ``random.Random(f"arrivals:{seed}:{r}")``
 once, and every condition (guarded or not, each β) replays that list with
 its own run seed; so a difference between conditions is the policy's, not
 the workload's. The run is the replication unit: per-condition intervals
@@ -121,7 +121,7 @@ class ExperimentResult:
 def marquee_arrivals(contract: Contract, seed: int, rep: int, **load: float) -> list[Request]:
     """Rep ``rep``'s arrivals at the marquee load (overridable by keyword)."""
     spec = {**MARQUEE, **load}
-    rng = random.Random(seed * 1000 + rep)
+    rng = random.Random(f"arrivals:{seed}:{rep}")
     return poisson(
         contract,
         rng,
