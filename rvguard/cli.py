@@ -66,7 +66,9 @@ def _optional(module: str, sub: Any) -> None:
         if err.name not in (module, parent):
             raise
         return
-    mod.add_parser(sub)
+    parser = mod.add_parser(sub)
+    if isinstance(parser, argparse.ArgumentParser) and parser.get_default("run") is None:
+        parser.set_defaults(run=mod.run)
 
 
 def build_parser() -> argparse.ArgumentParser:

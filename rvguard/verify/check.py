@@ -92,6 +92,34 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
     return f"{fix} or lower the floor to {floor}{inside}"
 
 
+STRADDLE_NOTE = (
+    "the deadline bound assumes the assured backlog never carries across windows (Q_A ≤ B); "
+    "proofs/backlog_lemma.py refutes that assumption with a burst straddling a window edge: "
+    "run with --no-backlog-assumption to also check the two-cohort bound that closes it"
+)
+
+
+def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
+    """The two-cohort bound: verified within the model's bounds, not proven in general."""
+    enc = Encoding(load_z3(), contract, options=options)
+    d = decide(enc, encode_deadline(enc, tenant, cohorts=2))
+    name = f"straddle[{tenant}]"
+    if not d.values:
+        return _undecidable(name, d, contract)
+    dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
+    n = int(d.values[f"requests.ahead.{tenant}"])
+    block, wave = _short(blocking_fields(contract, tenant)[0]), _short(ceiling_field(contract, tenant))
+    terms = f"{block} + ⌈{n}/{contract.slots}⌉·{wave}"
+    if d.holds:
+        msg = f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s (two windows' floors queued at once)"
+        return ObligationResult(name, True, None, [], msg)
+    msg = (
+        f"deadline {secs(dl)} s < {terms} = {secs(bound)} s: a burst straddling a window edge can queue "
+        f"two windows' floors at once (proofs/README.md); raise the deadline to {secs(bound)} s"
+    )
+    return ObligationResult(name, False, d.counterexample, d.fields, msg)
+
+
 def _deadline(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
     enc = Encoding(load_z3(), contract, options=options)
     d = decide(enc, encode_deadline(enc, tenant))
@@ -199,6 +227,8 @@ def verify_contract(
     checks.append(lambda: _stability(contract, options))
     for name in sorted(contract.floored_tenants, key=lambda n: (contract.tenants[n].tier, n)):
         checks.append(lambda name=name: _deadline(contract, name, options))  # type: ignore[misc]
+        if not options.backlog_assumption:
+            checks.append(lambda name=name: _straddle(contract, name, options))  # type: ignore[misc]
     checks += [lambda: _envelope(contract, options), lambda: _dr(contract, options)]
     return [check() for check in checks]
 

@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 from ..contract import load_contract
 from ..errors import MissingExtraError, SpecError
-from .check import all_hold, verify_contract
+from .check import STRADDLE_NOTE, all_hold, verify_contract
+from .encoding import VerifyOptions
 from .obligations import ObligationResult
 from .synthesis import PARAMETERS, SynthesisResult, synthesize
 
@@ -45,6 +46,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--synthesize", choices=PARAMETERS, help="optimise one parameter, the others fixed")
     p.add_argument("--tenant", metavar="NAME", help="tenant to synthesise for (default: first floored)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--no-backlog-assumption",
+        action="store_true",
+        help="drop the reference study's Q_A ≤ B assumption: also check the two-cohort deadline bound",
+    )
     return p
 
 
@@ -54,7 +60,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     err = sys.stderr if err is None else err
     try:
         contract = load_contract(args.spec)
-        results = verify_contract(contract)
+        assume = not getattr(args, "no_backlog_assumption", False)
+        results = verify_contract(contract, options=VerifyOptions(backlog_assumption=assume))
         synthesis = None
         if args.synthesize is not None:
             synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None))
@@ -62,9 +69,13 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         print(f"rvguard verify: {exc}", file=err)
         return EXIT_INPUT
     if args.json:
-        print(json.dumps(_as_json(results, synthesis), ensure_ascii=False, indent=2), file=out)
+        doc = _as_json(results, synthesis)
+        doc["assumptions"] = [STRADDLE_NOTE] if assume else []
+        print(json.dumps(doc, ensure_ascii=False, indent=2), file=out)
     else:
         _print_text(str(args.spec), results, synthesis, out)
+        if assume:
+            print(f"note: {STRADDLE_NOTE}", file=out)
     return EXIT_OK if all_hold(results) else EXIT_FAIL
 
 

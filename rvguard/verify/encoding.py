@@ -35,10 +35,15 @@ class VerifyOptions:
     Attributes:
         min_prompt_tokens: fewest prompt tokens a request carries (token credits).
         min_output_tokens: fewest output tokens a request asks for, before the cap.
+        backlog_assumption: take the reference study's assumption that the
+            assured backlog never carries across windows (Q_A ≤ B). It is
+            refuted by proofs/backlog_lemma.py; with False, ``verify`` also
+            checks the two-cohort deadline bound that closes the counterexample.
     """
 
     min_prompt_tokens: int = 1
     min_output_tokens: int = 1
+    backlog_assumption: bool = True
 
 
 DEFAULT_OPTIONS = VerifyOptions()

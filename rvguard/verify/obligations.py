@@ -137,12 +137,16 @@ def encode_stability(enc: Encoding) -> Any:
     return z3.Real("demand_0") <= enc.term("slots") * enc.term("window")
 
 
-def encode_deadline(enc: Encoding, tenant: str) -> Any:
-    """D_i ≥ b_i + ⌈N_{≤i} / C⌉ · ŝ_i (see the module docstring)."""
+def encode_deadline(enc: Encoding, tenant: str, *, cohorts: int = 1) -> Any:
+    """D_i ≥ b_i + ⌈cohorts · N_{≤i} / C⌉ · ŝ_i (see the module docstring).
+
+    ``cohorts = 2`` is the bound that closes the window-straddle
+    counterexample (two windows' floors queued at once; proofs/README.md).
+    """
     z3 = enc.z3
     ahead = cohort(enc.contract, tenant)
     n = z3.Int(f"requests.ahead.{tenant}_0")
-    enc.define(f"requests.ahead.{tenant}", n == z3.Sum([enc.requests(j) for j in ahead]))
+    enc.define(f"requests.ahead.{tenant}", n == cohorts * z3.Sum([enc.requests(j) for j in ahead]))
     waves = enc.waves(tenant, n)
     block = enc.max_of([enc.term(f) for f in blocking_fields(enc.contract, tenant)])
     wave = enc.max_of([enc.ceiling(j) for j in ahead])
