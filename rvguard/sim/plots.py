@@ -27,20 +27,32 @@ def _pyplot() -> Any:
     return plt
 
 
+def _x(value: Any, categories: list[str]) -> float:
+    """Numeric parameters plot as themselves; others (e.g. a dispatch name) by position."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if str(value) not in categories:
+        categories.append(str(value))
+    return float(categories.index(str(value)))
+
+
 def _miss_panel(ax: Any, result: ExperimentResult, x_key: str) -> None:
     groups: dict[str, list[tuple[float, float, float, float]]] = {}
+    categories: list[str] = []
     for c in result.conditions:
         if x_key not in c.params or c.assured_miss is None:
             continue
         label = ("guarded" if c.params.get("guard") else "unguarded") + f" ({c.params.get('learner', '')})"
         lo, hi = c.assured_miss_ci
-        groups.setdefault(label, []).append((float(c.params[x_key]), c.assured_miss, lo, hi))
+        groups.setdefault(label, []).append((_x(c.params[x_key], categories), c.assured_miss, lo, hi))
     for label, pts in groups.items():
         pts.sort()
         xs = [p[0] for p in pts]
         ys = [p[1] for p in pts]
         err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+    if categories:
+        ax.set_xticks(range(len(categories)), categories)
     ax.set_xlabel(x_key)
     ax.set_ylabel("assured miss (admitted)")
     ax.set_ylim(-0.05, 1.05)

@@ -69,7 +69,7 @@ def test_batch_cap_cuts_throughput() -> None:
 
 def test_prefill_stall_pushes_back_running_requests() -> None:
     b = Backend(BackendModel(sigma=0.0, stall=0.01), random.Random(0))
-    ((rid, t1, v1),) = b.start("a", 16, 0.0)
+    ((_rid, t1, v1),) = b.start("a", 16, 0.0)
     changed = b.start("b", 16, 0.1)
     assert ("a", pytest.approx(t1 + 0.01)) in [(r, t) for r, t, _ in changed]
     assert not b.current("a", v1)

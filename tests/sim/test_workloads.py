@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 from pathlib import Path
@@ -16,7 +17,7 @@ TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 
 
 def _gaps(times: list[float]) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def test_poisson_rates_and_tenants() -> None:
