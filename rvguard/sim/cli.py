@@ -20,7 +20,8 @@ from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import TraceWriter
 from .backend import BackendModel
-from .experiments import EXPERIMENTS, ExperimentResult
+from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
+from .experiments import ExperimentResult
 from .run import LEARNERS, run_once
 from .workloads import bursty, poisson, replay, split_rate
 
@@ -49,7 +50,7 @@ def add_parser(sub: Any) -> None:
     e = sub.add_parser("experiment", help="regenerate one of the reference study's experiments")
     e.add_argument("name", choices=sorted(EXPERIMENTS))
     e.add_argument("--spec", default=None, help="contract (default: the marquee contract)")
-    e.add_argument("--reps", type=int, default=10)
+    e.add_argument("--reps", type=int, default=None, help="runs per condition (default: the experiment's)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default="results", help="directory for the PNG plot")
     e.add_argument("--json", action="store_true")
@@ -121,18 +122,30 @@ def render_table(result: ExperimentResult) -> str:
         lines.append(
             f"  {params:<48} reps={c.reps:<3} miss={_fmt(c.assured_miss)}  CI=[{lo:.3f}, {hi:.3f}]  "
             f"runs-with-miss={sum(1 for m in c.missed if m)}/{c.reps}  "
-            f"AF/DR/WF-violations={sum(c.violations)}"
+            f"AF/DR/WF-violations={sum(c.violations)}{_extras(c.extras)}"
         )
     return "\n".join(lines)
 
 
-def _experiment(name: str, spec: str | None, reps: int, seed: int, out: str) -> tuple[ExperimentResult, Path]:
+def _extras(extras: dict[str, Any]) -> str:
+    """The extras worth a column: attainment, ρ_eff, SF and phase-sweep figures."""
+    keys = ("floor_attainment", "rho_eff", "sf_violations", "phase_worst_attainment", "floor_lowered_rejects")
+    parts = [
+        f"{k}={_fmt(v) if isinstance(v, float) or v is None else v}" for k, v in extras.items() if k in keys
+    ]
+    return ("  " + " ".join(parts)) if parts else ""
+
+
+def _experiment(
+    name: str, spec: str | None, reps: int | None, seed: int, out: str
+) -> tuple[ExperimentResult, Path]:
     from .plots import plot_experiment
 
-    if reps < 1:
+    if reps is not None and reps < 1:
         raise SpecError(f"--reps must be at least 1, got {reps}", field="reps")
-    contract = load_contract(spec) if spec else _marquee()
-    result = EXPERIMENTS[name](contract, reps=reps, seed=seed)
+    contract = load_contract(spec) if spec else DEFAULT_CONTRACTS.get(name) or _marquee()
+    kwargs = {} if reps is None else {"reps": reps}
+    result = EXPERIMENTS[name](contract, seed=seed, **kwargs)
     return result, plot_experiment(result, out)
 
 

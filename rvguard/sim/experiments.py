@@ -15,7 +15,7 @@ opportunistic Poisson at 14/s — 20/s offered against μ_sat ≈ 9.1/s.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,6 @@ from .stats import pooled_interval
 from .workloads import poisson
 
 __all__ = [
-    "EXPERIMENTS",
     "MARQUEE_CONTRACT",
     "Condition",
     "ExperimentResult",
@@ -62,6 +61,7 @@ class Condition:
     missed: tuple[int, ...]
     judged: tuple[int, ...]
     violations: tuple[int, ...]
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reps(self) -> int:
@@ -88,6 +88,7 @@ class Condition:
             "assured_miss_ci": [lo, hi],
             "runs_with_miss": sum(1 for m in self.missed if m),
             "violations": sum(self.violations),
+            **self.extras,
         }
 
 
@@ -103,11 +104,18 @@ class Series:
 
 @dataclass(frozen=True)
 class ExperimentResult:
-    """An experiment's conditions, plus the series its plots draw."""
+    """An experiment's conditions, plus the series its plots draw.
+
+    ``x_key`` names the parameter the miss plot puts on its x axis, and
+    ``group_keys`` the parameters that tell its lines apart (empty: guard
+    and learner).
+    """
 
     name: str
     conditions: tuple[Condition, ...]
     series: tuple[Series, ...] = field(default=())
+    x_key: str | None = None
+    group_keys: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``experiment --json`` object."""
@@ -215,9 +223,3 @@ def fifo_ablation(contract: Contract, *, reps: int = 10, seed: int = 0) -> Exper
         for m in ("guarded", "gated-fifo")
     )
     return ExperimentResult("fifo-ablation", tuple(conditions), series)
-
-
-EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
-    "beta-sweep": beta_sweep,
-    "fifo-ablation": fifo_ablation,
-}

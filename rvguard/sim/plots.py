@@ -36,13 +36,19 @@ def _x(value: Any, categories: list[str]) -> float:
     return float(categories.index(str(value)))
 
 
+def _label(params: dict[str, Any], keys: tuple[str, ...]) -> str:
+    if keys:
+        return " ".join(f"{k}={params.get(k)}" for k in keys)
+    return ("guarded" if params.get("guard") else "unguarded") + f" ({params.get('learner', '')})"
+
+
 def _miss_panel(ax: Any, result: ExperimentResult, x_key: str) -> None:
     groups: dict[str, list[tuple[float, float, float, float]]] = {}
     categories: list[str] = []
     for c in result.conditions:
         if x_key not in c.params or c.assured_miss is None:
             continue
-        label = ("guarded" if c.params.get("guard") else "unguarded") + f" ({c.params.get('learner', '')})"
+        label = _label(c.params, result.group_keys)
         lo, hi = c.assured_miss_ci
         groups.setdefault(label, []).append((_x(c.params[x_key], categories), c.assured_miss, lo, hi))
     for label, pts in groups.items():
@@ -78,10 +84,14 @@ def plot_experiment(result: ExperimentResult, out_dir: str | Path, *, x_key: str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{result.name}.png"
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    key = x_key or (next(iter(result.conditions[0].params)) if result.conditions else "beta")
+    if result.series:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        _series_panel(right, result)
+    else:
+        fig, left = plt.subplots(1, 1, figsize=(6, 4))
+    first = next(iter(result.conditions[0].params)) if result.conditions else "beta"
+    key = x_key or result.x_key or first
     _miss_panel(left, result, key)
-    _series_panel(right, result)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -27,6 +27,7 @@ from ..contract import Contract
 from ..enforce.core import DecisionCore
 from ..enforce.learners import AdmitAll, Learner, LSQLearner, RandomLearner, RejectAll
 from ..enforce.request import Request
+from ..enforce.watch import WatchConfig
 from ..events import Event
 from ..monitors import Metrics, Monitor
 from ..verdict import Violation
@@ -50,12 +51,12 @@ MODES: tuple[str, ...] = ("guarded", "gated-fifo", "unguarded", "gaie", "gaie-sw
 LEARNERS: tuple[str, ...] = ("admit-all", "reject-all", "random", "lsq", "lsq-agnostic")
 
 
-def make_policy(mode: str, contract: Contract) -> Policy:
-    """A fresh policy for ``mode``."""
+def make_policy(mode: str, contract: Contract, *, watch: WatchConfig | None = None) -> Policy:
+    """A fresh policy for ``mode`` (``watch`` applies to the two modes that run the real core)."""
     if mode == "guarded":
-        return DecisionCore(contract)
+        return DecisionCore(contract, watch=watch)
     if mode == "gated-fifo":
-        return DecisionCore(contract, dispatch_policy="fifo")
+        return DecisionCore(contract, dispatch_policy="fifo", watch=watch)
     if mode == "unguarded":
         return FifoBaseline(contract)
     if mode in ("gaie", "gaie-swapped"):
@@ -125,8 +126,12 @@ def run_once(
     beta: float = 1.0,
     seed: int = 0,
     model: ServiceModel | None = None,
+    watch: WatchConfig | None = None,
 ) -> RunOutcome:
-    """Simulate ``arrivals`` under ``mode`` and ``learner`` with ``seed``; judge the trace."""
+    """Simulate ``arrivals`` under ``mode`` and ``learner`` with ``seed``; judge the trace.
+
+    ``watch`` turns on the core's online assumption watch (guarded modes only).
+    """
     service = model or BackendModel(slots=contract.slots)
     # A string seed (hashed by SHA-512, stable across runs) keeps this stream
     # apart from an arrival stream drawn from ``random.Random(seed)``: reusing
@@ -135,7 +140,7 @@ def run_once(
     rng = random.Random(f"sim:{seed}")
     calib = service if isinstance(service, BackendModel) else BackendModel(slots=contract.slots)
     learn = make_learner(learner, contract, rng, beta=beta, model=calib)
-    sim = Simulator(make_policy(mode, contract), learn, service, rng, slots=contract.slots)
+    sim = Simulator(make_policy(mode, contract, watch=watch), learn, service, rng, slots=contract.slots)
     result = sim.run(arrivals)
     metrics, violations = judge(contract, result.events)
     return RunOutcome(result, metrics, violations)

@@ -1,0 +1,32 @@
+"""Every experiment ``rvguard experiment NAME`` can run, and the contract each runs by default.
+
+Why a separate module: the experiment modules import the shared result
+types from `rvguard.sim.experiments`, so the registry that names them all
+cannot live there without an import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..contract import Contract
+from .experiments import ExperimentResult, beta_sweep, fifo_ablation
+from .experiments_faults import capacity_drop, gaie_fault
+from .experiments_replay import REPLAY_CONTRACT, trace_replay
+from .experiments_stress import deadline_sweep, floor_sweep, stress
+
+__all__ = ["DEFAULT_CONTRACTS", "EXPERIMENTS"]
+
+EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
+    "beta-sweep": beta_sweep,
+    "fifo-ablation": fifo_ablation,
+    "deadline-sweep": deadline_sweep,
+    "floor-sweep": floor_sweep,
+    "stress": stress,
+    "trace-replay": trace_replay,
+    "gaie-fault": gaie_fault,
+    "capacity-drop": capacity_drop,
+}
+
+# Experiments whose default contract is not the marquee's (None: the marquee).
+DEFAULT_CONTRACTS: dict[str, Contract] = {"trace-replay": REPLAY_CONTRACT}

@@ -1,0 +1,90 @@
+"""Fault experiments: a swapped objective mapping, and a capacity drop (issue 5).
+
+Why these two: each is a way the guard's world can go wrong that is not the
+learner's fault.
+
+* ``gaie-fault`` — a GAIE-style flow controller is only as good as its
+  request→objective mapping. The same arrivals (so the same assured
+  requests) run under the controller with the correct mapping, with the
+  classes swapped (the fault), and under the guard, whose tier comes from
+  the authenticated tenant, not from a mapping the learner or an operator
+  can get wrong. Admit-all and LSQ (β = 1) learners.
+* ``capacity-drop`` — the backend's ``batch_cap`` cuts throughput (4 = full,
+  3, 2 sequences decoded at once) under an unchanged contract. A fixed floor
+  keeps admitting B per window into a server that can no longer serve it;
+  with the assumption watch (``WatchConfig(degrade=0.5)``) the guard notices
+  services above s_max and capacity below Σ B/W and halves the floor while
+  it fires. The lowered floor is an AF violation against the contract
+  (reason ``floor-lowered``), traded knowingly for SF: the table reports
+  both the admitted miss and the floor attainment.
+"""
+
+from __future__ import annotations
+
+from ..contract import Contract
+from ..enforce.watch import WatchConfig
+from .arms import Arm, run_arms
+from .backend import BackendModel
+from .experiments import ExperimentResult, marquee_arrivals, sojourns
+from .run import run_once
+
+__all__ = ["BATCH_CAPS", "DEGRADE", "capacity_drop", "gaie_fault"]
+
+BATCH_CAPS: tuple[int, ...] = (4, 3, 2)
+DEGRADE = 0.5
+GAIE_ARMS: tuple[tuple[str, str], ...] = (
+    ("gaie-correct", "gaie"),
+    ("gaie-swapped", "gaie-swapped"),
+    ("guard", "guarded"),
+)
+
+
+def gaie_fault(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
+    """Same assured requests: GAIE flow control with correct vs swapped mapping, and the guard."""
+    arms = [
+        Arm(
+            {"policy": name, "learner": learner, "guard": mode == "guarded"},
+            contract,
+            {"mode": mode, "learner": learner, "beta": 1.0},
+        )
+        for learner in ("admit-all", "lsq")
+        for name, mode in GAIE_ARMS
+    ]
+    conditions = run_arms(arms, reps=reps, seed=seed)
+    arrivals = marquee_arrivals(contract, seed, 0)
+    series = tuple(
+        sojourns(
+            run_once(contract, arrivals, mode=mode, learner="admit-all", seed=seed * 1000).result.events,
+            contract,
+            name,
+        )
+        for name, mode in GAIE_ARMS
+    )
+    return ExperimentResult("gaie-fault", tuple(conditions), series, x_key="policy", group_keys=("learner",))
+
+
+def _capacity_arm(contract: Contract, cap: int, watch: bool) -> Arm:
+    run: dict[str, object] = {
+        "mode": "guarded",
+        "learner": "admit-all",
+        "model": BackendModel(slots=contract.slots, batch_cap=cap),
+    }
+    if watch:
+        run["watch"] = WatchConfig(degrade=DEGRADE)
+    params = {"batch_cap": cap, "floor": "watch" if watch else "fixed", "guard": True}
+    return Arm(params, contract, run)
+
+
+def capacity_drop(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
+    """Fixed floor vs the floor lowered by the assumption watch, as ``batch_cap`` cuts capacity."""
+    arms = [_capacity_arm(contract, cap, watch) for cap in BATCH_CAPS for watch in (False, True)]
+    conditions = run_arms(arms, reps=reps, seed=seed)
+    arrivals = marquee_arrivals(contract, seed, 0)
+    series = []
+    for watch in (False, True):
+        arm = _capacity_arm(contract, 2, watch)
+        out = run_once(contract, arrivals, seed=seed * 1000, **arm.run)
+        series.append(sojourns(out.result.events, contract, f"batch_cap=2, floor {arm.params['floor']}"))
+    return ExperimentResult(
+        "capacity-drop", tuple(conditions), tuple(series), x_key="batch_cap", group_keys=("floor",)
+    )
