@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from rvguard.contract import Contract
+from rvguard.sim.arms import mean_assured_service
 from rvguard.sim.experiments import beta_sweep, fifo_ablation
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import poisson
@@ -55,6 +56,8 @@ def test_floor_past_capacity_breaks() -> None:
     heavy = _with_assured(floor=14)
     arrivals = poisson(heavy, random.Random(0), assured_rate=14.0, opp_rate=6.0, duration=30.0)
     out = run_once(heavy, arrivals, mode="guarded", learner="admit-all", seed=0)
+    s = mean_assured_service(out.result.events, heavy)
+    assert s is not None and 14 * s / heavy.slots > 1.1  # ρ_eff, measured on the run itself
     assert not [v for v in out.violations if v.property in ("AF", "DR", "WF")]
     assert (out.metrics.admitted_miss or 0.0) > 0.3
 
