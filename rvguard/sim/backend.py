@@ -33,7 +33,16 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["CALIBRATION", "Backend", "BackendModel", "CalibrationPoint", "ExponentialService", "ServiceModel"]
+__all__ = [
+    "CALIBRATION",
+    "Backend",
+    "BackendModel",
+    "CalibrationPoint",
+    "DeterministicService",
+    "ExponentialService",
+    "LognormalService",
+    "ServiceModel",
+]
 
 
 class ServiceModel(Protocol):
@@ -59,6 +68,31 @@ class ExponentialService:
     def draw(self, tokens: int, n: int, rng: random.Random) -> float:
         """An exponential draw; ignores size and batch (no coupling)."""
         return rng.expovariate(self.mu)
+
+
+@dataclass(frozen=True, slots=True)
+class LognormalService:
+    """Independent lognormal service, log-space ``mu`` and ``sigma``: an M/G/c model, for validation."""
+
+    mu: float
+    sigma: float
+    stall: float = 0.0
+
+    def draw(self, tokens: int, n: int, rng: random.Random) -> float:
+        """A lognormal draw (ciw's ``Lognormal(mu, sigma)``); ignores size and batch."""
+        return rng.lognormvariate(self.mu, self.sigma)
+
+
+@dataclass(frozen=True, slots=True)
+class DeterministicService:
+    """A constant service time: the M/D/c model, for validation."""
+
+    value: float
+    stall: float = 0.0
+
+    def draw(self, tokens: int, n: int, rng: random.Random) -> float:
+        """Always ``value``."""
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)
