@@ -34,7 +34,10 @@ CLAIMS = {
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
 }
-P95_NOTE = "P95 is an ensemble obligation: it is not judged here (see rvguard screen)"
+P95_NOTE = (
+    "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
+    "(window-bootstrap interval), not judged or enforced (see rvguard screen)"
+)
 
 
 @dataclass(frozen=True, slots=True)

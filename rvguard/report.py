@@ -50,6 +50,17 @@ def _verdicts(report: CheckReport) -> list[str]:
     return out
 
 
+def _p95(m: Metrics) -> str:
+    p = m.assured_sojourn_p95
+    if p.judged == 0:
+        return "-"
+    point = "unbounded" if p.p95_unbounded else _fmt(p.p95)
+    if p.windows < 2:
+        return f"{point} (n={p.judged}, one window: no interval)"
+    hi = "unbounded" if p.ci_high_unbounded else _fmt(p.ci_high)
+    return f"{point} [{_fmt(p.ci_low)}, {hi}] (n={p.judged}, {p.windows} windows)"
+
+
 def _metrics(m: Metrics) -> list[str]:
     below = m.service_assured.below_lower + m.service_opportunistic.below_lower
     above = m.service_assured.above_ceiling + m.service_opportunistic.above_ceiling
@@ -64,6 +75,7 @@ def _metrics(m: Metrics) -> list[str]:
         ("effective utilisation", _pct(m.utilisation)),
         ("assured service min / max (s)", f"{_fmt(m.service_assured.min)} / {_fmt(m.service_assured.max)}"),
         ("services below L / above s_max", f"{below} / {above}"),
+        ("assured P95 sojourn (s) [95 % CI]", _p95(m)),
     ]
     return ["", table(["metric", "value"], rows)]
 

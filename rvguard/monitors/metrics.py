@@ -7,15 +7,22 @@ numerator nor the denominator. On time means a ``complete`` at t ≤ D(R).
 
 The offline checker computes the same numbers from columns; tests hold the
 two to exact agreement (utilisation, a float sum, to rounding).
+
+The assured P95 sojourn (`rvguard.screen.empirical`) needs the sample
+itself: the accumulator keeps one (window, sojourn) pair per judged admitted
+assured request in two compact arrays (16 bytes a request), the one part of
+its memory that grows with the trace rather than with live requests.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..events import Event, EventKind
+from ..screen.empirical import SojournP95, sojourn_p95
 from .automaton import Instance
 
 __all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
@@ -73,6 +80,7 @@ class Metrics:
     utilisation: float | None
     service_assured: ServiceStats
     service_opportunistic: ServiceStats
+    assured_sojourn_p95: SojournP95
     windows: tuple[WindowRow, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,7 +118,8 @@ class _ServiceAcc:
 class MetricsAccumulator:
     """Online metrics; the monitor calls it after each accepted event.
 
-    Cost: O(1) per event; memory O(live requests + windows × tenants).
+    Cost: O(1) per event; memory O(live requests + windows × tenants) plus
+    16 bytes per judged admitted assured request (the P95 sample).
     """
 
     def __init__(self, *, slots: int, ceilings: dict[str, float], window: float, origin: float) -> None:
@@ -133,6 +142,8 @@ class MetricsAccumulator:
         self.busy = 0.0
         self.windows: dict[tuple[str, int], list[int]] = {}
         self.services = {True: _ServiceAcc(), False: _ServiceAcc()}
+        self.p95_windows = array("q")
+        self.p95_sojourns = array("d")
 
     def on_event(self, inst: Instance, ev: Event) -> None:
         """Account one accepted event of request ``inst``."""
@@ -191,6 +202,9 @@ class MetricsAccumulator:
                 self.backlog -= 1
                 self.admitted_judged += 1
                 self.admitted_missed += not on_time
+                self.p95_windows.append(inst.window)
+                done = ev.kind is EventKind.COMPLETE
+                self.p95_sojourns.append(ev.t - inst.t_arrive if done else math.inf)
 
     def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
         """The metrics now; live requests whose deadline has passed count as missed."""
@@ -198,6 +212,7 @@ class MetricsAccumulator:
         off_j, off_m = self.offered_judged, self.offered_unmet
         busy = self.busy
         open_requests = 0
+        late_windows: list[int] = []
         for inst in live:
             t_dispatch = inst.vars.get("t_dispatch")
             if t_dispatch is not None and now is not None:
@@ -211,6 +226,7 @@ class MetricsAccumulator:
                 if inst.vars.get("admitted", False):
                     adm_j += 1
                     adm_m += 1
+                    late_windows.append(inst.window)
         span = None if self.first_t is None or self.last_t is None else self.last_t - self.first_t
         rows = tuple(
             WindowRow(tenant, k, self._origin + k * self._window, *counts)
@@ -235,5 +251,8 @@ class MetricsAccumulator:
             utilisation=None if not span else busy / (self._slots * span),
             service_assured=self.services[True].stats(),
             service_opportunistic=self.services[False].stats(),
+            assured_sojourn_p95=sojourn_p95(
+                [*self.p95_windows, *late_windows], [*self.p95_sojourns, *[math.inf] * len(late_windows)]
+            ),
             windows=rows,
         )

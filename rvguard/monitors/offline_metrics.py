@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 from ..contract import Contract
 from ..io.columnar import ColumnarTrace
+from ..screen.empirical import sojourn_p95
 from .metrics import Metrics, ServiceStats, WindowRow
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     adm_m = int((fl & admitted & judged & ~on_time).sum())
     off_j = int((fl & judged).sum())
     off_m = int((fl & judged & ~on_time).sum())
+    sample = fl & admitted & judged
+    completed = req.end_kind[sample] == _COMPLETE
+    sojourn = np.where(completed, req.t_end[sample] - req.t_arrive[sample], np.inf)
     return Metrics(
         events=n,
         requests=int(arrived.sum()),
@@ -122,5 +126,6 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         service_opportunistic=_services(
             s[done & ~req.floored], req.lower[done & ~req.floored], ceilings[done & ~req.floored]
         ),
+        assured_sojourn_p95=sojourn_p95(ent[0][sample], sojourn),
         windows=_windows(trace, contract, req, ent, on_time) if n else (),
     )
