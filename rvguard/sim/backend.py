@@ -203,10 +203,11 @@ class Backend:
             raise ValueError(f"request {rid!r} is already running")
         changed: list[tuple[str, float, int]] = []
         stall = self.model.stall
-        for other, (t_end, _) in self._finish.items():
-            self._version += 1
-            self._finish[other] = (t_end + stall, self._version)
-            changed.append((other, t_end + stall, self._version))
+        if stall > 0.0:  # without a stall no running completion moves: nothing to reschedule
+            for other, (t_end, _) in self._finish.items():
+                self._version += 1
+                self._finish[other] = (t_end + stall, self._version)
+                changed.append((other, t_end + stall, self._version))
         n = len(self._finish) + 1
         self._version += 1
         t_end = now + self.model.draw(tokens, n, self._rng)
