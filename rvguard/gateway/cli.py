@@ -1,0 +1,96 @@
+"""``rvguard serve`` and ``rvguard calibrate``: thin drivers over `Gateway` and `calibrate`.
+
+Exit codes (DESIGN §8): 0 ok, 2 bad input (bad contract or keys file, an
+unreachable upstream for ``calibrate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run_calibrate", "run_serve"]
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``serve`` and ``calibrate`` on the ``rvguard`` subparsers."""
+    p = sub.add_parser("serve", help="run the guarded OpenAI-compatible gateway in front of an upstream")
+    p.add_argument("spec", help="contract file (.yaml or .json)")
+    p.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    p.add_argument("--trace", help="write the Guard's events to this JSONL file")
+    p.add_argument("--keys", help="keys file: API keys → tenants, claim secret (YAML or JSON)")
+    p.add_argument("--learner", help="admit-all | reject-all | package.module:Name (default admit-all)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds one upstream call may take")
+    p.add_argument("--read-timeout", type=float, default=60.0, help="seconds the upstream may stay silent")
+    p.add_argument("--deferred-drop", action="store_true", help="drop doomed requests at dispatch (503)")
+    p.add_argument("--log-level", default="warning", help="uvicorn log level")
+    p.set_defaults(run=run_serve)
+
+    c = sub.add_parser("calibrate", help="measure an upstream's service times and suggest an envelope")
+    c.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    c.add_argument("--model", help="model name (default: the first the upstream lists)")
+    c.add_argument("--slots", type=int, default=4, help="C: the batch size to measure besides 1")
+    c.add_argument("--lengths", default="1,8,16,32", help="output lengths ℓ to measure (comma-separated)")
+    c.add_argument("--reps", type=int, default=5, help="batches per (batch size, length)")
+    c.add_argument("--output-cap", type=int, default=48, help="ℓ at which to state s_max")
+    c.add_argument("--prompt", default="Calibrate the service envelope.", help="prompt text")
+    c.add_argument("--out", help="write the suggestion as YAML here")
+    c.add_argument("--json", action="store_true", help="print the full result as JSON")
+    c.set_defaults(run=run_calibrate)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    import uvicorn
+
+    from ..contract import load_contract
+    from .app import Gateway, GatewaySettings
+    from .config import KeysConfig, load_keys, resolve_learner
+
+    contract = load_contract(args.spec)
+    settings = GatewaySettings(
+        upstream=args.upstream,
+        keys=load_keys(args.keys) if args.keys else KeysConfig(),
+        learner=resolve_learner(args.learner, contract),
+        trace=args.trace,
+        timeout=args.timeout,
+        read_timeout=args.read_timeout,
+        deferred_drop=args.deferred_drop,
+    )
+    gateway = Gateway(contract, settings)
+    print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
+    uvicorn.run(gateway.app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """Measure, print the suggestion (or JSON), optionally write it as YAML."""
+    from .calibrate import calibrate
+
+    try:
+        lengths = sorted({int(x) for x in args.lengths.split(",") if x.strip()})
+    except ValueError:
+        print(f"rvguard calibrate: error: --lengths must be integers, got {args.lengths!r}", file=sys.stderr)
+        return 2
+    result = asyncio.run(
+        calibrate(
+            args.upstream,
+            model=args.model,
+            slots=args.slots,
+            lengths=lengths,
+            reps=args.reps,
+            output_cap=args.output_cap,
+            prompt=args.prompt,
+        )
+    )
+    text = result.to_yaml()
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else text)
+    return 0

@@ -1,0 +1,260 @@
+"""The gateway's edge to an OpenAI-compatible upstream (vLLM): a `Dispatcher` that passes the stream through.
+
+`rvguard.enforce.VLLMDispatcher` builds its own body and keeps the stream to
+itself; a gateway must instead forward the *client's* body (sampling
+parameters included) and relay the streamed chunks to the client as they
+come. `UpstreamDispatcher` does that without changing the Guard: the Guard
+still owns the slot and the outcome (its task calls ``dispatch``; a
+cancellation closes the upstream stream, which makes vLLM abort the
+sequence), and each chunk is also put on the request's `Channel`, if the
+gateway registered one. The fields the floor depends on are forced here, not
+taken from the client: ``max_tokens`` (the contract's cap), ``priority`` (the
+true tenant's tier), ``n = 1`` and a streamed upstream call.
+
+Transport failures become `DispatchError` with 502 (reset/refused) or 504
+(timeout); an upstream HTTP error keeps its status as ``status_hint``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..clock import Clock, MonotonicClock
+from ..contract import Contract
+from ..enforce.dispatch import DispatchError, Response
+from ..enforce.request import Request
+from ..errors import MissingExtraError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["END", "Channel", "Chunk", "Endpoint", "UpstreamDispatcher", "forced_body"]
+
+Endpoint = Literal["completions", "chat"]
+PATHS: Mapping[str, str] = MappingProxyType(
+    {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+)
+# Client fields the gateway decides (never the client): the cap, the rank, one sequence, streaming.
+_FORCED_OUT = ("max_completion_tokens", "best_of", "priority", "stream_options")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One streamed upstream event: its raw JSON text, and whether it only carries usage."""
+
+    data: str
+    usage_only: bool
+
+
+class _End:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "END"
+
+
+END = _End()
+
+
+class Channel:
+    """Chunks of one request on their way to its client; `END` once the Guard has its outcome.
+
+    Unbounded, but a request yields at most ``output_cap`` + 2 chunks, so memory
+    is O(output_cap) per live streaming request.
+    """
+
+    __slots__ = ("_q",)
+
+    def __init__(self) -> None:
+        self._q: asyncio.Queue[Chunk | _End] = asyncio.Queue()
+
+    def put(self, item: Chunk | _End) -> None:
+        """Queue a chunk (or `END`)."""
+        self._q.put_nowait(item)
+
+    async def get(self) -> Chunk | _End:
+        """The next chunk, or `END`."""
+        return await self._q.get()
+
+
+def forced_body(body: Mapping[str, Any], *, max_tokens: int, priority: int) -> dict[str, Any]:
+    """The client's body with the fields the floor depends on forced (see module doc)."""
+    out = {k: v for k, v in body.items() if k not in _FORCED_OUT}
+    out.update(
+        max_tokens=max_tokens,
+        priority=priority,
+        n=1,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    return out
+
+
+def _text(choice: Mapping[str, Any]) -> str:
+    if "text" in choice:
+        return str(choice.get("text") or "")
+    return str((choice.get("delta") or {}).get("content") or "")
+
+
+class _Reading:
+    """What the dispatcher keeps of one stream to build the non-streamed answer."""
+
+    __slots__ = ("created", "finish", "first", "id", "model", "parts", "usage")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.first: float | None = None
+        self.usage: Mapping[str, Any] = {}
+        self.finish: str | None = None
+        self.id = ""
+        self.created = 0
+        self.model = ""
+
+    def take(self, chunk: Mapping[str, Any]) -> bool:
+        """Fold one chunk in; True when it carries text."""
+        self.usage = chunk.get("usage") or self.usage
+        self.id = self.id or str(chunk.get("id") or "")
+        self.created = self.created or int(chunk.get("created") or 0)
+        self.model = self.model or str(chunk.get("model") or "")
+        choices = chunk.get("choices") or []
+        if not choices:
+            return False
+        self.finish = choices[0].get("finish_reason") or self.finish
+        text = _text(choices[0])
+        if text:
+            self.parts.append(text)
+        return bool(text)
+
+
+class UpstreamDispatcher:
+    """POSTs the client's (forced) body upstream, streams, relays chunks, returns a `Response`.
+
+    Args:
+        base_url: the upstream, e.g. ``http://127.0.0.1:8000``.
+        contract: gives the output cap and the tenants' tiers.
+        client: an ``httpx.AsyncClient`` to reuse (else one is created and owned).
+        connect_timeout, read_timeout: seconds (a silent upstream fails after ``read_timeout``).
+        clock: for the client-side timings.
+
+    ``request.payload`` holds ``endpoint`` (``completions``|``chat``) and ``body``
+    (the client's JSON object). ``Response.raw`` holds ``usage``, ``finish_reason``,
+    ``id``, ``created`` and ``model`` as the upstream reported them.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        contract: Contract,
+        client: httpx.AsyncClient | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 60.0,
+        clock: Clock | None = None,
+    ) -> None:
+        try:
+            import httpx
+        except ImportError:  # pragma: no cover - the gateway extra brings httpx
+            raise MissingExtraError("httpx", "gateway") from None
+        self._httpx = httpx
+        self.base_url = base_url.rstrip("/")
+        self._contract = contract
+        self._owned = client is None
+        timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        self.client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
+        self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self.channels: dict[str, Channel] = {}
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this dispatcher created it."""
+        if self._owned:
+            await self.client.aclose()
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The upstream body: the client's, with cap, tier, n and streaming forced."""
+        client_body: Mapping[str, Any] = request.payload.get("body") or {}
+        return forced_body(
+            client_body,
+            max_tokens=self._contract.capped_tokens(request.max_tokens),
+            priority=self._contract.tier_of(request.tenant),
+        )
+
+    async def dispatch(self, request: Request) -> Response:
+        """Serve ``request`` upstream; raise `DispatchError` (502/504/upstream status) on failure."""
+        httpx = self._httpx
+        url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
+        start = self._clock.now()
+        try:
+            async with self.client.stream("POST", url, json=self.body(request)) as resp:
+                if resp.status_code != 200:
+                    detail = (await resp.aread()).decode("utf-8", "replace")[:300]
+                    raise DispatchError(
+                        f"upstream http {resp.status_code}: {detail}", status_hint=resp.status_code
+                    )
+                return await self._relay(request.rid, resp, start)
+        except httpx.TimeoutException as exc:
+            raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
+        except httpx.TransportError as exc:
+            raise DispatchError(f"upstream transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
+
+    async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
+        reading = _Reading()
+        done = False
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise DispatchError(
+                    f"upstream sent a malformed chunk: {data[:80]!r}", status_hint=502
+                ) from None
+            if reading.take(chunk) and reading.first is None:
+                reading.first = self._clock.now() - start
+            channel = self.channels.get(rid)
+            if channel is not None:
+                channel.put(Chunk(data, not chunk.get("choices")))
+        if not done:
+            raise DispatchError("upstream stream ended before [DONE]", status_hint=502)
+        return self._response(reading, resp.status_code, start)
+
+    def _response(self, r: _Reading, status: int, start: float) -> Response:
+        raw = {
+            "usage": dict(r.usage),
+            "finish_reason": r.finish,
+            "id": r.id,
+            "created": r.created,
+            "model": r.model,
+        }
+        return Response(
+            text="".join(r.parts),
+            output_tokens=r.usage.get("completion_tokens"),
+            prompt_tokens=r.usage.get("prompt_tokens"),
+            first_token=r.first,
+            total=self._clock.now() - start,
+            status=status,
+            raw=MappingProxyType(raw),
+        )
+
+    async def get_json(self, path: str) -> tuple[int, Any]:
+        """GET ``path`` upstream (for ``/v1/models``); raise `DispatchError` on transport failure."""
+        httpx = self._httpx
+        try:
+            resp = await self.client.get(self.base_url + path)
+        except httpx.TimeoutException as exc:
+            raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
+        except httpx.TransportError as exc:
+            raise DispatchError(f"upstream transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
+        try:
+            return resp.status_code, resp.json()
+        except ValueError:
+            raise DispatchError("upstream answered with non-JSON", status_hint=502) from None
