@@ -1,0 +1,168 @@
+"""``rvguard experiment screen-eval``: the screen's evaluation table, JSON and precision-vs-coverage PNG.
+
+Registration: `rvguard.screen.cli.add_parser` calls `extend_experiment` on
+the ``experiment`` parser that `rvguard.sim.cli` built (the main CLI wires
+``sim`` before ``screen``): it adds ``screen-eval`` to the experiment names
+and routes that name here, every other name to the simulator's runner.
+Why from here rather than a line in `rvguard.sim.cli`: the evaluation is a
+screen concern and its result is not an `ExperimentResult` (no miss plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError, SpecError
+from .evaluate import (
+    CURVE,
+    DIALS,
+    REGIMES,
+    EvalResult,
+    Row,
+    conditions,
+    default_grid,
+    evaluate,
+    held_out_rows,
+    in_sample_rows,
+    small_grid,
+)
+from .screen import CAVEAT, LABEL
+
+__all__ = ["dial_curve", "extend_experiment", "plot_precision_coverage", "render_eval", "run_screen_eval"]
+
+NAME = "screen-eval"
+DEFAULT_REPS = 10
+
+
+def extend_experiment(parser: argparse.ArgumentParser) -> None:
+    """Add ``screen-eval`` (and its ``--folds``/``--grid`` options) to the ``experiment`` parser."""
+    # argparse keeps a positional's choices on its Action; there is no public lookup.
+    for action in parser._actions:
+        if action.dest == "name" and action.choices is not None and NAME not in action.choices:
+            action.choices = sorted([*action.choices, NAME])
+    parser.add_argument("--folds", type=int, default=None, help="screen-eval: held-out folds (default: reps)")
+    parser.add_argument("--grid", choices=("default", "small"), default="default", help="screen-eval grid")
+    previous: Callable[[argparse.Namespace], int] | None = parser.get_default("run")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.name == NAME or previous is None:
+            return run_screen_eval(args)
+        return previous(args)
+
+    parser.set_defaults(run=run)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def render_eval(result: EvalResult) -> str:
+    """The table: scope × dial × regime → cells, coverage, precision [CI], recall [CI]."""
+    head = (
+        f"experiment screen-eval — {CAVEAT}\n"
+        f"{len(result.runs)} configurations × {len(result.runs[0].reps)} reps, 30 deadlines each; "
+        f"held-out: {result.folds} folds (service from one rep, tested on the others); "
+        "95% intervals: bootstrap over configurations"
+    )
+    columns = (
+        f"{'scope':<10}{'dial':<6}{'regime':<10}{'cfgs':>5}{'cells':>7}{'accepts':>8}"
+        f"{'FA':>5}{'coverage':>10}  {'precision [95% CI]':<26}recall [95% CI]"
+    )
+    lines = [head, columns]
+    for r in result.rows:
+        s = r.score
+        lines.append(
+            f"{r.scope:<10}{r.dial:<6}{r.regime:<10}{s.configs:>5}{s.cells:>7}{s.accepts:>8}{s.false_accepts:>5}"
+            f"{_pct(s.coverage):>10}  {_pct(s.precision) + ' ' + _ci(s.precision_ci):<26}"
+            f"{_pct(s.recall)} {_ci(s.recall_ci)}"
+        )
+    return "\n".join(lines)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ModuleNotFoundError as err:  # pragma: no cover - depends on the install
+        raise MissingExtraError("matplotlib", "sim") from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_precision_coverage(result: EvalResult, curve: dict[str, list[Row]], out: str | Path) -> Path:
+    """Precision against coverage, one point per service dial, in-sample and held-out."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for scope, marker in (("in-sample", "o"), ("held-out", "s")):
+        rows = curve[scope]
+        xs = [r.score.coverage or 0.0 for r in rows]
+        ys = [r.score.precision if r.score.precision is not None else float("nan") for r in rows]
+        ax.plot(xs, ys, marker=marker, label=scope)
+        for r, x, y in zip(rows, xs, ys, strict=True):
+            ax.annotate(r.dial, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("coverage (share of cells accepted)")
+    ax.set_ylabel("precision of accept")
+    ax.set_title(f"P95 screen, {len(result.runs)} configurations ({LABEL})", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / "screen-eval.png"
+    fig.tight_layout()
+    fig.savefig(target, dpi=120)
+    plt.close(fig)
+    return target
+
+
+def dial_curve(result: EvalResult) -> dict[str, list[Row]]:
+    """All-regime rows for the plot's dial sweep (reuses the runs; only the screen is re-run)."""
+    runs = list(result.runs)
+    ins, _ = in_sample_rows(runs, CURVE)
+    held = held_out_rows(runs, CURVE, result.folds)
+    return {
+        "in-sample": [r for r in ins if r.regime == "all"],
+        "held-out": [r for r in held if r.regime == "all"],
+    }
+
+
+def run_screen_eval(args: argparse.Namespace) -> int:
+    """Run the evaluation; print the table (or JSON) and write the PNG. Exit 0."""
+    reps = DEFAULT_REPS if getattr(args, "reps", None) is None else int(args.reps)
+    if reps < 2:
+        raise SpecError(f"screen-eval needs --reps ≥ 2 (held-out folds), got {reps}", field="reps")
+    folds = getattr(args, "folds", None)
+    grid = small_grid() if getattr(args, "grid", "default") == "small" else default_grid()
+    started = time.monotonic()
+    result = evaluate(grid, reps=reps, folds=folds, seed=int(getattr(args, "seed", 0)))
+    curve = dial_curve(result)
+    plot = plot_precision_coverage(result, curve, getattr(args, "out", "results"))
+    if getattr(args, "json", False):
+        doc = {
+            "experiment": NAME,
+            "label": LABEL,
+            "caveat": CAVEAT,
+            "method": "cells = configuration x 30 deadlines (measured P95 x factors in [0.5, 2]); "
+            "95% CI: bootstrap over configurations",
+            "dials": list(DIALS),
+            "regimes": list(REGIMES),
+            "conditions": conditions(result),
+            "summary": [r.to_dict() for r in result.rows],
+            "curve": {k: [r.to_dict() for r in v] for k, v in curve.items()},
+            "plot": str(plot),
+            "seconds": time.monotonic() - started,
+        }
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        print(render_eval(result))
+        print(f"plot: {plot}  ({time.monotonic() - started:.1f} s)")
+    return 0
