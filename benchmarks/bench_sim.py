@@ -27,14 +27,14 @@ import ciw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rvguard.contract import Contract, contract_from_mapping  # noqa: E402
-from rvguard.enforce.core import DecisionCore  # noqa: E402
-from rvguard.enforce.learners import AdmitAll  # noqa: E402
-from rvguard.enforce.request import Request  # noqa: E402
-from rvguard.sim.backend import LognormalService  # noqa: E402
-from rvguard.sim.engine import Simulator  # noqa: E402
-from rvguard.sim.run import run_once  # noqa: E402
-from rvguard.sim.workloads import merge_streams  # noqa: E402
+from rvguard.contract import Contract, contract_from_mapping
+from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.learners import AdmitAll
+from rvguard.enforce.request import Request
+from rvguard.sim.backend import LognormalService
+from rvguard.sim.engine import Simulator
+from rvguard.sim.run import run_once
+from rvguard.sim.workloads import merge_streams
 
 LAM, C, HORIZON, REPEATS = 3.0, 4, 3000.0, 5
 SIGMA = 0.8

@@ -3,49 +3,19 @@
 from __future__ import annotations
 
 import random
-import statistics
 
 import pytest
 
-from rvguard.events import Complete, Dispatch, Event
 from rvguard.sim.backend import CALIBRATION, Backend, BackendModel
+from rvguard.sim.calibration import measure
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import poisson
 
 from ._common import MARQUEE
 
 
-def _services(events: tuple[Event, ...]) -> list[float]:
-    start: dict[str, float] = {}
-    out: list[float] = []
-    for ev in events:
-        if isinstance(ev, Dispatch):
-            start[ev.rid] = ev.t
-        elif isinstance(ev, Complete):
-            out.append(ev.t - start[ev.rid])
-    return out
-
-
-def _measure(model: BackendModel) -> dict[str, float]:
-    """The model's value of every calibration point (long seeded runs)."""
-    rng = random.Random(1)
-    got = {"batch1_median_16": statistics.median(model.draw(16, 1, rng) for _ in range(20_000))}
-    light = poisson(MARQUEE, random.Random(2), assured_rate=6.0, opp_rate=0.0, duration=150.0)
-    got["light_mean_16"] = statistics.mean(_services(run_once(MARQUEE, light, model=model).result.events))
-    flood = poisson(MARQUEE, random.Random(2), assured_rate=6.0, opp_rate=30.0, duration=150.0)
-    res = run_once(MARQUEE, flood, model=model).result
-    s = sorted(_services(res.events))
-    got["flood_mean_16"] = statistics.mean(s)
-    got["ceiling_p999_16"] = s[int(0.999 * len(s))]
-    got["batchC_mean_16"] = got["flood_mean_16"]
-    got["mu_sat"] = len(s) / res.end_time
-    flood48 = poisson(MARQUEE, random.Random(2), assured_rate=0.0, opp_rate=30.0, duration=100.0, tokens=48)
-    got["batchC_mean_48"] = statistics.mean(_services(run_once(MARQUEE, flood48, model=model).result.events))
-    return got
-
-
 def test_model_matches_calibration_points() -> None:
-    got = _measure(BackendModel())
+    got = measure(BackendModel())
     for point in CALIBRATION:
         rel = abs(got[point.name] - point.target) / point.target
         assert rel <= point.tolerance, f"{point.name}: model {got[point.name]:.3f} vs {point.target:.3f}"
