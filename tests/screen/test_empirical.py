@@ -25,11 +25,12 @@ def _naive_bootstrap(windows: list[int], sojourns: list[float], resamples: int) 
     """Resample windows explicitly (same draws as the module), pool, take the nearest rank."""
     keys = sorted(set(windows))
     k = len(keys)
-    counts = np.random.default_rng(SEED).multinomial(k, np.full(k, 1.0 / k), size=resamples)
+    draws = np.random.default_rng(SEED).integers(0, k, size=(resamples, k))
+    counts = [[int((row == j).sum()) for j in range(k)] for row in draws]
     by_window = {key: [s for w, s in zip(windows, sojourns, strict=True) if w == key] for key in keys}
     out = []
     for row in counts:
-        pooled = [s for key, c in zip(keys, row, strict=True) for s in by_window[key] * int(c)]
+        pooled = [s for key, c in zip(keys, row, strict=True) for s in by_window[key] * c]
         out.append(_nearest_rank(pooled))
     return sorted(out)
 
