@@ -50,6 +50,7 @@ class Instance:
     """
 
     __slots__ = (
+        "admitted",
         "deadline",
         "entitled",
         "events",
@@ -59,12 +60,15 @@ class Instance:
         "rank",
         "resets",
         "rid",
+        "row",
         "t_arrive",
+        "t_dispatch",
         "tenant",
         "upper",
         "used",
         "vars",
         "weight",
+        "wf",
         "window",
     )
 
@@ -85,6 +89,11 @@ class Instance:
         self.events: list[Event] = []
         self.resets: dict[str, float] = {}
         self.vars: dict[str, Any] = {}
+        # bookkeeping of the monitor (protocol location) and of the metrics
+        self.wf = 0
+        self.admitted = False
+        self.t_dispatch: float | None = None
+        self.row: list[int] | None = None
 
     def clock(self, name: str, now: float) -> float:
         """Value of clock ``name`` at ``now`` (clocks start at the arrival)."""
@@ -156,7 +165,7 @@ class TimedAutomaton:
 class CompiledAutomaton:
     """`TimedAutomaton` flattened: ``table[loc * 7 + code]`` is a tuple of edges or None."""
 
-    __slots__ = ("auto", "bad", "index", "locs", "table", "timers")
+    __slots__ = ("auto", "bad", "codes", "index", "locs", "table", "timers")
 
     def __init__(self, auto: TimedAutomaton) -> None:
         self.auto = auto
@@ -173,3 +182,7 @@ class CompiledAutomaton:
         self.timers: list[list[Timer]] = [[] for _ in self.locs]
         for timer in auto.timers:
             self.timers[self.index[timer.location]].append(timer)
+        #: event codes this automaton reacts to (a strict one reacts to every kind)
+        self.codes: frozenset[int] = frozenset(
+            range(N_KINDS) if auto.strict else (kinds.index(k) for (_, k) in auto.transitions)
+        )

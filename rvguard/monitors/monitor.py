@@ -33,6 +33,9 @@ DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
 
 _WF = wf.WF.compile()
 _WF_DONE = _WF.index[wf.Loc.DONE]
+_WF_ARRIVED = _WF.index[wf.Loc.ARRIVED]
+#: WF as a flat next-location table: ``_WF_NEXT[loc * 7 + code]``, -1 = illegal
+_WF_NEXT: list[int] = [-1 if e is None else e[0][0] for e in _WF.table]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +97,14 @@ class Monitor:
         self._autos = [a for a in autos if a is not wf.WF]
         self._compiled: list[CompiledAutomaton] = [a.compile() for a in self._autos]
         self._initial = [c.index[c.auto.initial] for c in self._compiled]
+        self._by_code: list[list[tuple[int, CompiledAutomaton]]] = [
+            [(i, c) for i, c in enumerate(self._compiled) if code in c.codes] for code in range(N_KINDS)
+        ]
+        self._facts: dict[
+            tuple[str, int | None, int | None], tuple[float, float, float | None, bool, float]
+        ] = {}
         self._entitlement = Entitlement(contract)
         self._live: dict[str, Instance] = {}
-        self._wf_loc: dict[str, int] = {}
         self._finished: set[str] = set()
         self._finished_order: deque[str] = deque()
         self._retain = retain_finished
@@ -133,26 +141,31 @@ class Monitor:
         out: list[Violation] = []
         t = ev.t
         if t != self._now:
-            self._move_time(t, out)
-        inst = self._live.get(ev.rid)
+            if t < self._now or (self._timers and self._timers[0][0] < t):
+                self._move_time(t, out)
+            else:
+                self._now = t
+        rid = ev.rid
+        code = ev.code
+        inst = self._live.get(rid)
         if inst is None:
-            if ev.code != 0 or ev.rid in self._finished:
-                self._illegal(ev, wf.Loc.DONE if ev.rid in self._finished else wf.Loc.NEW, None, out)
+            if code != 0 or rid in self._finished:
+                self._illegal(ev, wf.Loc.DONE if rid in self._finished else wf.Loc.NEW, None, out)
                 return out
             inst = self._create(ev)  # type: ignore[arg-type]
-            loc = _WF.index[wf.Loc.ARRIVED]
+            loc = _WF_ARRIVED
         else:
-            edges = _WF.table[self._wf_loc[ev.rid] * N_KINDS + ev.code]
-            if edges is None:
-                self._illegal(ev, wf.Loc(_WF.locs[self._wf_loc[ev.rid]]), inst, out)
+            loc = _WF_NEXT[inst.wf * N_KINDS + code]
+            if loc < 0:
+                self._illegal(ev, wf.Loc(_WF.locs[inst.wf]), inst, out)
                 return out
-            loc = edges[0][0]
-        self._wf_loc[ev.rid] = loc
+        inst.wf = loc
         inst.events.append(ev)
-        self._step(inst, ev, out)
-        self._metrics.on_event(inst, ev)
+        if self._by_code[code]:
+            self._step(inst, ev, code, out)
+        self._metrics.on_event(inst, ev, code)
         if loc == _WF_DONE:
-            self._free(ev.rid)
+            self._free(rid)
         return out
 
     def feed_all(self, events: Iterable[Event]) -> list[Violation]:
@@ -220,52 +233,72 @@ class Monitor:
                 self._schedule(inst, i, target, out)
             return
 
-    def _create(self, ev: Arrive) -> Instance:
-        c = self.contract
-        tenant = c.tenants.get(ev.tenant)
-        if tenant is None:
-            raise UnknownTenantError(
-                f"tenant {ev.tenant!r} is not in the contract ({', '.join(c.tenants)})", field="tenant"
+    def _request_facts(self, ev: Arrive) -> tuple[float, float, float | None, bool, float]:
+        """(relative deadline, L, U, floored, weight) of an arrival, cached by its shape."""
+        key = (ev.tenant, ev.max_tokens, ev.prompt_tokens)
+        facts = self._facts.get(key)
+        if facts is None:
+            c = self.contract
+            tenant = c.tenants.get(ev.tenant)
+            if tenant is None:
+                raise UnknownTenantError(
+                    f"tenant {ev.tenant!r} is not in the contract ({', '.join(c.tenants)})", field="tenant"
+                )
+            facts = (
+                tenant.deadline,
+                c.lower_bound(ev.max_tokens),
+                c.upper_bound(ev.max_tokens),
+                tenant.floor > 0,
+                c.weight(ev.prompt_tokens, ev.max_tokens),
             )
-        inst = Instance(ev.rid, len(self._compiled))
+            if len(self._facts) < 4096:
+                self._facts[key] = facts
+        return facts
+
+    def _create(self, ev: Arrive) -> Instance:
+        rel, lower, upper, floored, weight = self._request_facts(ev)
+        inst = Instance(ev.rid, 0)
         inst.tenant = ev.tenant
         inst.t_arrive = ev.t
-        inst.deadline = ev.t + tenant.deadline if ev.deadline is None else ev.deadline
-        inst.lower = c.lower_bound(ev.max_tokens)
-        inst.upper = c.upper_bound(ev.max_tokens)
-        inst.floored = tenant.floor > 0
-        inst.weight = c.weight(ev.prompt_tokens, ev.max_tokens)
-        inst.window, inst.entitled, inst.rank, inst.used = self._entitlement.arrive(
-            ev.tenant, ev.t, inst.weight
-        )
-        inst.locs[:] = self._initial
+        inst.deadline = ev.t + rel if ev.deadline is None else ev.deadline
+        inst.lower = lower
+        inst.upper = upper
+        inst.floored = floored
+        inst.weight = weight
+        inst.window, inst.entitled, inst.rank, inst.used = self._entitlement.arrive(ev.tenant, ev.t, weight)
+        inst.locs = self._initial.copy()
         self._live[ev.rid] = inst
         return inst
 
-    def _step(self, inst: Instance, ev: Event, out: list[Violation]) -> None:
-        code = ev.code
-        for i, comp in enumerate(self._compiled):
-            loc = inst.locs[i]
+    def _step(self, inst: Instance, ev: Event, code: int, out: list[Violation]) -> None:
+        locs = inst.locs
+        for i, comp in self._by_code[code]:
+            loc = locs[i]
             if comp.bad[loc]:
                 continue
             edges = comp.table[loc * N_KINDS + code]
             if edges is None:
                 if comp.auto.strict:
-                    inst.locs[i] = comp.index[next(iter(comp.auto.bad))]
-                    detail = comp.auto.strict_detail(inst, ev, ev.t) if comp.auto.strict_detail else ""
-                    self._report(comp, inst, ev.t, detail or f"{ev.kind.value} not allowed", out)
+                    self._strict_reject(comp, i, inst, ev, out)
                 continue
             for target, guard, update, edge in edges:
                 if guard is None or guard(inst, ev):
                     if update is not None:
                         update(inst, ev)
-                    inst.locs[i] = target
+                    locs[i] = target
                     if comp.bad[target]:
                         detail = edge.detail(inst, ev, ev.t) if edge.detail else edge.label
                         self._report(comp, inst, ev.t, detail, out)
                     elif comp.timers[target]:
                         self._schedule(inst, i, target, out)
                     break
+
+    def _strict_reject(
+        self, comp: CompiledAutomaton, i: int, inst: Instance, ev: Event, out: list[Violation]
+    ) -> None:
+        inst.locs[i] = comp.index[next(iter(comp.auto.bad))]
+        detail = comp.auto.strict_detail(inst, ev, ev.t) if comp.auto.strict_detail else ""
+        self._report(comp, inst, ev.t, detail or f"{ev.kind.value} not allowed", out)
 
     def _schedule(self, inst: Instance, i: int, loc: int, out: list[Violation]) -> None:
         """Arm the location's timers; one whose bound has already passed fires now."""
@@ -295,7 +328,6 @@ class Monitor:
 
     def _free(self, rid: str) -> None:
         del self._live[rid]
-        del self._wf_loc[rid]
         if self._retain <= 0:
             return
         self._finished.add(rid)

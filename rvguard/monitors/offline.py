@@ -96,12 +96,18 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
             )
 
 
-def protocol_is_clean(trace: ColumnarTrace) -> bool:
+def rid_order(trace: ColumnarTrace) -> I64:
+    """Row indices grouped by rid, trace order within a rid (a stable sort, done once)."""
+    return np.argsort(trace.rid, kind="stable")
+
+
+def protocol_is_clean(trace: ColumnarTrace, order: I64 | None = None) -> bool:
     """True when every row is legal under WF (vectorised: previous kind of the same rid)."""
     n = len(trace)
     if n == 0:
         return True
-    order = np.lexsort((np.arange(n), trace.rid))
+    if order is None:
+        order = rid_order(trace)
     rid_sorted = trace.rid[order]
     kind_sorted = trace.kind[order].astype(np.int64)
     prev_state = np.zeros(n, dtype=np.int64)
@@ -258,14 +264,15 @@ def check_offline(
     _check_order(trace, path)
     _check_tenants(trace, contract, path)
     builtin = all(BUILTIN.get(a.name) is a for a in autos)
-    if not builtin or not protocol_is_clean(trace):
+    order = rid_order(trace)
+    if not builtin or not protocol_is_clean(trace, order):
         return _replay(trace, contract, properties)
     from .offline_verdicts import offline_violations
 
     req = request_table(trace, contract)
     ent = entitlement_columns(req, trace, contract)
     names = {a.name for a in autos}
-    violations = offline_violations(trace, contract, req, ent, names)
+    violations = offline_violations(trace, contract, req, ent, names, order=order)
     metrics = offline_metrics(trace, contract, req, ent)
     return OfflineResult(sorted(violations, key=lambda v: v.key), metrics, vectorised=True)
 

@@ -30,9 +30,9 @@ Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64],
 class _Rows:
     """Rows of each rid, grouped once (stable, so in trace order)."""
 
-    def __init__(self, trace: ColumnarTrace) -> None:
+    def __init__(self, trace: ColumnarTrace, order: I64 | None = None) -> None:
         self.trace = trace
-        self.order = np.argsort(trace.rid, kind="stable")
+        self.order = np.argsort(trace.rid, kind="stable") if order is None else order
         self.sorted = trace.rid[self.order]
 
     def of(self, r: int) -> I64:
@@ -138,12 +138,18 @@ _JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd}
 
 
 def offline_violations(
-    trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent, names: set[str]
+    trace: ColumnarTrace,
+    contract: Contract,
+    req: RequestTable,
+    ent: Ent,
+    names: set[str],
+    *,
+    order: I64 | None = None,
 ) -> list[Violation]:
     """All violations of the named built-in properties (WF is clean on this path)."""
     if len(trace) == 0:
         return []
-    rows = _Rows(trace)
+    rows = _Rows(trace, order)
     out: list[Violation] = []
     for name, judge in _JUDGES.items():
         if name in names:
