@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck engine unit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,10 +23,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy rvguard
 
+# The real vLLM CPU engine for the gateway's end-to-end tests (its own venv, ~2 min and 3.4 GB
+# the first time). A failure does not stop `make test`: the engine tests then fail with its reason.
+engine:
+	@mkdir -p build
+	@bash scripts/vllm_env.sh .venv-vllm >> build/vllm_env.log 2>&1 || \
+		{ echo "engine: scripts/vllm_env.sh failed (see build/vllm_env.log); the engine tests will fail"; \
+		  tail -n 20 build/vllm_env.log; }
+
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck unit
+test: lint typecheck engine unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

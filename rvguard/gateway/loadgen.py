@@ -40,7 +40,10 @@ class Shot:
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What one shot got: HTTP status (0 = transport error), times from the start, tokens seen."""
+    """What one shot got: HTTP status (0 = transport error), times from the start, tokens seen.
+
+    ``rid`` is the gateway's ``x-rvguard-rid`` header (empty when the server sends none).
+    """
 
     shot: Shot
     status: int
@@ -48,6 +51,7 @@ class Result:
     done: float
     tokens: int
     error: str = ""
+    rid: str = ""
 
     @property
     def latency(self) -> float:
@@ -107,12 +111,14 @@ async def _send(
             resp = await client.post(url, json=body, headers=headers)
             if resp.status_code == 200:
                 tokens = int((resp.json().get("usage") or {}).get("completion_tokens") or 0)
-            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens)
+            rid = resp.headers.get("x-rvguard-rid", "")
+            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
         async with client.stream("POST", url, json=body, headers=headers) as resp:
             async for line in resp.aiter_lines():
                 if line.startswith("data:") and '"error"' not in line and "[DONE]" not in line:
                     tokens += 1
-            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens)
+            rid = resp.headers.get("x-rvguard-rid", "")
+            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
     except httpx.HTTPError as exc:
         return Result(shot, 0, sent, clock.now() - t0, tokens, f"{type(exc).__name__}: {exc}")
 

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from rvguard.contract import Contract, contract_from_mapping
+from rvguard.enforce.learners import LoadView
+from rvguard.enforce.request import Request
+from rvguard.events import Proposal
 from rvguard.gateway.app import Gateway, GatewaySettings, serving
 from rvguard.gateway.config import KeysConfig
 
@@ -68,3 +71,13 @@ def tenants(events: list[dict[str, Any]]) -> dict[str, str]:
 
 def auth(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
+
+
+class RejectAssured:
+    """The adversarial learner: rejects every floored tenant's request, admits the rest (overload)."""
+
+    def __init__(self, c: Contract | None = None) -> None:
+        self._floored = {n for n, t in (c or contract()).tenants.items() if t.floored}
+
+    def propose(self, request: Request, view: LoadView) -> Proposal:
+        return Proposal(admit=request.tenant not in self._floored)
