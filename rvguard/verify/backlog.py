@@ -8,7 +8,8 @@ closing condition: the cohort of *two* windows,
 
     D ≥ s_opp + ⌈2B/C⌉ · s_max        (with A4),
 
-within the bounds (and Q_A ≤ 2B there).
+within the bounds. The model's same-instant order (``ties``) is the
+deployed completions-first one by default; ``"any"`` covers every order.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from .schedule import ModelParams, Schedule, find_schedule
+from .schedule import ModelParams, Schedule, Ties, find_schedule
 
 __all__ = ["GridResult", "closing_bound", "grid", "reference_bound", "search"]
 
@@ -40,14 +41,17 @@ def grid(
     s_max: tuple[int, ...] = (2, 3),
     s_opp: tuple[int, ...] = (1, 3),
     windows: int = 3,
+    ties: Ties = "completions-first",
 ) -> Iterator[ModelParams]:
-    """Models with B ≥ C, at ρ_a = 1 (tightest W satisfying A4) and just below it."""
+    """Models with B ≥ C, at the tightest integer W satisfying A4 (ρ_a = 1 when C | B·s_max) and W + 1."""
     for c, b, s, so in itertools.product(slots, floors, s_max, s_opp):
         if b < c:
             continue
         w_min = -(-b * s // c)
         for w in (w_min, w_min + 1):
-            yield ModelParams(slots=c, floor=b, window=w, s_max=s, s_opp=so, deadline=0, windows=windows)
+            yield ModelParams(
+                slots=c, floor=b, window=w, s_max=s, s_opp=so, deadline=0, windows=windows, ties=ties
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,21 +8,38 @@ arrival time from ``-s_opp`` on, so some are already in flight at t = 0).
 A job's service is an integer in ``[s_min, ceiling]`` (``s_max`` or
 ``s_opp``). Semantics, made explicit because the decision core must agree
 with them (`simulate` is the executable form, `find_schedule` the symbolic
-one, and a test checks one against the other):
+one, and tests check one against the other and both against the core):
 
-1. At an instant t, completions happen first (a job that finishes at t
-   frees its slot at t), then the arrivals of t join the queue, then the
-   dispatcher starts waiting jobs while a slot is free.
-2. It starts the waiting job of the best rank: class (assured first), then
-   arrival time, then job index (arrival order, ties by sequence).
-3. It is work-conserving (a job never waits while a slot is free) and
+1. Rank: class (assured first), then delivery order (arrival tick, then the
+   order in which same-tick arrivals reach the core; Z3 chooses the latter
+   freely, `Schedule.order` records it).
+2. Work-conserving (a job never waits while a slot is free) and
    non-preemptive (a started job holds its slot for its whole service).
+3. Same-instant order, ``ties``:
+
+   * ``"completions-first"`` (default; what the Guard and the simulator do,
+     and what `DecisionCore` does when its ``finish`` calls at t precede its
+     ``arrive`` calls at t): completions at t free their slots and each is
+     refilled at once from the jobs queued *before* t (by rank); then the
+     arrivals of t, in delivery order, each take a free slot if one is left
+     (else they queue). A slot freed at t can thus go to an opportunistic job
+     queued earlier although an assured job arrives at t.
+   * ``"batch"``: completions free slots, then all arrivals of t join the
+     queue, then free slots are filled by rank (the core with its arrivals
+     at t delivered before its completions at t).
+   * ``"any"`` (symbolic only): each waiting-while-another-starts pair may
+     follow either rule. It over-approximates every interleaving of
+     completions and arrivals at an instant, so a bound proved with it holds
+     whatever the delivery order; its runs need not be realisable.
 
 The symbolic form states these as constraints over arrival a, service s,
-start S (F = S + s): S ≥ a; at most C jobs run at any start instant;
-a waiting job at an arrival or completion instant means all C slots are
-busy there; and if j outranks k and has arrived by S_k then S_j ≤ S_k.
-These pin the greedy schedule exactly (given arrivals and services).
+start S (F = S + s) and delivery sequence q: S ≥ a; at most C jobs run at
+any start instant; a waiting job at an arrival or completion instant means
+all C slots are busy there; and when j has arrived by S_k yet starts after
+k, the tie rule allows it (batch: k outranks j; completions-first: k was
+queued before S_k and j arrived at S_k or ranks below k, or both arrived at
+S_k and k was delivered first). Given a, s and q these pin the greedy
+schedule exactly (a test checks uniqueness against `simulate`).
 
 The backlog Q_A(t) is the number of assured jobs in the system (arrived,
 not finished) at t; it is largest at an arrival instant.
@@ -30,17 +47,31 @@ not finished) at t; it is largest at an arrival instant.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ..errors import SpecError
 from ._z3 import load_z3
 
-__all__ = ["ASSURED", "OPPORTUNISTIC", "Job", "ModelParams", "Schedule", "find_schedule", "simulate"]
+__all__ = [
+    "ASSURED",
+    "OPPORTUNISTIC",
+    "TIES",
+    "Job",
+    "ModelParams",
+    "Schedule",
+    "Ties",
+    "find_schedule",
+    "simulate",
+]
 
 ASSURED = "assured"
 OPPORTUNISTIC = "opportunistic"
 _RANK = {ASSURED: 0, OPPORTUNISTIC: 1}
+Ties = Literal["completions-first", "batch", "any"]
+TIES: tuple[Ties, ...] = ("completions-first", "batch", "any")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +84,8 @@ class ModelParams:
         deadline: D, relative. windows: k windows of assured arrivals.
         opp_jobs: opportunistic jobs (default C). s_min: least service.
         assured_jobs: assured jobs (default B·k, every window full).
+        ties: the same-instant order (module docstring); ``"completions-first"``
+            is the deployed one, ``"any"`` covers every delivery order.
     """
 
     slots: int
@@ -65,6 +98,11 @@ class ModelParams:
     opp_jobs: int | None = None
     s_min: int = 1
     assured_jobs: int | None = None
+    ties: Ties = "completions-first"
+
+    def __post_init__(self) -> None:
+        if self.ties not in TIES:
+            raise SpecError(f"ties must be one of {TIES}, got {self.ties!r}", field="ties", value=self.ties)
 
     @property
     def n_assured(self) -> int:
@@ -114,11 +152,23 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A concrete run: C and the jobs (in model order: assured first, by arrival)."""
+    """A concrete run: C, the jobs (model order: assured first, by arrival) and their delivery order.
+
+    ``order`` lists job indices in the order their arrivals reach the
+    dispatcher (by arrival tick; same-tick arrivals in the order the run
+    chose). Empty means by (arrival, index).
+    """
 
     slots: int
     jobs: tuple[Job, ...]
     notes: dict[str, int] = field(default_factory=dict)
+    order: tuple[int, ...] = ()
+
+    def delivery(self) -> list[int]:
+        """Job indices in delivery order (``order``, or by arrival then index)."""
+        if self.order:
+            return list(self.order)
+        return sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].arrival, i))
 
     @property
     def sojourns(self) -> list[int]:
@@ -138,6 +188,7 @@ class Schedule:
         """A plain dict: slots and per-job arrival, service, start, finish, sojourn."""
         return {
             "slots": self.slots,
+            "order": self.delivery(),
             "jobs": [
                 {
                     "tenant": j.tenant,
@@ -153,7 +204,13 @@ class Schedule:
 
 
 def simulate(
-    slots: int, tenants: Sequence[str], arrivals: Sequence[int], services: Sequence[int]
+    slots: int,
+    tenants: Sequence[str],
+    arrivals: Sequence[int],
+    services: Sequence[int],
+    *,
+    ties: Literal["completions-first", "batch"] = "completions-first",
+    order: Sequence[int] | None = None,
 ) -> Schedule:
     """Run the model's dispatch semantics (module docstring) on concrete jobs.
 
@@ -162,34 +219,62 @@ def simulate(
         tenants: ``"assured"`` or ``"opportunistic"`` per job.
         arrivals: arrival tick per job.
         services: service ticks per job (≥ 1).
+        ties: the same-instant order: ``"completions-first"`` (the Guard's and
+            the simulator's) or ``"batch"``.
+        order: delivery order, a permutation of the job indices sorted by
+            arrival (default: by arrival, then index); it breaks ties between
+            same-tick arrivals.
 
     Returns:
         The schedule, jobs in the given order.
 
     Raises:
-        ValueError: lengths differ, an unknown class, or a service < 1.
+        SpecError: lengths differ, an unknown class or tie order, a service < 1,
+            or ``order`` is not a delivery order.
     """
-    n = len(tenants)
-    if not n == len(arrivals) == len(services) or slots < 1:
-        raise ValueError("tenants, arrivals and services need equal lengths, and slots ≥ 1")
-    if any(t not in _RANK for t in tenants) or any(s < 1 for s in services):
-        raise ValueError("tenants must be assured/opportunistic and services ≥ 1")
+    seq = _delivery(tenants, arrivals, services, slots, ties, order)
+    pos = {i: n for n, i in enumerate(seq)}
     start: dict[int, int] = {}
     finishes: list[int] = []
-    order = sorted(range(n), key=lambda i: arrivals[i])
     instants = sorted(set(arrivals))
-    while len(start) < n:
+    while instants:
         t = instants.pop(0)
         finishes = [f for f in finishes if f > t]
-        waiting = [i for i in order if arrivals[i] <= t and i not in start]
-        waiting.sort(key=lambda i: (_RANK[tenants[i]], arrivals[i], i))
-        for i in waiting[: slots - len(finishes)]:
+        before = t if ties == "completions-first" else t + 1  # who competes for the freed slots
+        queued = [i for i in seq if arrivals[i] < before and i not in start]
+        queued.sort(key=lambda i: (_RANK[tenants[i]], pos[i]))
+        for i in queued[: slots - len(finishes)]:
             start[i] = t
             finishes.append(t + services[i])
-        later = {f for f in finishes if f > t} | {a for a in arrivals if a > t}
-        instants = sorted(later)
-    jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(n))
-    return Schedule(slots, jobs)
+        for i in (i for i in seq if arrivals[i] == t and i not in start):
+            if len(finishes) < slots:  # completions-first: a same-instant arrival takes a free slot
+                start[i] = t
+                finishes.append(t + services[i])
+        instants = sorted({f for f in finishes if f > t} | {a for a in arrivals if a > t})
+    jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(len(tenants)))
+    return Schedule(slots, jobs, order=tuple(seq))
+
+
+def _delivery(
+    tenants: Sequence[str],
+    arrivals: Sequence[int],
+    services: Sequence[int],
+    slots: int,
+    ties: str,
+    order: Sequence[int] | None,
+) -> list[int]:
+    """Check `simulate`'s arguments; return the delivery order."""
+    n = len(tenants)
+    if not n == len(arrivals) == len(services) or slots < 1:
+        raise SpecError("tenants, arrivals and services need equal lengths, and slots ≥ 1", field="slots")
+    if any(t not in _RANK for t in tenants) or any(s < 1 for s in services):
+        raise SpecError("tenants must be assured/opportunistic and services ≥ 1", field="services")
+    if ties not in ("completions-first", "batch"):
+        raise SpecError(f"simulate's ties must be completions-first or batch, got {ties!r}", field="ties")
+    seq = sorted(range(n), key=lambda i: (arrivals[i], i)) if order is None else list(order)
+    if sorted(seq) != list(range(n)) or any(arrivals[i] > arrivals[j] for i, j in itertools.pairwise(seq)):
+        raise SpecError("order must be a permutation of the jobs, by arrival", field="order", value=order)
+    return seq
 
 
 # -- the symbolic model --------------------------------------------------------
@@ -199,6 +284,7 @@ class _Vars:
     a: list[Any]
     s: list[Any]
     start: list[Any]
+    seq: list[Any]
 
     @property
     def finish(self) -> list[Any]:
@@ -216,6 +302,7 @@ def _variables(z3: Any, p: ModelParams) -> _Vars:
         [z3.Int(f"arrival_{i}") for i in range(n)],
         [z3.Int(f"service_{i}") for i in range(n)],
         [z3.Int(f"start_{i}") for i in range(n)],
+        [z3.Int(f"sequence_{i}") for i in range(n)],
     )
 
 
@@ -264,16 +351,46 @@ def encode_work_conserving(z3: Any, p: ModelParams, v: _Vars) -> Any:
     return z3.And(clauses)
 
 
-def encode_priority(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """If j outranks k and has arrived when k starts, j starts no later than k."""
+def encode_delivery(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """Arrivals reach the dispatcher in one order: by arrival tick, same-tick ties free across classes."""
     del p
     n = len(v.tenants)
+    clauses = [z3.Distinct(v.seq)] if n > 1 else []
+    for i, j in itertools.combinations(range(n), 2):
+        if v.tenants[i] == v.tenants[j]:
+            clauses.append(v.seq[i] < v.seq[j])  # within a class, index order is delivery order
+        else:
+            clauses.append(z3.Implies(v.a[i] < v.a[j], v.seq[i] < v.seq[j]))
+            clauses.append(z3.Implies(v.a[j] < v.a[i], v.seq[j] < v.seq[i]))
+    return z3.And(clauses)
+
+
+def _outranks(v: _Vars, j: int, k: int) -> bool:
+    rank_j, rank_k = _RANK[v.tenants[j]], _RANK[v.tenants[k]]
+    return rank_j < rank_k or (rank_j == rank_k and j < k)
+
+
+def _may_pass(z3: Any, ties: str, v: _Vars, j: int, k: int) -> Any:
+    """May k start at S_k while j, arrived by S_k, still waits? (the tie rule)"""
+    batch = z3.BoolVal(_outranks(v, k, j))
+    if ties == "batch":
+        return batch
+    t = v.start[k]
+    freed = z3.And(v.a[k] < t, z3.Or(v.a[j] == t, batch))  # a slot freed at t goes to the queue first
+    eager = z3.And(v.a[k] == t, v.a[j] == t, v.seq[k] < v.seq[j])  # a free slot goes to the first arrival
+    completions_first = z3.Or(freed, eager)
+    return completions_first if ties == "completions-first" else z3.Or(batch, completions_first)
+
+
+def encode_priority(z3: Any, p: ModelParams, v: _Vars) -> Any:
+    """If j has arrived when k starts and still waits, the tie order (``p.ties``) lets k pass j."""
+    n = len(v.tenants)
     clauses = []
-    for j in range(n):
-        for k in range(n):
-            rank_j, rank_k = _RANK[v.tenants[j]], _RANK[v.tenants[k]]
-            if rank_j < rank_k or (rank_j == rank_k and j < k):
-                clauses.append(z3.Implies(v.a[j] <= v.start[k], v.start[j] <= v.start[k]))
+    for j, k in itertools.permutations(range(n), 2):
+        may = _may_pass(z3, p.ties, v, j, k)
+        if z3.is_true(may):
+            continue
+        clauses.append(z3.Implies(z3.And(v.a[j] <= v.start[k], v.start[k] < v.start[j]), may))
     return z3.And(clauses)
 
 
@@ -310,6 +427,7 @@ def model_solver(
     s.assert_and_track(encode_entitlement(z3, p, v), "entitlement")
     s.assert_and_track(encode_capacity(z3, p, v), "capacity")
     s.assert_and_track(encode_work_conserving(z3, p, v), "work_conserving")
+    s.assert_and_track(encode_delivery(z3, p, v), "delivery")
     s.assert_and_track(encode_priority(z3, p, v), "priority")
     if goal == "miss":
         s.assert_and_track(encode_miss(z3, p, v), "goal")
@@ -355,4 +473,5 @@ def find_schedule(
         return int(m.eval(x, model_completion=True).as_long())
 
     jobs = tuple(Job(t, val(v.a[i]), val(v.s[i]), val(v.start[i])) for i, t in enumerate(v.tenants))
-    return Schedule(p.slots, jobs)
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival, val(v.seq[i])))
+    return Schedule(p.slots, jobs, order=tuple(order))

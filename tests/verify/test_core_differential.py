@@ -15,26 +15,29 @@ nobody reaches) and ``opportunistic`` (floor 0, tier 1). Every assured job
 must be admitted with basis ``floor`` (asserted). A job completes at its
 core dispatch time + its service.
 
-Same-instant order. The model batches an instant: completions free slots,
-then all arrivals join the queue, then the dispatcher fills the free slots
-by rank. The core is event-at-a-time and dispatches eagerly inside every
-``arrive``/``finish`` call. Two delivery orders are replayed:
+Same-instant order. The core is event-at-a-time and dispatches eagerly
+inside every ``arrive``/``finish`` call. Two delivery orders are replayed,
+each against the model's matching ``ties``:
 
-* ``"arrivals-first"``: at an instant, arrivals (assured first, then arrival
-  order) and then completions. This realises the model's batch exactly
-  (an eager arrival only takes a slot that was already free, and a slot freed
-  at t then goes to the best of everything queued by t).
-* ``"completions-first"``: completions, then arrivals in job-index order
-  (the order a naive replay would use). Here the core disagrees with the
-  model: a slot freed at t is handed at once to a queued opportunistic job,
-  before an assured job arriving at the same t is seen, so the assured job
-  waits up to one more s_opp than the model says. The xfail tests pin it.
+* ``"completions-first"`` (what the Guard and the simulator do): at an
+  instant, completions (each refills its slot at once from the queue), then
+  arrivals in the schedule's delivery order (`Schedule.order`, which Z3
+  chooses for same-tick arrivals). Model: ``ties="completions-first"``, the
+  default. A slot freed at t goes to a job queued before t, even an
+  opportunistic one, ahead of an assured job arriving at t
+  (`test_issue_tie_completions_first`, once an xfail: the model used to
+  batch the instant).
+* ``"arrivals-first"``: arrivals (assured first, then delivery order), then
+  completions. This realises ``ties="batch"`` exactly (an eager arrival only
+  takes a slot that was already free, and a slot freed at t then goes to the
+  best of everything queued by t).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from dataclasses import replace
 from typing import Literal
 
 import pytest
@@ -52,11 +55,14 @@ from rvguard.verify.schedule import (
     Job,
     ModelParams,
     Schedule,
+    Ties,
     find_schedule,
+    model_solver,
     simulate,
 )
 
 Order = Literal["arrivals-first", "completions-first"]
+TIES_FOR: dict[Order, Ties] = {"completions-first": "completions-first", "arrivals-first": "batch"}
 _RANK = {ASSURED: 0, OPPORTUNISTIC: 1}
 _BIG_DEADLINE = 1e6
 
@@ -79,16 +85,20 @@ def _contract(window: int, slots: int, floor: int, jobs: tuple[Job, ...], offset
     )
 
 
-def replay(
-    jobs: tuple[Job, ...], *, slots: int, floor: int, window: int, order: Order = "arrivals-first"
-) -> list[int]:
-    """Run the jobs' arrivals and services through a DecisionCore; return each job's start tick."""
+def replay(sched: Schedule, *, floor: int, window: int, order: Order = "completions-first") -> list[int]:
+    """Run the schedule's arrivals and services through a DecisionCore; return each job's start tick.
+
+    Arrivals are delivered in ``sched.delivery()`` order (arrivals-first: by
+    class first at each tick).
+    """
+    jobs, slots = sched.jobs, sched.slots
     offset = max(0, -min((j.arrival for j in jobs), default=0))
     core = DecisionCore(_contract(window, slots, floor, jobs, offset))
+    position = {i: n for n, i in enumerate(sched.delivery())}
     if order == "arrivals-first":
-        arrival_key = [(j.arrival, _RANK[j.tenant], i) for i, j in enumerate(jobs)]
+        arrival_key = {i: (j.arrival, _RANK[j.tenant], position[i]) for i, j in enumerate(jobs)}
     else:
-        arrival_key = [(j.arrival, 0, i) for i, j in enumerate(jobs)]
+        arrival_key = {i: (j.arrival, 0, position[i]) for i, j in enumerate(jobs)}
     pending = sorted(range(len(jobs)), key=lambda i: arrival_key[i])
     running: list[tuple[int, int]] = []  # (finish tick, job index)
     start: dict[int, int] = {}
@@ -132,9 +142,9 @@ def replay(
     return [start[i] for i in range(len(jobs))]
 
 
-def assert_agrees(sched: Schedule, *, floor: int, window: int, order: Order = "arrivals-first") -> None:
+def assert_agrees(sched: Schedule, *, floor: int, window: int, order: Order = "completions-first") -> None:
     """The core's starts and sojourns equal the model's, job by job."""
-    starts = replay(sched.jobs, slots=sched.slots, floor=floor, window=window, order=order)
+    starts = replay(sched, floor=floor, window=window, order=order)
     for i, (job, s) in enumerate(zip(sched.jobs, starts, strict=True)):
         core_sojourn = s + job.service - job.arrival
         assert (s, core_sojourn) == (job.start, job.sojourn), (
@@ -153,9 +163,10 @@ def _backlog_small() -> list[ModelParams]:
 def test_backlog_lemma_counterexample_replays(goal: str) -> None:
     r = search(_backlog_small(), reference_bound, goal)
     assert r.params is not None and r.schedule is not None
+    assert r.params.ties == "completions-first"
     assert_agrees(r.schedule, floor=r.params.floor, window=r.params.window)
     # the counterexample is real in the core too, not only in the model
-    starts = replay(r.schedule.jobs, slots=r.params.slots, floor=r.params.floor, window=r.params.window)
+    starts = replay(r.schedule, floor=r.params.floor, window=r.params.window)
     core_max = max(
         s + j.service - j.arrival for s, j in zip(starts, r.schedule.jobs, strict=True) if j.tenant == ASSURED
     )
@@ -163,7 +174,7 @@ def test_backlog_lemma_counterexample_replays(goal: str) -> None:
         assert core_max > r.params.deadline
 
 
-# -- (2) Z3 "any" runs over a small grid -------------------------------------
+# -- (2) Z3 runs over a small grid ---------------------------------------------
 _GRID = [
     ModelParams(slots=c, floor=b, window=w, s_max=s, s_opp=so, deadline=0, windows=2)
     for c, b, s, so in itertools.product((1, 2), (1, 2, 3), (2,), (1, 3))
@@ -172,55 +183,95 @@ _GRID = [
 
 
 @pytest.mark.parametrize("p", _GRID, ids=lambda p: f"C{p.slots}B{p.floor}W{p.window}so{p.s_opp}")
-def test_z3_any_schedule_replays(p: ModelParams) -> None:
-    sched = find_schedule(p, "any")
+@pytest.mark.parametrize("order", ["completions-first", "arrivals-first"])
+def test_z3_any_schedule_replays(p: ModelParams, order: Order) -> None:
+    sched = find_schedule(replace(p, ties=TIES_FOR[order]), "any")
     assert sched is not None
-    assert_agrees(sched, floor=p.floor, window=p.window)
+    assert_agrees(sched, floor=p.floor, window=p.window, order=order)
+
+
+@pytest.mark.parametrize("p", _GRID[::3], ids=lambda p: f"C{p.slots}B{p.floor}W{p.window}so{p.s_opp}")
+def test_z3_worst_case_replays(p: ModelParams) -> None:
+    """A run that reaches the one-cohort bound exactly (a same-instant tie) is the core's run too."""
+    one = replace(p, windows=1, window=2 * p.reference_bound, deadline=p.reference_bound - 1)
+    sched = find_schedule(one, "miss")
+    assert sched is not None and sched.max_sojourn() == p.reference_bound
+    assert_agrees(sched, floor=one.floor, window=one.window)
 
 
 # -- (3) simulate on random job lists vs the core ---------------------------
 @st.composite
-def job_lists(draw: st.DrawFn) -> tuple[int, int, int, tuple[Job, ...]]:
-    """(slots, floor, window, jobs) with at most ``floor`` assured arrivals per window."""
+def job_lists(draw: st.DrawFn, ties: Ties) -> tuple[int, int, Schedule]:
+    """(floor, window, schedule) with at most ``floor`` assured arrivals per window, random tie order."""
     slots = draw(st.integers(1, 3))
     window = draw(st.integers(1, 6))
     n = draw(st.integers(1, 10))
     tenants = draw(st.lists(st.sampled_from([ASSURED, OPPORTUNISTIC]), min_size=n, max_size=n))
     arrivals = [draw(st.integers(0, 15) if t == ASSURED else st.integers(-3, 15)) for t in tenants]
     services = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    tie_keys = draw(st.permutations(range(n)))
     per_window = [a // window for a, t in zip(arrivals, tenants, strict=True) if t == ASSURED]
     floor = max((per_window.count(k) for k in set(per_window)), default=1)
-    sched = simulate(slots, tenants, arrivals, services)
-    return slots, floor, window, sched.jobs
+    order = sorted(range(n), key=lambda i: (arrivals[i], tie_keys[i]))
+    assert ties != "any"
+    return floor, window, simulate(slots, tenants, arrivals, services, ties=ties, order=order)
 
 
 @settings(max_examples=100, deadline=None)
-@given(job_lists())
-def test_simulate_agrees_with_core(case: tuple[int, int, int, tuple[Job, ...]]) -> None:
-    slots, floor, window, jobs = case
-    assert_agrees(Schedule(slots, jobs), floor=floor, window=window)
+@given(job_lists("completions-first"))
+def test_simulate_agrees_with_core_completions_first(case: tuple[int, int, Schedule]) -> None:
+    floor, window, sched = case
+    assert_agrees(sched, floor=floor, window=window, order="completions-first")
 
 
-# -- the disagreement under completions-first delivery ------------------------
-def _tie_case() -> Schedule:
+@settings(max_examples=60, deadline=None)
+@given(job_lists("batch"))
+def test_simulate_batch_agrees_with_core_arrivals_first(case: tuple[int, int, Schedule]) -> None:
+    floor, window, sched = case
+    assert_agrees(sched, floor=floor, window=window, order="arrivals-first")
+
+
+# -- the same-instant tie (once an xfail) ---------------------------------------
+_TIE = ([ASSURED, OPPORTUNISTIC, OPPORTUNISTIC], [2, 0, 1], [1, 2, 3])
+
+
+def _tie_case(ties: Ties) -> Schedule:
     """C = 1: opp job 1 runs [0, 2), opp job 2 queued from 1, assured job 0 arrives at 2 as job 1 ends."""
-    return simulate(1, [ASSURED, OPPORTUNISTIC, OPPORTUNISTIC], [2, 0, 1], [1, 2, 3])
+    assert ties != "any"
+    return simulate(1, *_TIE, ties=ties)
 
 
-def test_tie_case_agrees_under_arrivals_first() -> None:
-    sched = _tie_case()
+def _symbolic_assured_start(ties: Ties) -> set[int]:
+    """Every start Z3's model allows the tie case's assured job (arrivals and services pinned)."""
+    import z3
+
+    p = ModelParams(
+        slots=1, floor=1, window=4, s_max=1, s_opp=3, deadline=0, windows=1, opp_jobs=2, ties=ties
+    )
+    tenants, arrivals, services = _TIE
+    pins = [z3.Int(f"arrival_{i}") == a for i, a in enumerate(arrivals)]
+    pins += [z3.Int(f"service_{i}") == s for i, s in enumerate(services)]
+    solver, v = model_solver(p, "any", extra=pins)
+    assert list(v.tenants) == tenants
+    seen: set[int] = set()
+    while solver.check() == z3.sat:
+        seen.add(solver.model().eval(v.start[0]).as_long())
+        solver.add(v.start[0] != max(seen))
+    return seen
+
+
+def test_issue_tie_completions_first() -> None:
+    """The freed slot goes to the queued opportunistic job: assured start 5, sojourn 4, as in the core."""
+    sched = _tie_case("completions-first")
+    assert [j.start for j in sched.jobs] == [5, 0, 2]
+    assert sched.jobs[0].sojourn == 4
+    assert_agrees(sched, floor=1, window=4, order="completions-first")
+    assert _symbolic_assured_start("completions-first") == {5}
+
+
+def test_tie_case_batch_agrees_under_arrivals_first() -> None:
+    sched = _tie_case("batch")
     assert [j.start for j in sched.jobs] == [2, 0, 3]
-    assert_agrees(sched, floor=1, window=4)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "completions-first delivery: DecisionCore.finish at t dispatches the queued opportunistic job "
-        "immediately, before the assured arrival at the same t is seen; the model (completions, then "
-        "arrivals, then dispatch) starts the assured job at t. Core: assured start 5, sojourn 4; "
-        "model: start 2, sojourn 1"
-    ),
-)
-def test_tie_case_completions_first_disagrees() -> None:
-    assert_agrees(_tie_case(), floor=1, window=4, order="completions-first")
+    assert_agrees(sched, floor=1, window=4, order="arrivals-first")
+    assert _symbolic_assured_start("batch") == {2}
+    assert _symbolic_assured_start("any") == {2, 5}  # the adversarial model admits both orders

@@ -13,7 +13,10 @@ def test_guard_logic_is_proved_for_count_and_tokens() -> None:
 def test_missing_window_reset_is_refuted() -> None:
     r = prove_af(CreditLogic(reset_on_new_window=False))
     assert not r.proved and r.trace is not None
-    assert any(step.get("entitled") and not step.get("admitted") for step in r.trace)
+    # z3 may return either witness (its choice depends on the context's history):
+    # an entitled request refused, or used credit above the offered credit (which leads to one)
+    steps = [step for step in r.trace if "entitled" in step]
+    assert any((s["entitled"] and not s["admitted"]) or s["used"] > s["offered"] for s in steps)
 
 
 def test_charging_learner_admissions_is_refuted() -> None:
