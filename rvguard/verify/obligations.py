@@ -18,7 +18,11 @@ The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
   floors). With one floored tenant this is D ≥ s_max_opp + ⌈B/C⌉·s_max.
   Sound under the backlog precondition (proofs/README.md): at most N_{≤i}
   requests ranked at or ahead of R are in the system or arrive before R
-  starts.
+  starts. b_i also covers the deployed same-instant order (completions
+  before arrivals): a lower-priority job that takes a slot freed at R's
+  arrival instant starts then and holds it at most b_i. ``cohorts = 2`` (the
+  straddle obligation) holds within the schedule model's bounds under every
+  same-instant order (proofs/backlog_lemma.py).
 * service_envelope: with an upper bound U(ℓ) = a + b·ℓ, every ceiling
   covers U at every output length up to ``output_cap`` (the guard caps every
   request there, so U(cap) is the envelope's top).
