@@ -113,6 +113,7 @@ def test_the_encoding_admits_exactly_the_simulated_run(
 
     slots, tenants, arrivals, services, order = case
     n_a = tenants.count(ASSURED)
+    assert ties != "any"
     if not tenants:
         return
     expect = simulate(slots, tenants, arrivals, services, ties=ties, order=order)
