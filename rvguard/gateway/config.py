@@ -127,9 +127,12 @@ def resolve_learner(spec: str | None, contract: Contract) -> Learner:
         target: Any = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as err:
         raise SpecError(f"cannot import learner {spec!r}: {err}", field="learner", value=spec) from None
-    if not hasattr(target, "propose") or inspect.isclass(target):
-        takes_contract = "contract" in inspect.signature(target).parameters
-        target = target(contract=contract) if takes_contract else target()
+    if callable(target) and (not hasattr(target, "propose") or inspect.isclass(target)):
+        try:
+            takes_contract = "contract" in inspect.signature(target).parameters
+            target = target(contract=contract) if takes_contract else target()
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"cannot build learner {spec!r}: {err}", field="learner", value=spec) from None
     if not callable(getattr(target, "propose", None)):
         raise SpecError(f"learner {spec!r} has no propose(request, view)", field="learner", value=spec)
     return cast(Learner, target)

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import httpx
+import yaml
 
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.enforce.learners import LoadView
@@ -76,8 +84,77 @@ def auth(key: str) -> dict[str, str]:
 class RejectAssured:
     """The adversarial learner: rejects every floored tenant's request, admits the rest (overload)."""
 
-    def __init__(self, c: Contract | None = None) -> None:
-        self._floored = {n for n, t in (c or contract()).tenants.items() if t.floored}
+    def __init__(self, contract: Contract) -> None:
+        self._floored = {n for n, t in contract.tenants.items() if t.floored}
 
     def propose(self, request: Request, view: LoadView) -> Proposal:
         return Proposal(admit=request.tenant not in self._floored)
+
+
+def contract_data(c: Contract) -> dict[str, Any]:
+    return c.model_dump(mode="json", exclude_none=True)
+
+
+@contextlib.contextmanager
+def serve_process(c: Contract, upstream: str, tmp: Path, *extra: str) -> Any:
+    """``rvguard serve`` as a real process (its own event loop and CPU); yields (url, trace path).
+
+    Stopped with SIGINT (graceful: drains, closes the trace), then killed if it lingers.
+    """
+    root = Path(__file__).resolve().parents[2]
+    spec, keys, trace = tmp / "contract.yaml", tmp / "keys.yaml", tmp / "serve.jsonl"
+    spec.write_text(yaml.safe_dump(contract_data(c)))
+    keys.write_text(yaml.safe_dump({"keys": KEYS, "claim_secret": SECRET.decode()}))
+    with socket_port() as port:
+        pass
+    cmd = [
+        sys.executable,
+        "-m",
+        "rvguard.cli",
+        "serve",
+        str(spec),
+        "--upstream",
+        upstream,
+        "--port",
+        str(port),
+    ]
+    cmd += ["--keys", str(keys), "--trace", str(trace), *extra]
+    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):  # ≤ 30 s
+            try:
+                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url, trace
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextlib.contextmanager
+def socket_port() -> Any:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+def max_queue(events: list[dict[str, Any]]) -> int:
+    """The largest number of admitted, not yet dispatched (or dropped/failed) requests."""
+    queued: set[str] = set()
+    most = 0
+    for ev in events:
+        if ev["kind"] == "admit":
+            queued.add(ev["rid"])
+        elif ev["kind"] in ("dispatch", "drop", "fail"):
+            queued.discard(ev["rid"])
+        most = max(most, len(queued))
+    return most

@@ -1,0 +1,48 @@
+"""The Prometheus sink counts exactly the trace's events."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Fail, Reject
+from rvguard.gateway.metrics import MetricsSink
+
+from ._support import contract
+
+
+def value(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return reg.get_sample_value(name, labels)
+
+
+def test_counts_by_tenant_basis_and_reason_and_credits_per_window() -> None:
+    reg = CollectorRegistry()
+    sink = MetricsSink(contract(), reg)
+    events = [
+        Arrive(0.1, "a", "assured"),
+        Admit(0.1, "a", Basis.FLOOR),
+        Dispatch(0.1, "a"),
+        Arrive(0.2, "b", "assured"),
+        Admit(0.2, "b", Basis.FLOOR),
+        Arrive(0.3, "c", "assured"),
+        Reject(0.3, "c", "excess"),
+        Arrive(0.4, "d", "opportunistic"),
+        Admit(0.4, "d", Basis.SURPLUS),
+        Complete(0.6, "a"),
+        Drop(0.7, "b", "doomed"),
+        Fail(0.8, "d", "timeout"),
+    ]
+    for ev in events:
+        sink(ev)
+    assert value(reg, "rvguard_admitted_total", tenant="assured", basis="floor") == 2
+    assert value(reg, "rvguard_rejected_total", tenant="assured", reason="excess") == 1
+    assert value(reg, "rvguard_completed_total", tenant="assured", basis="floor") == 1
+    assert value(reg, "rvguard_dropped_total", tenant="assured", basis="floor") == 1
+    assert value(reg, "rvguard_failed_total", tenant="opportunistic", basis="surplus") == 1
+    assert value(reg, "rvguard_floor_credits_used", tenant="assured") == 2
+    assert value(reg, "rvguard_sojourn_seconds_count", tenant="assured") == 1
+    assert abs((value(reg, "rvguard_sojourn_seconds_sum", tenant="assured") or 0) - 0.5) < 1e-9
+    assert value(reg, "rvguard_sojourn_seconds_count", tenant="opportunistic") is None
+    sink(Arrive(1.2, "e", "opportunistic"))  # a new window: credits start again
+    assert value(reg, "rvguard_floor_credits_used", tenant="assured") == 0
+    assert value(reg, "rvguard_window_index") == 1
+    assert not sink._live or set(sink._live) == {"e"}

@@ -1,0 +1,88 @@
+"""UpstreamDispatcher: forced fields, relayed chunks, failures as DispatchError with a status."""
+
+from __future__ import annotations
+
+import pytest
+
+from rvguard.enforce.dispatch import DispatchError
+from rvguard.enforce.request import Request
+from rvguard.gateway.fake import FakeUpstream
+from rvguard.gateway.upstream import END, Channel, Chunk, UpstreamDispatcher, forced_body
+
+from ._support import contract
+
+
+def test_forced_body_overrides_what_the_floor_depends_on() -> None:
+    client = {
+        "prompt": "p",
+        "max_tokens": 9999,
+        "max_completion_tokens": 5,
+        "priority": -5,
+        "n": 3,
+        "best_of": 4,
+    }
+    client |= {"stream": False, "stream_options": {"x": 1}, "temperature": 0.2}
+    out = forced_body(client, max_tokens=16, priority=1)
+    assert out == {
+        "prompt": "p",
+        "temperature": 0.2,
+        "max_tokens": 16,
+        "priority": 1,
+        "n": 1,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    assert client["max_tokens"] == 9999  # the client's dict is not changed
+
+
+def req(prompt: str, tenant: str = "opportunistic", max_tokens: int | None = 4) -> Request:
+    body = {"prompt": prompt, "max_tokens": max_tokens}
+    return Request(
+        "r1", tenant, 0.0, max_tokens=max_tokens, payload={"endpoint": "completions", "body": body}
+    )
+
+
+async def test_relays_chunks_and_builds_the_response() -> None:
+    async with FakeUpstream() as up:
+        d = UpstreamDispatcher(up.url, contract=contract())
+        ch = Channel()
+        d.channels["r1"] = ch
+        resp = await d.dispatch(req("hi", tenant="assured", max_tokens=None))
+        await d.aclose()
+    assert up.bodies[0]["max_tokens"] == 96 and up.bodies[0]["priority"] == 0
+    assert resp.output_tokens == 96 and resp.text.startswith("t0 t1 ")
+    assert resp.raw["finish_reason"] == "length" and resp.raw["id"].startswith("fake-")
+    assert resp.first_token is not None and resp.total is not None and resp.total >= resp.first_token
+    items = []
+    while not ch._q.empty():
+        items.append(await ch.get())
+    assert all(isinstance(i, Chunk) for i in items) and len(items) == 97
+    assert [i.usage_only for i in items if isinstance(i, Chunk)].count(True) == 1
+    ch.put(END)
+    assert await ch.get() is END
+
+
+@pytest.mark.parametrize(("prompt", "status"), [("reset", 502), ("500", 500), ("400", 400), ("midfail", 502)])
+async def test_failures_carry_a_status(prompt: str, status: int) -> None:
+    async with FakeUpstream() as up:
+        d = UpstreamDispatcher(up.url, contract=contract())
+        with pytest.raises(DispatchError) as info:
+            await d.dispatch(req(prompt))
+        await d.aclose()
+    assert info.value.status_hint == status
+
+
+async def test_silent_upstream_is_504_and_refused_connection_502() -> None:
+    async with FakeUpstream() as up:
+        d = UpstreamDispatcher(up.url, contract=contract(), read_timeout=0.2)
+        with pytest.raises(DispatchError) as hang:
+            await d.dispatch(req("hang"))
+        status, models = await d.get_json("/v1/models")
+        await up.kill()
+        with pytest.raises(DispatchError) as refused:
+            await d.dispatch(req("hi"))
+        with pytest.raises(DispatchError):
+            await d.get_json("/v1/models")
+        await d.aclose()
+    assert hang.value.status_hint == 504 and refused.value.status_hint == 502
+    assert status == 200 and models["data"][0]["id"] == "fake"
