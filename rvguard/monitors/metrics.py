@@ -21,11 +21,13 @@ from array import array
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..events import Event, EventKind
+from ..events import Event
 from ..screen.empirical import SojournP95, sojourn_p95
 from .automaton import Instance
 
 __all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
+
+_REJECT, _COMPLETE = 2, 4  # event codes (rvguard.events: Reject.code, Complete.code)
 
 # per-window counter columns
 OFFERED, ENTITLED, ADMITTED, REJECTED, ON_TIME, MISSED = range(6)
@@ -145,55 +147,55 @@ class MetricsAccumulator:
         self.p95_windows = array("q")
         self.p95_sojourns = array("d")
 
-    def on_event(self, inst: Instance, ev: Event) -> None:
-        """Account one accepted event of request ``inst``."""
+    def on_event(self, inst: Instance, ev: Event, code: int) -> None:
+        """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
         self.events += 1
+        t = ev.t
         if self.first_t is None:
-            self.first_t = ev.t
-        self.last_t = ev.t
-        code = ev.code
+            self.first_t = t
+        self.last_t = t
         if code == 0:
             self._arrive(inst)
         elif code == 1:
-            inst.vars["admitted"] = True
-            self._row(inst)[ADMITTED] += 1
+            inst.admitted = True
+            inst.row[ADMITTED] += 1  # type: ignore[index]
             if inst.floored:
                 self.backlog += 1
-                self.max_backlog = max(self.max_backlog, self.backlog)
+                if self.backlog > self.max_backlog:
+                    self.max_backlog = self.backlog
         elif code == 3:
-            inst.vars["t_dispatch"] = ev.t
+            inst.t_dispatch = t
         else:
-            self._terminal(inst, ev)
+            self._terminal(inst, ev, code)
 
-    def _row(self, inst: Instance) -> list[int]:
+    def _arrive(self, inst: Instance) -> None:
+        self.requests += 1
         key = (inst.tenant, inst.window)
         row = self.windows.get(key)
         if row is None:
             row = self.windows[key] = [0, 0, 0, 0, 0, 0]
-        return row
-
-    def _arrive(self, inst: Instance) -> None:
-        self.requests += 1
-        row = self._row(inst)
+        inst.row = row
         row[OFFERED] += 1
         if inst.entitled:
             self.entitled += 1
             row[ENTITLED] += 1
 
-    def _terminal(self, inst: Instance, ev: Event) -> None:
-        on_time = ev.kind is EventKind.COMPLETE and ev.t <= inst.deadline
-        admitted = inst.vars.get("admitted", False)
-        row = self._row(inst)
-        if ev.kind is EventKind.REJECT:
+    def _terminal(self, inst: Instance, ev: Event, code: int) -> None:
+        t = ev.t
+        on_time = code == _COMPLETE and t <= inst.deadline
+        admitted = inst.admitted
+        row = inst.row
+        assert row is not None
+        if code == _REJECT:
             row[REJECTED] += 1
         row[ON_TIME if on_time else MISSED] += 1
-        t_dispatch = inst.vars.get("t_dispatch")
+        t_dispatch = inst.t_dispatch
         if t_dispatch is not None:
-            self.busy += ev.t - t_dispatch
-            if ev.kind is EventKind.COMPLETE:
+            self.busy += t - t_dispatch
+            if code == _COMPLETE:
                 ceiling = self._ceilings[inst.tenant]
-                self.services[inst.floored].add(ev.t - t_dispatch, inst.lower, ceiling)
-        if inst.entitled and admitted and on_time:
+                self.services[inst.floored].add(t - t_dispatch, inst.lower, ceiling)
+        if on_time and admitted and inst.entitled:
             self.entitled_attained += 1
         if inst.floored:
             self.offered_judged += 1
@@ -203,8 +205,7 @@ class MetricsAccumulator:
                 self.admitted_judged += 1
                 self.admitted_missed += not on_time
                 self.p95_windows.append(inst.window)
-                done = ev.kind is EventKind.COMPLETE
-                self.p95_sojourns.append(ev.t - inst.t_arrive if done else math.inf)
+                self.p95_sojourns.append(t - inst.t_arrive if code == _COMPLETE else math.inf)
 
     def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
         """The metrics now; live requests whose deadline has passed count as missed."""
@@ -214,7 +215,7 @@ class MetricsAccumulator:
         open_requests = 0
         late_windows: list[int] = []
         for inst in live:
-            t_dispatch = inst.vars.get("t_dispatch")
+            t_dispatch = inst.t_dispatch
             if t_dispatch is not None and now is not None:
                 busy += now - t_dispatch
             if now is None or inst.deadline >= now:
@@ -223,7 +224,7 @@ class MetricsAccumulator:
             if inst.floored:
                 off_j += 1
                 off_m += 1
-                if inst.vars.get("admitted", False):
+                if inst.admitted:
                     adm_j += 1
                     adm_m += 1
                     late_windows.append(inst.window)

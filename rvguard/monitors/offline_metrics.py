@@ -61,9 +61,14 @@ def _windows(
         ],
         axis=1,
     ).astype(np.int64)
-    keys, inverse = np.unique(np.stack([win, ten], axis=1), axis=0, return_inverse=True)
-    sums = np.zeros((keys.shape[0], 6), dtype=np.int64)
-    np.add.at(sums, inverse.reshape(-1), cols)
+    n_ten = max(len(trace.tenant_names), 1)
+    lo = int(win.min()) if win.size else 0
+    flat = (win - lo) * n_ten + ten
+    keys, inverse = np.unique(flat, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    sums = np.stack([np.bincount(inverse, weights=cols[:, j], minlength=keys.size) for j in range(6)], axis=1)
+    sums = sums.astype(np.int64)
+    keys = np.stack([keys // n_ten + lo, keys % n_ten], axis=1)
     rows = [
         WindowRow(
             trace.tenant_names[int(te)],
