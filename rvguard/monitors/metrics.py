@@ -90,7 +90,8 @@ class Metrics:
         return asdict(self)
 
 
-def _ratio(num: int, den: int) -> float | None:
+def ratio(num: int, den: int) -> float | None:
+    """``num / den``, or None when nothing was judged (shared by the online and offline paths)."""
     return None if den == 0 else num / den
 
 
@@ -240,13 +241,13 @@ class MetricsAccumulator:
             last_t=self.last_t,
             entitled=self.entitled,
             entitled_attained=self.entitled_attained,
-            floor_attainment=_ratio(self.entitled_attained, self.entitled),
+            floor_attainment=ratio(self.entitled_attained, self.entitled),
             admitted_judged=adm_j,
             admitted_missed=adm_m,
-            admitted_miss=_ratio(adm_m, adm_j),
+            admitted_miss=ratio(adm_m, adm_j),
             offered_judged=off_j,
             offered_unmet_count=off_m,
-            offered_unmet=_ratio(off_m, off_j),
+            offered_unmet=ratio(off_m, off_j),
             max_assured_backlog=self.max_backlog,
             open_requests=open_requests,
             utilisation=None if not span else busy / (self._slots * span),

@@ -10,7 +10,7 @@ import numpy.typing as npt
 from ..contract import Contract
 from ..io.columnar import ColumnarTrace
 from ..screen.empirical import sojourn_p95
-from .metrics import Metrics, ServiceStats, WindowRow
+from .metrics import Metrics, ServiceStats, WindowRow, ratio
 
 if TYPE_CHECKING:
     from .offline import RequestTable
@@ -19,10 +19,6 @@ __all__ = ["offline_metrics"]
 
 Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.float64]]
 _REJECT, _DISPATCH, _COMPLETE = 2, 3, 4
-
-
-def _ratio(num: int, den: int) -> float | None:
-    return None if den == 0 else num / den
 
 
 def _services(
@@ -115,13 +111,13 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         last_t=now,
         entitled=entitled,
         entitled_attained=attained,
-        floor_attainment=_ratio(attained, entitled),
+        floor_attainment=ratio(attained, entitled),
         admitted_judged=adm_j,
         admitted_missed=adm_m,
-        admitted_miss=_ratio(adm_m, adm_j),
+        admitted_miss=ratio(adm_m, adm_j),
         offered_judged=off_j,
         offered_unmet_count=off_m,
-        offered_unmet=_ratio(off_m, off_j),
+        offered_unmet=ratio(off_m, off_j),
         max_assured_backlog=_backlog(trace, req) if n else 0,
         open_requests=int((arrived & ~judged).sum()),
         utilisation=None if not span else busy / (contract.slots * span),
