@@ -38,8 +38,8 @@ async def _poll(cond: object, seconds: float = 10.0) -> bool:
 
 
 def _miss(results: list[Result], deadline: float) -> float:
-    done = [r for r in results if r.status == 200]
-    return sum(r.latency > deadline for r in done) / len(done) if done else float("nan")
+    """Share of requests not answered (200) within the deadline: an error is a miss too."""
+    return sum(r.status != 200 or r.latency > deadline for r in results) / len(results)
 
 
 async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
@@ -81,7 +81,10 @@ async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
     by_rid = {r.rid: i for i, r in enumerate(guarded)}
     g_ent = [guarded[by_rid[rid]] for rid in entitled]
     d_ent = [direct[by_rid[rid]] for rid in entitled]
-    assert all(r.status == 200 for r in direct)
+    # Straight to an overloaded engine some requests may time out or be refused: they count as misses,
+    # but most must be answered for the comparison to mean anything.
+    answered = sum(r.status == 200 for r in direct)
+    assert answered >= 0.8 * len(direct), [(r.status, r.error) for r in direct if r.status != 200][:5]
     g_miss, d_miss = _miss(g_ent, deadline), _miss(d_ent, deadline)
     done = {e["rid"]: e["t"] for e in events if e["kind"] == "complete"}
     due = {e["rid"]: e["deadline"] for e in events if e["kind"] == "arrive"}
