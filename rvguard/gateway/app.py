@@ -58,6 +58,10 @@ from .upstream import END, Channel, Chunk, Endpoint, UpstreamDispatcher
 
 __all__ = ["Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
 
+#: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
+#: client never reuses a connection at the instant the server closes it
+KEEP_ALIVE_S = 75
+
 
 @dataclass(frozen=True)
 class GatewaySettings:
@@ -416,7 +420,9 @@ async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncI
     """
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
+    )
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())
     for _ in range(1000):  # ≤ 10 s

@@ -49,7 +49,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..contract import load_contract
-    from .app import Gateway, GatewaySettings
+    from .app import KEEP_ALIVE_S, Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
 
     contract = load_contract(args.spec)
@@ -64,7 +64,14 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
-    uvicorn.run(gateway.app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    uvicorn.run(
+        gateway.app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
     return 0
 
 

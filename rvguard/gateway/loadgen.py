@@ -144,7 +144,9 @@ async def replay(
 
     clk: Clock = clock if clock is not None else MonotonicClock()
     url = base_url.rstrip("/") + "/v1/completions"
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    # idle connections expire well before a uvicorn server's 5 s keep-alive closes them: reusing one
+    # that the server is closing at that instant fails the request with a ReadError
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=1.0)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0), limits=limits) as client:
         t0 = clk.now()
         tasks: list[asyncio.Task[Result]] = []

@@ -165,7 +165,8 @@ class UpstreamDispatcher:
         self._contract = contract
         self._owned = client is None
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        # expire idle connections before the upstream's keep-alive (vLLM: uvicorn, 5 s) closes them
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64, keepalive_expiry=1.0)
         self.client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self.channels: dict[str, Channel] = {}
