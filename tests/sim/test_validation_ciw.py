@@ -15,12 +15,11 @@ import statistics
 import ciw
 import pytest
 
-from rvguard.events import Arrive, Complete, Event
 from rvguard.sim.backend import ExponentialService
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import merge_streams
 
-from ._common import single_tenant
+from ._common import ciw_sojourns, poisson_classes, single_tenant, sojourns_by_tenant
 
 LAM, MU, C, HORIZON, WARMUP = 3.0, 1.0, 4, 3000.0, 200.0
 
@@ -35,46 +34,21 @@ def _erlang_c_sojourn(lam: float, mu: float, c: int) -> float:
 
 def _ours(seed: int, tiers: int) -> dict[str, float]:
     contract = single_tenant(C, tiers=tiers)
-    rng = random.Random(seed)
-    streams = []
-    for i in range(tiers):
-        times, t = [], rng.expovariate(LAM / tiers)
-        while t < HORIZON:
-            times.append(t)
-            t += rng.expovariate(LAM / tiers)
-        streams.append((f"c{i}", times))
-    arrivals = merge_streams(streams, contract)
+    arrivals = merge_streams(poisson_classes(random.Random(seed), LAM, tiers, HORIZON), contract)
     events = run_once(contract, arrivals, model=ExponentialService(MU), seed=seed).result.events
-    return _mean_by_tenant(events)
-
-
-def _mean_by_tenant(events: tuple[Event, ...]) -> dict[str, float]:
-    start: dict[str, tuple[str, float]] = {}
-    soj: dict[str, list[float]] = {}
-    for ev in events:
-        if isinstance(ev, Arrive) and ev.t > WARMUP:
-            start[ev.rid] = (ev.tenant, ev.t)
-        elif isinstance(ev, Complete) and ev.rid in start:
-            tenant, t0 = start[ev.rid]
-            soj.setdefault(tenant, []).append(ev.t - t0)
-    return {k: statistics.mean(v) for k, v in soj.items()}
+    return {k: statistics.mean(v) for k, v in sojourns_by_tenant(events, WARMUP).items()}
 
 
 def _ciw(seed: int, tiers: int) -> dict[str, float]:
-    ciw.seed(seed)
-    names = [f"c{i}" for i in range(tiers)]
-    net = ciw.create_network(
-        arrival_distributions={n: [ciw.dists.Exponential(LAM / tiers)] for n in names},
-        service_distributions={n: [ciw.dists.Exponential(MU)] for n in names},
-        number_of_servers=[C],
-        priority_classes={n: i for i, n in enumerate(names)},
+    soj = ciw_sojourns(
+        seed,
+        lam=LAM,
+        tiers=tiers,
+        servers=C,
+        horizon=HORIZON,
+        warmup=WARMUP,
+        service=lambda: ciw.dists.Exponential(MU),
     )
-    sim = ciw.Simulation(net)
-    sim.simulate_until_max_time(HORIZON)
-    soj: dict[str, list[float]] = {}
-    for r in sim.get_all_records():
-        if r.arrival_date > WARMUP:
-            soj.setdefault(r.customer_class, []).append(r.exit_date - r.arrival_date)
     return {k: statistics.mean(v) for k, v in soj.items()}
 
 

@@ -21,12 +21,11 @@ from collections.abc import Callable
 import ciw
 import pytest
 
-from rvguard.events import Arrive, Complete, Event
 from rvguard.sim.backend import DeterministicService, LognormalService, ServiceModel
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import merge_streams
 
-from ._common import single_tenant
+from ._common import ciw_sojourns, poisson_classes, single_tenant, sojourns_by_tenant
 
 LAM, C, HORIZON, WARMUP, SEEDS = 3.0, 4, 2000.0, 150.0, range(5)
 SIGMA = 0.8
@@ -44,46 +43,15 @@ def _summary(soj: dict[str, list[float]]) -> Stats:
 
 def _ours(seed: int, tiers: int, model: ServiceModel) -> Stats:
     contract = single_tenant(C, tiers=tiers)
-    rng = random.Random(f"mgc:{seed}")
-    streams = []
-    for i in range(tiers):
-        times, t = [], rng.expovariate(LAM / tiers)
-        while t < HORIZON:
-            times.append(t)
-            t += rng.expovariate(LAM / tiers)
-        streams.append((f"c{i}", times))
+    streams = poisson_classes(random.Random(f"mgc:{seed}"), LAM, tiers, HORIZON)
     events = run_once(contract, merge_streams(streams, contract), model=model, seed=seed).result.events
-    return _summary(_by_tenant(events))
-
-
-def _by_tenant(events: tuple[Event, ...]) -> dict[str, list[float]]:
-    start: dict[str, tuple[str, float]] = {}
-    soj: dict[str, list[float]] = {}
-    for ev in events:
-        if isinstance(ev, Arrive) and ev.t > WARMUP:
-            start[ev.rid] = (ev.tenant, ev.t)
-        elif isinstance(ev, Complete) and ev.rid in start:
-            tenant, t0 = start.pop(ev.rid)
-            soj.setdefault(tenant, []).append(ev.t - t0)
-    return soj
+    return _summary(sojourns_by_tenant(events, WARMUP))
 
 
 def _ciw(seed: int, tiers: int, service: Callable[[], ciw.dists.Distribution]) -> Stats:
-    ciw.seed(seed)
-    names = [f"c{i}" for i in range(tiers)]
-    net = ciw.create_network(
-        arrival_distributions={n: [ciw.dists.Exponential(LAM / tiers)] for n in names},
-        service_distributions={n: [service()] for n in names},
-        number_of_servers=[C],
-        priority_classes={n: i for i, n in enumerate(names)},
+    return _summary(
+        ciw_sojourns(seed, lam=LAM, tiers=tiers, servers=C, horizon=HORIZON, warmup=WARMUP, service=service)
     )
-    sim = ciw.Simulation(net)
-    sim.simulate_until_max_time(HORIZON)
-    soj: dict[str, list[float]] = {}
-    for r in sim.get_all_records():
-        if r.arrival_date > WARMUP:
-            soj.setdefault(r.customer_class, []).append(r.exit_date - r.arrival_date)
-    return _summary(soj)
 
 
 def _agree(ours: list[float], theirs: list[float], rel: float, what: str) -> None:
