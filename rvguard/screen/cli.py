@@ -53,11 +53,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, help="screen this deadline (s) for every floored tenant")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)
-    experiment = getattr(sub, "choices", {}).get("experiment")
-    if isinstance(experiment, argparse.ArgumentParser):  # rvguard.sim.cli registered it first
-        from .eval_cli import extend_experiment
-
-        extend_experiment(experiment)
     return p
 
 

@@ -1,11 +1,9 @@
 """``rvguard experiment screen-eval``: the screen's evaluation table, JSON and precision-vs-coverage PNG.
 
-Registration: `rvguard.screen.cli.add_parser` calls `extend_experiment` on
-the ``experiment`` parser that `rvguard.sim.cli` built (the main CLI wires
-``sim`` before ``screen``): it adds ``screen-eval`` to the experiment names
-and routes that name here, every other name to the simulator's runner.
-Why from here rather than a line in `rvguard.sim.cli`: the evaluation is a
-screen concern and its result is not an `ExperimentResult` (no miss plot).
+Registration: `rvguard.sim.cli` lists ``screen-eval`` among the experiment
+names (with its ``--folds``/``--grid`` options) and routes that name here;
+the evaluation is a screen concern and its result is not an
+`ExperimentResult` (no miss plot), so its code lives with the screen.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,28 +30,10 @@ from .evaluate import (
 )
 from .screen import CAVEAT, LABEL
 
-__all__ = ["dial_curve", "extend_experiment", "plot_precision_coverage", "render_eval", "run_screen_eval"]
+__all__ = ["dial_curve", "plot_precision_coverage", "render_eval", "run_screen_eval"]
 
 NAME = "screen-eval"
 DEFAULT_REPS = 10
-
-
-def extend_experiment(parser: argparse.ArgumentParser) -> None:
-    """Add ``screen-eval`` (and its ``--folds``/``--grid`` options) to the ``experiment`` parser."""
-    # argparse keeps a positional's choices on its Action; there is no public lookup.
-    for action in parser._actions:
-        if action.dest == "name" and action.choices is not None and NAME not in action.choices:
-            action.choices = sorted([*action.choices, NAME])
-    parser.add_argument("--folds", type=int, default=None, help="screen-eval: held-out folds (default: reps)")
-    parser.add_argument("--grid", choices=("default", "small"), default="default", help="screen-eval grid")
-    previous: Callable[[argparse.Namespace], int] | None = parser.get_default("run")
-
-    def run(args: argparse.Namespace) -> int:
-        if args.name == NAME or previous is None:
-            return run_screen_eval(args)
-        return previous(args)
-
-    parser.set_defaults(run=run)
 
 
 def _pct(x: float | None) -> str:

@@ -27,6 +27,9 @@ from .workloads import bursty, poisson, replay, split_rate
 
 __all__ = ["add_parser"]
 
+#: the P95 screen's evaluation harness (rvguard.screen.eval_cli), run through the simulator
+SCREEN_EVAL = "screen-eval"
+
 DEMO_REPS = 40
 
 
@@ -48,12 +51,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=_run_simulate)
 
     e = sub.add_parser("experiment", help="regenerate one of the reference study's experiments")
-    e.add_argument("name", choices=sorted(EXPERIMENTS))
+    e.add_argument("name", choices=sorted([*EXPERIMENTS, SCREEN_EVAL]))
     e.add_argument("--spec", default=None, help="contract (default: the marquee contract)")
     e.add_argument("--reps", type=int, default=None, help="runs per condition (default: the experiment's)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default="results", help="directory for the PNG plot")
     e.add_argument("--json", action="store_true")
+    e.add_argument("--folds", type=int, default=None, help="screen-eval: held-out folds (default: reps)")
+    e.add_argument("--grid", choices=("default", "small"), default="default", help="screen-eval grid")
     e.set_defaults(run=_run_experiment)
 
     d = sub.add_parser("demo", help="beta-sweep at small reps on the embedded simulator (~1 min)")
@@ -150,6 +155,10 @@ def _experiment(
 
 
 def _run_experiment(args: argparse.Namespace) -> int:
+    if args.name == SCREEN_EVAL:  # the P95 screen's evaluation lives with the screen
+        from ..screen.eval_cli import run_screen_eval
+
+        return run_screen_eval(args)
     result, plot = _experiment(args.name, args.spec, args.reps, args.seed, args.out)
     if args.json:
         print(json.dumps({**result.to_dict(), "plot": str(plot)}, indent=2))
