@@ -1,0 +1,49 @@
+"""`python -m benchmarks` (`make bench`): every benchmark, one after the other.
+
+Each script measures its baseline in the same run and prints the ratios; this
+runner only sequences them (quick sizes by default, ``--full`` for the sizes
+quoted in docs/performance.md). Machines here are shared and noisy: compare
+within one run, quote medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def commands(full: bool) -> list[list[str]]:
+    """The benchmark scripts and their arguments."""
+    monitors = ["--sizes", "1e5,1e6,1e7"] if full else ["--quick"]
+    gateway = ["--requests", "300"] if full else ["--requests", "100"]
+    return [
+        ["bench_verify.py"],
+        ["bench_enforce.py"],
+        ["bench_sim.py"],
+        ["bench_monitors.py", *monitors],
+        ["bench_gateway.py", *gateway],
+    ]
+
+
+def main() -> int:
+    """Run every benchmark; exit non-zero if any of them failed to run."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="the documented sizes (minutes, not seconds)")
+    args = parser.parse_args()
+    failed = []
+    for script, *rest in commands(args.full):
+        print(f"\n=== {script} {' '.join(rest)}", flush=True)
+        code = subprocess.run([sys.executable, str(HERE / script), *rest], check=False).returncode
+        if code != 0:
+            failed.append(script)
+    if failed:
+        print(f"\nfailed to run: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
