@@ -20,7 +20,6 @@ put in a trace); its outcome is ``rejected`` with the binding's reason.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,9 +234,10 @@ class Guard:
         tenant = request.tenant if self._binder is None else self._binder.bind(identity, now).tenant
         if tenant is None:
             return None
-        if tenant == request.tenant and request.t == now:
+        capped = self.contract.capped_tokens(request.max_tokens)
+        if tenant == request.tenant and request.t == now and request.max_tokens == capped:
             return request
-        return dataclasses.replace(request, tenant=tenant, t=now)
+        return request.rebound(tenant=tenant, t=now, max_tokens=capped)
 
     def _handle(self, events: list[Event]) -> None:
         for ev in events:
@@ -250,10 +250,7 @@ class Guard:
                 self._resolve(ev)
 
     def _start(self, rid: str) -> None:
-        request = self._requests[rid]
-        capped = self.contract.capped_tokens(request.max_tokens)
-        if request.max_tokens != capped:
-            request = dataclasses.replace(request, max_tokens=capped)
+        request = self._requests[rid]  # bound in submit: tenant, arrival time and capped tokens
         task = asyncio.get_running_loop().create_task(self._call(request), name=f"rvguard-dispatch-{rid}")
         self._tasks[rid] = task
         task.add_done_callback(lambda t, rid=rid: self._done(rid, t))  # type: ignore[misc]
