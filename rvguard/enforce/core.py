@@ -211,6 +211,12 @@ class DecisionCore:
         self._watch = None if watch is None else AssumptionWatch(contract, watch, origin=self._origin)
         self._tiers = {n: t.tier for n, t in contract.tenants.items()}
         self._lowest = max(self._tiers.values())
+        self._floored = {n: t.floored for n, t in contract.tenants.items()}
+        self._demote = contract.excess.value == "demote"
+        #: (tenant, max_tokens, prompt_tokens) -> (relative deadline, capped tokens, L, U, weight)
+        self._shapes: dict[
+            tuple[str, int | None, int | None], tuple[float, int, float, float | None, float]
+        ] = {}
         self._live: dict[str, _Entry] = {}
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
         self._floor_used: dict[str, tuple[int, float]] = {}
@@ -254,10 +260,9 @@ class DecisionCore:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
         if request.rid in self._live:
             raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
-        entry = self._entry(request, now)
+        entry, capped = self._entry(request)
         self._advance(now)
         proposal = _sanitised(proposal)
-        capped = self.contract.capped_tokens(request.max_tokens)
         r = request
         arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
         self._apply(entry, arrive)
@@ -354,38 +359,53 @@ class DecisionCore:
         assert live_heap == self._queued
 
     # -- decisions -------------------------------------------------------------
-    def _entry(self, request: Request, now: float) -> _Entry:
-        c = self.contract
-        tenant = c.tenants[request.tenant]
-        deadline = request.deadline if request.deadline is not None else request.t + tenant.deadline
-        mt = request.max_tokens
-        w = c.weight(request.prompt_tokens, mt)
-        return _Entry(request, deadline, c.lower_bound(mt), c.upper_bound(mt), w)
+    def _shape(self, request: Request) -> tuple[float, int, float, float | None, float]:
+        """The contract's facts for a request's shape, cached: pydantic lookups cost microseconds."""
+        key = (request.tenant, request.max_tokens, request.prompt_tokens)
+        shape = self._shapes.get(key)
+        if shape is None:
+            c, mt = self.contract, request.max_tokens
+            rel = c.tenants[request.tenant].deadline
+            shape = (
+                rel,
+                c.capped_tokens(mt),
+                c.lower_bound(mt),
+                c.upper_bound(mt),
+                c.weight(request.prompt_tokens, mt),
+            )
+            if len(self._shapes) < 4096:
+                self._shapes[key] = shape
+        return shape
+
+    def _entry(self, request: Request) -> tuple[_Entry, int]:
+        rel, capped, lower, upper, w = self._shape(request)
+        deadline = request.deadline if request.deadline is not None else request.t + rel
+        return _Entry(request, deadline, lower, upper, w), capped
 
     def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         req = entry.request
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
-        if not self.contract.tenants[req.tenant].floored:
+        if not self._floored[req.tenant]:
             if proposal.admit:
-                return self._admit(entry, Basis.SURPLUS, proposal, now)
+                return self._admit(entry, Basis.SURPLUS, proposal, now, k)
             return Reject(now, req.rid, "learner")
         if entitled and self._floor_room(req.tenant, k, entry.weight):
-            return self._admit(entry, Basis.FLOOR, proposal, now)
+            return self._admit(entry, Basis.FLOOR, proposal, now, k)
         reason = "excess" if not entitled else "floor-lowered"
-        if self.contract.excess.value == "demote":
+        if self._demote:
             if proposal.admit:
-                return self._admit(entry, Basis.DEMOTED, proposal, now)
+                return self._admit(entry, Basis.DEMOTED, proposal, now, k)
             reason = "learner"
         return Reject(now, req.rid, reason)
 
-    def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float) -> Admit:
+    def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float, k: int) -> Admit:
+        """Admit on ``basis``; ``k`` is the arrival's window (from the entitlement count)."""
         seq = self._seq = self._seq + 1
         entry.basis = basis
         if self.dispatch_policy == "fifo":
             entry.key = (0, 0, 0.0, seq)
         elif basis is Basis.FLOOR:
             entry.key = (self._tiers[entry.request.tenant], 0, 0.0, seq)
-            k = self.contract.window_index(now, origin=self._origin)
             prev = self._floor_used.get(entry.request.tenant)
             used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
             self._floor_used[entry.request.tenant] = (k, used)
