@@ -10,7 +10,6 @@ out, and checks the rest — nothing is skipped silently.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -200,8 +199,3 @@ def check_trace(
         phase=sweep,
         seconds=time.monotonic() - started,
     )
-
-
-def default_progress() -> TextIO:
-    """The stream progress goes to."""
-    return sys.stderr

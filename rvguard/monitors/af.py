@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 
 from ..events import Event, EventKind
-from .automaton import Edge, Instance, TimedAutomaton
+from .automaton import Edge, Instance, TimedAutomaton, entitled
 
 __all__ = ["AF", "TRANSITIONS", "Loc"]
 
@@ -37,10 +37,6 @@ class Loc(Enum):
 K = EventKind
 
 
-def _entitled(inst: Instance, ev: Event) -> bool:
-    return inst.entitled
-
-
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
     what = "rejected" if ev is not None and ev.kind is K.REJECT else "dropped before admission"
     return (
@@ -51,7 +47,7 @@ def _detail(inst: Instance, ev: Event | None, now: float) -> str:
 
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ARRIVE): (
-        Edge(Loc.ENTITLED, _entitled, "used_k(tenant) ≤ B"),
+        Edge(Loc.ENTITLED, entitled, "used_k(tenant) ≤ B"),
         Edge(Loc.NOT_ENTITLED, label="used_k(tenant) > B or B = 0"),
     ),
     (Loc.ENTITLED, K.ADMIT): (Edge(Loc.ADMITTED),),

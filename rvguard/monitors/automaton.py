@@ -37,7 +37,7 @@ from typing import Any
 
 from ..events import Event, EventKind
 
-__all__ = ["Edge", "Instance", "TimedAutomaton", "Timer"]
+__all__ = ["Edge", "Instance", "TimedAutomaton", "Timer", "entitled"]
 
 N_KINDS = len(EventKind)
 
@@ -101,6 +101,13 @@ class Instance:
 
 
 Guard = Callable[[Instance, Event], bool]
+
+
+def entitled(inst: Instance, ev: Event) -> bool:
+    """Guard: the request is floor-entitled (AF and SF branch on it at ``arrive``)."""
+    return inst.entitled
+
+
 Update = Callable[[Instance, Event], None]
 Detail = Callable[[Instance, Event | None, float], str]
 

@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any
 
 from ..events import Event, EventKind
-from .automaton import Edge, Instance, TimedAutomaton, Timer
+from .automaton import Edge, Instance, TimedAutomaton, Timer, entitled
 
 __all__ = ["SF", "TRANSITIONS", "Loc"]
 
@@ -38,10 +38,6 @@ class Loc(Enum):
 
 
 K = EventKind
-
-
-def _entitled(inst: Instance, ev: Event) -> bool:
-    return inst.entitled
 
 
 def _on_time(inst: Instance, ev: Event) -> bool:
@@ -63,7 +59,7 @@ def _deadline(inst: Instance) -> float:
 
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ARRIVE): (
-        Edge(Loc.PENDING, _entitled, "entitled"),
+        Edge(Loc.PENDING, entitled, "entitled"),
         Edge(Loc.EXEMPT, label="not entitled"),
     ),
     (Loc.PENDING, K.ADMIT): (Edge(Loc.WAITING),),

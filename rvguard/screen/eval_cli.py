@@ -12,9 +12,8 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
 
-from ..errors import MissingExtraError, SpecError
+from ..errors import SpecError
 from .evaluate import (
     CURVE,
     DIALS,
@@ -67,20 +66,11 @@ def render_eval(result: EvalResult) -> str:
     return "\n".join(lines)
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ModuleNotFoundError as err:  # pragma: no cover - depends on the install
-        raise MissingExtraError("matplotlib", "sim") from err
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_precision_coverage(result: EvalResult, curve: dict[str, list[Row]], out: str | Path) -> Path:
     """Precision against coverage, one point per service dial, in-sample and held-out."""
-    plt = _pyplot()
+    from ..sim.plots import pyplot
+
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for scope, marker in (("in-sample", "o"), ("held-out", "s")):
         rows = curve[scope]

@@ -20,7 +20,7 @@ from ..contract import Contract
 from ..events import Complete, Dispatch, Event
 from .backend import CALIBRATION, BackendModel
 from .experiments import MARQUEE_CONTRACT
-from .plots import _pyplot
+from .plots import pyplot
 from .run import run_once
 from .workloads import poisson
 
@@ -59,7 +59,7 @@ def measure(model: BackendModel, contract: Contract = MARQUEE_CONTRACT) -> dict[
 
 def plot_calibration(path: str | Path, model: BackendModel | None = None) -> Path:
     """Write the calibration figure: relative error per point, and service against ℓ and batch."""
-    plt = _pyplot()
+    plt = pyplot()
     m = model or BackendModel()
     got = measure(m)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))

@@ -13,10 +13,11 @@ from typing import Any
 from ..errors import MissingExtraError
 from .experiments import ExperimentResult
 
-__all__ = ["plot_experiment"]
+__all__ = ["plot_experiment", "pyplot"]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend; a missing install names the ``sim`` extra."""
     try:
         import matplotlib
     except ModuleNotFoundError as err:  # pragma: no cover - depends on the install
@@ -80,7 +81,7 @@ def _series_panel(ax: Any, result: ExperimentResult) -> None:
 
 def plot_experiment(result: ExperimentResult, out_dir: str | Path, *, x_key: str | None = None) -> Path:
     """Write ``<out_dir>/<name>.png``: miss per condition, and sojourns against the deadline."""
-    plt = _pyplot()
+    plt = pyplot()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{result.name}.png"
