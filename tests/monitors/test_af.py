@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 from rvguard.contract import Contract
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Reject
-from rvguard.monitors import Monitor
+from rvguard.events import Arrive, Event, Reject
 
-
-def run(
-    contract: Contract, events: list[Event], props: tuple[str, ...] = ("AF", "SF", "DR", "WF")
-) -> Monitor:
-    m = Monitor(contract, props)
-    m.feed_all(events)
-    return m
-
-
-def served(rid: str, t: float, done: float, tenant: str = "assured") -> list[Event]:
-    return [Arrive(t, rid, tenant), Admit(t, rid, Basis.FLOOR), Dispatch(t, rid), Complete(done, rid)]
+from ._helpers import run
 
 
 def test_af_rejecting_an_entitled_request_is_a_violation(marquee: Contract) -> None:

@@ -6,20 +6,10 @@ import pytest
 
 from rvguard.contract import Contract
 from rvguard.errors import SpecError
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event
+from rvguard.events import Admit, Arrive, Basis, Dispatch, Drop
 from rvguard.monitors import Monitor
 
-
-def run(
-    contract: Contract, events: list[Event], props: tuple[str, ...] = ("AF", "SF", "DR", "WF")
-) -> Monitor:
-    m = Monitor(contract, props)
-    m.feed_all(events)
-    return m
-
-
-def served(rid: str, t: float, done: float, tenant: str = "assured") -> list[Event]:
-    return [Arrive(t, rid, tenant), Admit(t, rid, Basis.FLOOR), Dispatch(t, rid), Complete(done, rid)]
+from ._helpers import run
 
 
 def test_dr_drop_with_t_plus_l_equal_to_d_is_not_doomed(marquee: Contract) -> None:

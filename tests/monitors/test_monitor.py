@@ -6,20 +6,10 @@ import pytest
 
 from rvguard.contract import Contract
 from rvguard.errors import TraceOrderError, UnknownTenantError
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event
+from rvguard.events import Arrive
 from rvguard.monitors import Monitor
 
-
-def run(
-    contract: Contract, events: list[Event], props: tuple[str, ...] = ("AF", "SF", "DR", "WF")
-) -> Monitor:
-    m = Monitor(contract, props)
-    m.feed_all(events)
-    return m
-
-
-def served(rid: str, t: float, done: float, tenant: str = "assured") -> list[Event]:
-    return [Arrive(t, rid, tenant), Admit(t, rid, Basis.FLOOR), Dispatch(t, rid), Complete(done, rid)]
+from ._helpers import served
 
 
 def test_out_of_order_time_raises_and_changes_nothing(marquee: Contract) -> None:

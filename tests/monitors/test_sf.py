@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 from rvguard.contract import Contract
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail
+from rvguard.events import Admit, Arrive, Basis, Dispatch, Fail
 from rvguard.monitors import Monitor
 
-
-def run(
-    contract: Contract, events: list[Event], props: tuple[str, ...] = ("AF", "SF", "DR", "WF")
-) -> Monitor:
-    m = Monitor(contract, props)
-    m.feed_all(events)
-    return m
-
-
-def served(rid: str, t: float, done: float, tenant: str = "assured") -> list[Event]:
-    return [Arrive(t, rid, tenant), Admit(t, rid, Basis.FLOOR), Dispatch(t, rid), Complete(done, rid)]
+from ._helpers import run, served
 
 
 def test_sf_completion_exactly_at_the_deadline_is_on_time(marquee: Contract) -> None:

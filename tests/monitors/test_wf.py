@@ -5,20 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rvguard.contract import Contract
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Reject
+from rvguard.events import Admit, Arrive, Complete, Dispatch, Event, Reject
 from rvguard.monitors import Monitor
-
-
-def run(
-    contract: Contract, events: list[Event], props: tuple[str, ...] = ("AF", "SF", "DR", "WF")
-) -> Monitor:
-    m = Monitor(contract, props)
-    m.feed_all(events)
-    return m
-
-
-def served(rid: str, t: float, done: float, tenant: str = "assured") -> list[Event]:
-    return [Arrive(t, rid, tenant), Admit(t, rid, Basis.FLOOR), Dispatch(t, rid), Complete(done, rid)]
 
 
 @pytest.mark.parametrize(
