@@ -158,3 +158,14 @@ def max_queue(events: list[dict[str, Any]]) -> int:
             queued.discard(ev["rid"])
         most = max(most, len(queued))
     return most
+
+
+async def stream_then_leave(client: httpx.AsyncClient, url: str, body: dict[str, Any], key: str) -> int:
+    """POST a streaming completion, read three ``data:`` events, then close the connection."""
+    seen = 0
+    async with client.stream("POST", url + "/v1/completions", json=body, headers=auth(key)) as r:
+        async for line in r.aiter_lines():
+            seen += line.startswith("data:")
+            if seen == 3:
+                break
+    return seen

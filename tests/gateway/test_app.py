@@ -18,7 +18,18 @@ from rvguard.gateway.app import Gateway, error_body
 from rvguard.gateway.config import KeysConfig
 from rvguard.gateway.fake import FakeUpstream
 
-from ._support import KEYS, SECRET, auth, contract, gateway, read_trace, settings, tenants, terminal_counts
+from ._support import (
+    KEYS,
+    SECRET,
+    auth,
+    contract,
+    gateway,
+    read_trace,
+    settings,
+    stream_then_leave,
+    tenants,
+    terminal_counts,
+)
 
 
 def assert_sound(trace: Path, c: Contract, gw: Gateway) -> list[dict[str, Any]]:
@@ -295,12 +306,7 @@ async def test_client_disconnect_mid_stream_frees_the_slot(tmp_path: Path) -> No
         httpx.AsyncClient() as client,
     ):
         body = {"prompt": "x", "max_tokens": 90, "stream": True}
-        async with client.stream("POST", url + "/v1/completions", json=body, headers=auth("sk-assured")) as r:
-            seen = 0
-            async for line in r.aiter_lines():
-                seen += line.startswith("data:")
-                if seen == 3:
-                    break
+        assert await stream_then_leave(client, url, body, "sk-assured") == 3
         for _ in range(100):
             if gw.guard.statistics().live == 0 and up.active == 0:
                 break

@@ -21,7 +21,17 @@ from rvguard.gateway.loadgen import Result, replay, shots_from_trace
 from rvguard.io.public import FractionRule
 
 from ..conftest import SHARED_TRACES
-from ._support import auth, contract, gateway, max_queue, read_trace, serve_process, settings, terminal_counts
+from ._support import (
+    auth,
+    contract,
+    gateway,
+    max_queue,
+    read_trace,
+    serve_process,
+    settings,
+    stream_then_leave,
+    terminal_counts,
+)
 from .conftest import Engine
 
 KEYS = {"assured": "sk-assured", "opportunistic": "sk-opp"}
@@ -106,12 +116,7 @@ async def test_client_disconnect_mid_stream_frees_gateway_and_engine_slots(
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         body = {"model": engine.model, "prompt": "x", "max_tokens": 1500, "stream": True}
-        async with client.stream("POST", url + "/v1/completions", json=body, headers=auth("sk-assured")) as r:
-            seen = 0
-            async for line in r.aiter_lines():
-                seen += line.startswith("data:")
-                if seen == 3:
-                    break
+        assert await stream_then_leave(client, url, body, "sk-assured") == 3
         assert await _poll(lambda: gw.guard.statistics().live == 0)
         assert await _poll(lambda: engine.running() == 0)
     events = read_trace(trace)
