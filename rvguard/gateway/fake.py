@@ -12,9 +12,10 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 * ``midfail`` — stream two chunks, then abort.
 
 It counts what a test needs to see a leak: ``active`` (generating now),
-``max_active``, ``served``, ``aborted`` (the client went away mid-stream) and
-the JSON ``bodies`` it received. `kill` drops every connection and stops
-listening; `start` listens again on the same port (an upstream restart).
+``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
+``connections`` (accepted) and the JSON ``bodies`` it received. `kill` drops
+every connection and stops listening; `start` listens again on the same port
+(an upstream restart).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class FakeUpstream:
         self.url = ""
         self.port = 0
         self.bodies: list[dict[str, Any]] = []
-        self.active = self.max_active = self.served = self.aborted = 0
+        self.active = self.max_active = self.served = self.aborted = self.connections = 0
         self._sem = asyncio.Semaphore(slots) if slots else None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -77,6 +78,7 @@ class FakeUpstream:
 
     async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while not self._stop.is_set():
                 req = await _read_request(reader)

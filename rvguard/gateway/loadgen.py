@@ -23,6 +23,7 @@ from typing import Any
 
 from ..clock import Clock, MonotonicClock
 from ..io.public import FractionRule, TenantRule, read_public, to_arrivals
+from .upstream import fresh_connections
 
 __all__ = ["Result", "Shot", "replay", "shots_from_trace"]
 
@@ -120,7 +121,17 @@ async def _send(
             rid = resp.headers.get("x-rvguard-rid", "")
             return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
     except httpx.HTTPError as exc:
-        return Result(shot, 0, sent, clock.now() - t0, tokens, f"{type(exc).__name__}: {exc}")
+        return Result(shot, 0, sent, clock.now() - t0, tokens, _describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """The transport error and what caused it (httpx's own message is often empty)."""
+    parts, seen = [], 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 4:
+        parts.append(f"{type(cur).__name__}: {cur}".rstrip(": "))
+        cur, seen = cur.__cause__ or cur.__context__, seen + 1
+    return " <- ".join(parts)
 
 
 async def replay(
@@ -144,9 +155,8 @@ async def replay(
 
     clk: Clock = clock if clock is not None else MonotonicClock()
     url = base_url.rstrip("/") + "/v1/completions"
-    # idle connections expire well before a uvicorn server's 5 s keep-alive closes them: reusing one
-    # that the server is closing at that instant fails the request with a ReadError
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=1.0)
+    # a connection per request: a reused one can fail a request with a bare ReadError (see fresh_connections)
+    limits = fresh_connections()
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0), limits=limits) as client:
         t0 = clk.now()
         tasks: list[asyncio.Task[Result]] = []

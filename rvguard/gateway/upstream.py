@@ -131,6 +131,23 @@ class _Reading:
         return bool(text)
 
 
+def fresh_connections() -> httpx.Limits:
+    """httpx limits that open one connection per request and keep none idle.
+
+    Why not keep-alive: a reused connection can fail a request that was never
+    wrong. The server may close an idle connection just as a request is sent
+    on it (uvicorn's keep-alive), and httpcore 1.0.9's pool can close an idle
+    connection it has just handed to a queued request (encode/httpcore#1110):
+    both surface as a bare ``ReadError`` — a lost request the gateway would
+    report as an upstream failure, or the load generator as a transport error.
+    With no idle connection kept, neither can happen; a loopback or LAN
+    connect costs well under a millisecond against a generation's hundreds.
+    """
+    import httpx
+
+    return httpx.Limits(max_connections=None, max_keepalive_connections=0)
+
+
 class UpstreamDispatcher:
     """POSTs the client's (forced) body upstream, streams, relays chunks, returns a `Response`.
 
@@ -165,8 +182,7 @@ class UpstreamDispatcher:
         self._contract = contract
         self._owned = client is None
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-        # expire idle connections before the upstream's keep-alive (vLLM: uvicorn, 5 s) closes them
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64, keepalive_expiry=1.0)
+        limits = fresh_connections()
         self.client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self.channels: dict[str, Channel] = {}

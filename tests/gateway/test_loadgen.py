@@ -31,6 +31,7 @@ async def test_replay_is_open_loop() -> None:
     ) as up:  # slow: a closed loop would stretch the schedule
         results = await replay(up.url, shots, model="fake", keys={"assured": "k"}, priorities={"assured": 0})
     assert [r.status for r in results] == [200] * 20
+    assert up.connections == 20  # one connection per request: none reused (see fresh_connections)
     assert max(abs(r.sent - r.shot.t) for r in results) < 0.1
     assert all(r.tokens == r.shot.max_tokens for r in results if not r.shot.stream)
     assert all(b["priority"] in (0,) for b, s in zip(up.bodies, shots, strict=False) if s.tenant == "assured")

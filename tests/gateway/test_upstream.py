@@ -62,6 +62,17 @@ async def test_relays_chunks_and_builds_the_response() -> None:
     assert await ch.get() is END
 
 
+async def test_every_request_gets_its_own_connection() -> None:
+    """No idle connection is reused: reuse races the server's keep-alive close (a bare ReadError)."""
+    async with FakeUpstream() as up:
+        d = UpstreamDispatcher(up.url, contract=contract())
+        for _ in range(3):
+            await d.dispatch(req("hi"))
+            assert (await d.get_json("/v1/models"))[0] == 200
+        await d.aclose()
+    assert up.served == 3 and up.connections == 6
+
+
 @pytest.mark.parametrize(("prompt", "status"), [("reset", 502), ("500", 500), ("400", 400), ("midfail", 502)])
 async def test_failures_carry_a_status(prompt: str, status: int) -> None:
     async with FakeUpstream() as up:
