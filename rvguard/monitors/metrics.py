@@ -8,7 +8,8 @@ numerator nor the denominator. On time means a ``complete`` at t ≤ D(R).
 The offline checker computes the same numbers from columns; tests hold the
 two to exact agreement (utilisation, a float sum, to rounding).
 
-The assured P95 sojourn (`rvguard.screen.empirical`) needs the sample
+The assured P95 sojourn (`rvguard.monitors.p95`, numpy: imported when a
+summary is taken) needs the sample
 itself: the accumulator keeps one (window, sojourn) pair per judged admitted
 assured request in two compact arrays (16 bytes a request), the one part of
 its memory that grows with the trace rather than with live requests.
@@ -19,11 +20,13 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..screen.empirical import SojournP95, sojourn_p95
 from .automaton import Instance
+
+if TYPE_CHECKING:
+    from .p95 import SojournP95
 
 __all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
 
@@ -210,6 +213,8 @@ class MetricsAccumulator:
 
     def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
         """The metrics now; live requests whose deadline has passed count as missed."""
+        from . import p95  # numpy: loaded by the first summary, not by ``import rvguard``
+
         adm_j, adm_m = self.admitted_judged, self.admitted_missed
         off_j, off_m = self.offered_judged, self.offered_unmet
         busy = self.busy
@@ -253,7 +258,7 @@ class MetricsAccumulator:
             utilisation=None if not span else busy / (self._slots * span),
             service_assured=self.services[True].stats(),
             service_opportunistic=self.services[False].stats(),
-            assured_sojourn_p95=sojourn_p95(
+            assured_sojourn_p95=p95.sojourn_p95(
                 [*self.p95_windows, *late_windows], [*self.p95_sojourns, *[math.inf] * len(late_windows)]
             ),
             windows=rows,

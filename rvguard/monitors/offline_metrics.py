@@ -9,8 +9,8 @@ import numpy.typing as npt
 
 from ..contract import Contract
 from ..io.columnar import ColumnarTrace
-from ..screen.empirical import sojourn_p95
 from .metrics import Metrics, ServiceStats, WindowRow, ratio
+from .p95 import sojourn_p95
 
 if TYPE_CHECKING:
     from .offline import RequestTable

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rvguard.io.columnar import ColumnarTrace
 from rvguard.monitors.offline import check_offline
-from rvguard.screen.empirical import SEED, sojourn_p95
+from rvguard.monitors.p95 import SEED, sojourn_p95
 from rvguard.sim.experiments import MARQUEE_CONTRACT, marquee_arrivals
 from rvguard.sim.run import judge, run_once
 
