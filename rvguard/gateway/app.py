@@ -397,7 +397,8 @@ def _assemble(outcome: Outcome, body: Mapping[str, Any]) -> dict[str, Any]:
     raw: Mapping[str, Any] = resp.raw if resp is not None else {}
     text = resp.text if resp is not None else ""
     chat = "messages" in body
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": raw.get("finish_reason")}
+    logprobs = raw.get("logprobs")  # folded from the stream's chunks (None unless the client asked)
+    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs, "finish_reason": raw.get("finish_reason")}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
     else:

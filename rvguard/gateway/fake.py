@@ -133,30 +133,58 @@ class FakeUpstream:
         if stream:
             _start(writer, 200, "text/event-stream", chunked=True)
         parts: list[str] = []
+        lp: list[dict[str, Any]] = []  # per token, in the endpoint's shape (when asked for)
         for i in range(n):
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
             if midfail and i == 2:
                 writer.transport.abort()
                 return False
+            if body.get("logprobs"):
+                lp.append(_logprobs(f"t{i} ", -0.01 * (i + 1), sum(map(len, parts)), chat=chat))
             parts.append(f"t{i} ")
             if stream:
-                choice = (
-                    {"index": 0, "delta": {"content": f"t{i} "}} if chat else {"index": 0, "text": f"t{i} "}
-                )
-                choice["finish_reason"] = "length" if i == n - 1 else None
+                choice = _token_choice(parts[-1], chat, last=i == n - 1, logprobs=lp[-1] if lp else None)
                 await _chunk(writer, f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
         usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
         self.served += 1
         if not stream:
             text = "".join(parts)
-            msg = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            msg: dict[str, Any] = (
+                {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            )
+            if lp:
+                msg["logprobs"] = {k: [v for one in lp for v in one[k]] for k in lp[0]}
             return await _send_json(writer, 200, {**head, "choices": [{"index": 0, **msg}], "usage": usage})
         if (body.get("stream_options") or {}).get("include_usage"):
             await _chunk(writer, f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
         await _chunk(writer, b"data: [DONE]\n\n")
         await _chunk(writer, b"")
         return True
+
+
+def _token_choice(token: str, chat: bool, *, last: bool, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+    """One streamed token's ``choices[0]``."""
+    choice: dict[str, Any] = (
+        {"index": 0, "delta": {"content": token}} if chat else {"index": 0, "text": token}
+    )
+    choice["finish_reason"] = "length" if last else None
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    return choice
+
+
+def _logprobs(token: str, logprob: float, offset: int, *, chat: bool) -> dict[str, Any]:
+    """One token's logprobs as a streamed chunk carries them (OpenAI / vLLM shapes)."""
+    if chat:
+        entry = {"token": token, "logprob": logprob, "bytes": list(token.encode()), "top_logprobs": []}
+        return {"content": [entry]}
+    return {
+        "tokens": [token],
+        "token_logprobs": [logprob],
+        "top_logprobs": [{token: logprob}],
+        "text_offset": [offset],
+    }
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:

@@ -104,10 +104,11 @@ def _text(choice: Mapping[str, Any]) -> str:
 class _Reading:
     """What the dispatcher keeps of one stream to build the non-streamed answer."""
 
-    __slots__ = ("created", "finish", "first", "id", "model", "parts", "usage")
+    __slots__ = ("created", "finish", "first", "id", "logprobs", "model", "parts", "usage")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
+        self.logprobs: dict[str, list[Any]] | None = None
         self.first: float | None = None
         self.usage: Mapping[str, Any] = {}
         self.finish: str | None = None
@@ -125,10 +126,22 @@ class _Reading:
         if not choices:
             return False
         self.finish = choices[0].get("finish_reason") or self.finish
+        self._fold_logprobs(choices[0].get("logprobs"))
         text = _text(choices[0])
         if text:
             self.parts.append(text)
         return bool(text)
+
+    def _fold_logprobs(self, part: Any) -> None:
+        """Concatenate a chunk's logprobs lists (completions: tokens, token_logprobs, top_logprobs,
+        text_offset; chat: content) into the whole answer's."""
+        if not isinstance(part, Mapping):
+            return
+        whole = self.logprobs if self.logprobs is not None else {}
+        for key, value in part.items():
+            if isinstance(value, list):
+                whole.setdefault(key, []).extend(value)
+        self.logprobs = whole
 
 
 def fresh_connections() -> httpx.Limits:
@@ -160,7 +173,8 @@ class UpstreamDispatcher:
 
     ``request.payload`` holds ``endpoint`` (``completions``|``chat``) and ``body``
     (the client's JSON object). ``Response.raw`` holds ``usage``, ``finish_reason``,
-    ``id``, ``created`` and ``model`` as the upstream reported them.
+    ``id``, ``created``, ``model`` and ``logprobs`` (the chunks' lists concatenated;
+    None when the client asked for none) as the upstream reported them.
     """
 
     def __init__(
@@ -251,6 +265,7 @@ class UpstreamDispatcher:
             "id": r.id,
             "created": r.created,
             "model": r.model,
+            "logprobs": r.logprobs,
         }
         return Response(
             text="".join(r.parts),

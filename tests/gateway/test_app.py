@@ -131,6 +131,36 @@ async def test_chat_streamed_and_not(tmp_path: Path) -> None:
     assert_sound(trace, c, gw)
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 4, "logprobs": 1}),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "logprobs": True},
+        ),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": 4}),
+    ],
+)
+async def test_non_streamed_logprobs_equal_the_upstream_own_answer(
+    tmp_path: Path, path: str, body: dict[str, Any]
+) -> None:
+    """The gateway always streams upstream; folded back, logprobs match the upstream's non-streamed answer."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    async with (
+        FakeUpstream() as up,
+        gateway(c, settings(up.url, trace)) as (gw, url),
+        httpx.AsyncClient() as client,
+    ):
+        via = await client.post(url + path, json=body, headers=auth("sk-opp"))
+        direct = await client.post(up.url + path, json=body)
+    assert via.status_code == direct.status_code == 200
+    want = direct.json()["choices"][0].get("logprobs")
+    assert via.json()["choices"][0]["logprobs"] == want
+    assert (want is None) is ("logprobs" not in body)
+    assert_sound(trace, c, gw)
+
+
 async def test_rejections_are_429_with_retry_after_the_next_window(tmp_path: Path) -> None:
     c, trace = contract(window=1000.0), tmp_path / "t.jsonl"  # every request in window 0
     async with FakeUpstream() as up:

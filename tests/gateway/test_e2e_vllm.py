@@ -152,6 +152,36 @@ async def test_hanging_engine_times_out_then_recovers(engine: Engine, tmp_path: 
     assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
 
 
+async def test_non_streamed_logprobs_match_the_engine_own_answer(engine: Engine, tmp_path: Path) -> None:
+    """Greedy decoding: the gateway's answer (folded from vLLM's stream) = vLLM's own non-streamed one."""
+    c = contract()
+    prompt = {"prompt": "The floor holds"}
+    chat = {"messages": [{"role": "user", "content": "The floor holds"}]}
+    cases = [
+        ("/v1/completions", {**prompt, "logprobs": 2}),
+        ("/v1/chat/completions", {**chat, "logprobs": True}),
+    ]
+    async with (
+        gateway(c, settings(engine.url, tmp_path / "t.jsonl")) as (_gw, url),
+        httpx.AsyncClient(timeout=60.0) as client,
+    ):
+        for path, extra in cases:
+            body = {"model": engine.model, "max_tokens": 6, "temperature": 0.0, **extra}
+            via = await client.post(url + path, json=body, headers=auth("sk-opp"))
+            direct = await client.post(engine.url + path, json=body)
+            assert via.status_code == direct.status_code == 200, via.text
+            got, want = via.json()["choices"][0]["logprobs"], direct.json()["choices"][0]["logprobs"]
+            assert set(got) == set(want) and want
+            for key, values in want.items():
+                if not isinstance(values, list):
+                    continue
+                assert len(got[key]) == len(values) > 0, key
+                if key in ("tokens", "text_offset"):
+                    assert got[key] == values, key
+                elif key == "content":
+                    assert [x["token"] for x in got[key]] == [x["token"] for x in values]
+
+
 async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
     cal = await calibrate(engine.url, slots=engine.slots, lengths=(8, 32), reps=2, output_cap=32)
     lo, up = cal.lower(), cal.upper()
