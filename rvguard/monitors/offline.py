@@ -18,27 +18,28 @@ import numpy.typing as npt
 
 from ..contract import Contract, CreditMode, Entitlement
 from ..errors import TraceOrderError, UnknownTenantError
-from ..events import EventKind
 from ..io.columnar import ColumnarTrace
 from ..verdict import Violation
-from . import wf
 from .automaton import TimedAutomaton
 from .metrics import Metrics
 from .monitor import BUILTIN, DEFAULT_PROPERTIES, Monitor, resolve_properties
 from .offline_metrics import offline_metrics
 
-__all__ = ["OfflineResult", "RequestTable", "check_offline", "entitlement_columns", "request_table"]
+__all__ = [
+    "OfflineResult",
+    "RequestTable",
+    "RowIndex",
+    "check_offline",
+    "entitlement_columns",
+    "request_table",
+    "row_index",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B1 = npt.NDArray[np.bool_]
 
 ARRIVE, ADMIT, REJECT, DISPATCH, COMPLETE, DROP, FAIL = range(7)
-# protocol state after an event of each kind: NEW=0, ARRIVED=1, ADMITTED=2, DISPATCHED=3, DONE=4
-_STATE_AFTER = np.array([1, 2, 4, 3, 4, 4, 4], dtype=np.int8)
-_LEGAL = np.zeros((5, 7), dtype=bool)
-for (_loc, _kind), _edges in wf.TRANSITIONS.items():
-    _LEGAL[list(wf.Loc).index(wf.Loc(_loc)), list(EventKind).index(_kind)] = True
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,14 @@ class RequestTable:
     end_row: I64
     admit_row: I64
     dispatch_row: I64
+    arrivals: I64  # rid codes in arrival order
 
 
 def _check_order(trace: ColumnarTrace, path: str) -> None:
     if len(trace) > 1:
-        back = np.flatnonzero(np.diff(trace.t) < 0)
-        if back.size:
-            i = int(back[0]) + 1
+        back = trace.t[1:] < trace.t[:-1]
+        if back.any():
+            i = int(np.argmax(back)) + 1
             raise TraceOrderError(
                 f"time {trace.t[i]!r} is before the previous event's {trace.t[i - 1]!r}",
                 path=path,
@@ -96,32 +98,91 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
             )
 
 
-def rid_order(trace: ColumnarTrace) -> I64:
-    """Row indices grouped by rid, trace order within a rid (a stable sort, done once)."""
-    return np.argsort(trace.rid, kind="stable")
+@dataclass(frozen=True)
+class RowIndex:
+    """Where each request's events are: one row per rid and kind (-1 = none).
+
+    Built in O(n) with no sort by rid: the rows of each kind come from one
+    stable radix sort of the int8 kind column, then are scattered by rid.
+    ``clean`` says whether every rid's rows spell a word of WF's protocol;
+    the per-rid rows are meaningful only when it does.
+    """
+
+    arrive: I64
+    admit: I64
+    dispatch: I64
+    end: I64
+    arrivals: I64  # arrive rows in trace order
+    clean: bool
 
 
-def protocol_is_clean(trace: ColumnarTrace, order: I64 | None = None) -> bool:
-    """True when every row is legal under WF (vectorised: previous kind of the same rid)."""
-    n = len(trace)
-    if n == 0:
-        return True
-    if order is None:
-        order = rid_order(trace)
-    rid_sorted = trace.rid[order]
-    kind_sorted = trace.kind[order].astype(np.int64)
-    prev_state = np.zeros(n, dtype=np.int64)
-    same = np.empty(n, dtype=bool)
-    same[0] = False
-    same[1:] = rid_sorted[1:] == rid_sorted[:-1]
-    prev_state[1:] = np.where(same[1:], _STATE_AFTER[kind_sorted[:-1]], 0)
-    return bool(_LEGAL[prev_state, kind_sorted].all())
+def _scatter(rid: I64, rows: I64, r: int) -> tuple[I64, bool]:
+    """``pos[rid[row]] = row`` for the given rows; False if a rid got two of them."""
+    pos = np.full(r, -1, dtype=np.int64)
+    owner = rid[rows]
+    pos[owner] = rows
+    return pos, bool(np.array_equal(pos[owner], rows))
 
 
-def request_table(trace: ColumnarTrace, contract: Contract) -> RequestTable:
-    """Per-request columns of a WF-clean trace (every rid's first row is its arrive)."""
+def _after(rows: I64, prev: I64, *, required: bool) -> bool:
+    """Every row comes after its rid's ``prev`` row (which must exist when ``required``)."""
+    ok = prev < rows
+    if required:
+        ok &= prev >= 0
+    return bool(ok.all())
+
+
+def row_index(trace: ColumnarTrace) -> RowIndex:
+    """Per-rid rows of each kind, and whether the trace is WF-clean (O(n)).
+
+    WF's words are ``arrive [reject | admit [dispatch] [complete | drop |
+    fail]]`` with ``complete`` only after ``dispatch``. A rid's rows form one
+    of them exactly when: each kind occurs at most once and at most one
+    terminal; ``admit`` and ``reject`` follow an ``arrive``; ``dispatch``,
+    ``drop`` and ``fail`` follow an ``admit``; ``complete`` follows a
+    ``dispatch``; ``drop`` and ``fail`` follow the ``dispatch`` if any; and
+    ``reject`` has no ``admit``. tests/monitors check this against the
+    automaton on arbitrary kind sequences.
+    """
     r = len(trace.rid_names)
-    arrive = np.flatnonzero(trace.kind == ARRIVE)
+    order = np.argsort(trace.kind, kind="stable")  # int8: a radix sort, O(n)
+    counts = np.bincount(trace.kind, minlength=7)
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    by_kind = [order[bounds[k] : bounds[k + 1]] for k in range(7)]
+    ends = np.sort(np.concatenate([by_kind[k] for k in (REJECT, COMPLETE, DROP, FAIL)]))
+    rid = trace.rid
+    arrive, ok_a = _scatter(rid, by_kind[ARRIVE], r)
+    admit, ok_b = _scatter(rid, by_kind[ADMIT], r)
+    dispatch, ok_c = _scatter(rid, by_kind[DISPATCH], r)
+    end, ok_d = _scatter(rid, ends, r)
+    clean = ok_a and ok_b and ok_c and ok_d and counts.size == 7
+    if clean:
+        rej, comp = by_kind[REJECT], by_kind[COMPLETE]
+        dropfail = np.concatenate((by_kind[DROP], by_kind[FAIL]))
+        clean = (
+            _after(by_kind[ADMIT], arrive[rid[by_kind[ADMIT]]], required=True)
+            and _after(rej, arrive[rid[rej]], required=True)
+            and not bool((admit[rid[rej]] >= 0).any())
+            and _after(by_kind[DISPATCH], admit[rid[by_kind[DISPATCH]]], required=True)
+            and _after(comp, dispatch[rid[comp]], required=True)
+            and _after(dropfail, admit[rid[dropfail]], required=True)
+            and _after(dropfail, dispatch[rid[dropfail]], required=False)
+        )
+    return RowIndex(arrive, admit, dispatch, end, by_kind[ARRIVE], clean)
+
+
+def protocol_is_clean(trace: ColumnarTrace, rows: RowIndex | None = None) -> bool:
+    """True when every row is legal under WF (see `row_index`)."""
+    if len(trace) == 0:
+        return True
+    return (rows or row_index(trace)).clean
+
+
+def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | None = None) -> RequestTable:
+    """Per-request columns of a WF-clean trace (every rid's first row is its arrive)."""
+    rows = rows or row_index(trace)
+    r = len(trace.rid_names)
+    arrive = rows.arrivals
     rid_a = trace.rid[arrive]
     names = trace.tenant_names
     floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
@@ -146,23 +207,9 @@ def request_table(trace: ColumnarTrace, contract: Contract) -> RequestTable:
         prompt = np.maximum(trace.prompt_tokens[arrive], 0).astype(np.float64)
         w = contract.token_weights
         weight[rid_a] = w.prompt * prompt + w.output * capped.astype(np.float64)
-    times = {k: np.full(r, np.nan) for k in (ADMIT, DISPATCH)}
-    rows = {k: np.full(r, -1, dtype=np.int64) for k in (ADMIT, DISPATCH)}
-    for k in (ADMIT, DISPATCH):
-        idx = np.flatnonzero(trace.kind == k)
-        times[k][trace.rid[idx]] = trace.t[idx]
-        rows[k][trace.rid[idx]] = idx
-    end = np.flatnonzero((trace.kind >= REJECT) & (trace.kind != DISPATCH))
-    t_end = np.full(r, np.nan)
-    t_end[trace.rid[end]] = trace.t[end]
-    end_kind = np.full(r, -1, dtype=np.int64)
-    end_kind[trace.rid[end]] = trace.kind[end]
-    end_row = np.full(r, -1, dtype=np.int64)
-    end_row[trace.rid[end]] = end
-    arrive_row = np.full(r, -1, dtype=np.int64)
-    arrive_row[rid_a] = arrive
+    has_end = rows.end >= 0
     return RequestTable(
-        arrive_row=arrive_row,
+        arrive_row=rows.arrive,
         tenant=tenant,
         t_arrive=t_arrive,
         deadline=deadline,
@@ -170,14 +217,22 @@ def request_table(trace: ColumnarTrace, contract: Contract) -> RequestTable:
         upper=upper,
         weight=weight,
         floored=floors[np.maximum(tenant, 0)] > 0,
-        t_admit=times[ADMIT],
-        t_dispatch=times[DISPATCH],
-        t_end=t_end,
-        end_kind=end_kind,
-        end_row=end_row,
-        admit_row=rows[ADMIT],
-        dispatch_row=rows[DISPATCH],
+        t_admit=_times(trace, rows.admit),
+        t_dispatch=_times(trace, rows.dispatch),
+        t_end=_times(trace, rows.end),
+        end_kind=np.where(has_end, trace.kind[np.maximum(rows.end, 0)], -1).astype(np.int64),
+        end_row=rows.end,
+        admit_row=rows.admit,
+        dispatch_row=rows.dispatch,
+        arrivals=rid_a,
     )
+
+
+def _times(trace: ColumnarTrace, rows: I64) -> F64:
+    """The time of each row, nan where the row is -1."""
+    if len(trace) == 0:
+        return np.full(rows.shape, np.nan)
+    return np.where(rows >= 0, trace.t[np.maximum(rows, 0)], np.nan)
 
 
 def window_indices(t: F64, origin: float, window: float) -> I64:
@@ -197,8 +252,7 @@ def entitlement_columns(
     entitled = np.zeros(r, dtype=bool)
     rank = np.zeros(r, dtype=np.int64)
     used = np.zeros(r)
-    rids = trace.rid[req.arrive_row[req.arrive_row >= 0]]
-    rids = rids[np.argsort(req.arrive_row[rids], kind="stable")]
+    rids = req.arrivals
     if rids.size == 0:
         return win, entitled, rank, used
     weights = req.weight[rids]
@@ -208,7 +262,7 @@ def entitlement_columns(
     floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
     k = window_indices(req.t_arrive[rids], o, contract.window)
     ten = req.tenant[rids]
-    order = np.lexsort((np.arange(rids.size), k, ten))
+    order = _by_tenant_then_window(ten, k)
     ks, ts, ws = k[order], ten[order], weights[order]
     start = np.ones(rids.size, dtype=bool)
     start[1:] = (ks[1:] != ks[:-1]) | (ts[1:] != ts[:-1])
@@ -226,6 +280,19 @@ def entitlement_columns(
     fl = floors[ts]
     entitled[out] = (fl > 0) & (used_s <= fl)
     return win, entitled, rank, used
+
+
+def _by_tenant_then_window(ten: I64, k: I64) -> I64:
+    """Arrivals ordered by (tenant, window, arrival).
+
+    In arrival order the window index never decreases (times do not), so a
+    stable sort by tenant alone gives that order: a radix sort on a small
+    int type instead of a three-key lexsort.
+    """
+    if ten.size > 1 and not bool(np.all(k[1:] >= k[:-1])):  # pragma: no cover - monotone by construction
+        return np.lexsort((np.arange(ten.size), k, ten))
+    small = np.int16 if int(ten.max()) < np.iinfo(np.int16).max else np.int64
+    return np.argsort(ten.astype(small), kind="stable")
 
 
 def _entitlement_loop(
@@ -264,15 +331,15 @@ def check_offline(
     _check_order(trace, path)
     _check_tenants(trace, contract, path)
     builtin = all(BUILTIN.get(a.name) is a for a in autos)
-    order = rid_order(trace)
-    if not builtin or not protocol_is_clean(trace, order):
+    rows = row_index(trace) if builtin else None
+    if rows is None or not protocol_is_clean(trace, rows):
         return _replay(trace, contract, properties)
     from .offline_verdicts import offline_violations
 
-    req = request_table(trace, contract)
+    req = request_table(trace, contract, rows)
     ent = entitlement_columns(req, trace, contract)
     names = {a.name for a in autos}
-    violations = offline_violations(trace, contract, req, ent, names, order=order)
+    violations = offline_violations(trace, contract, req, ent, names)
     metrics = offline_metrics(trace, contract, req, ent)
     return OfflineResult(sorted(violations, key=lambda v: v.key), metrics, vectorised=True)
 

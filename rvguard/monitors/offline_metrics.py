@@ -31,13 +31,22 @@ def _services(
     )
 
 
-def _backlog(trace: ColumnarTrace, req: RequestTable) -> int:
-    rid = trace.rid
-    assured = req.floored[rid]
-    admitted = ~np.isnan(req.t_admit[rid])
-    is_end = (trace.kind >= _REJECT) & (trace.kind != _DISPATCH)
-    step = np.where(assured & (trace.kind == 1), 1, 0) - np.where(assured & admitted & is_end, 1, 0)
-    return int(max(0, np.cumsum(step).max(initial=0)))
+def _backlog(req: RequestTable) -> int:
+    """Max assured backlog: +1 at each admit of a floored request, -1 at its end (by row)."""
+    adm = req.floored & (req.admit_row >= 0)
+    ends = req.end_row[adm & (req.end_row >= 0)]
+    rows = np.concatenate((req.admit_row[adm], ends))
+    step = np.concatenate((np.ones(int(adm.sum()), dtype=np.int64), np.full(ends.size, -1, dtype=np.int64)))
+    return int(max(0, np.cumsum(step[np.argsort(rows, kind="stable")]).max(initial=0)))
+
+
+def _window_keys(flat: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """(keys, index of each element's key, number of keys): dense when the key range is small."""
+    span = int(flat.max()) + 1 if flat.size else 0
+    if span <= 4 * flat.size + 1024:
+        return np.arange(span, dtype=np.int64), flat, span
+    keys, inverse = np.unique(flat, return_inverse=True)
+    return keys, inverse.reshape(-1), int(keys.size)
 
 
 def _windows(
@@ -46,33 +55,27 @@ def _windows(
     arrived = req.arrive_row >= 0
     win = ent[0][arrived]
     ten = req.tenant[arrived]
-    cols = np.stack(
-        [
-            np.ones(win.size, dtype=np.int64),
-            ent[1][arrived],
-            ~np.isnan(req.t_admit[arrived]),
-            req.end_kind[arrived] == _REJECT,
-            on_time[arrived],
-            (req.end_kind[arrived] >= 0) & ~on_time[arrived],
-        ],
-        axis=1,
-    ).astype(np.int64)
     n_ten = max(len(trace.tenant_names), 1)
     lo = int(win.min()) if win.size else 0
-    flat = (win - lo) * n_ten + ten
-    keys, inverse = np.unique(flat, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    sums = np.stack([np.bincount(inverse, weights=cols[:, j], minlength=keys.size) for j in range(6)], axis=1)
-    sums = sums.astype(np.int64)
-    keys = np.stack([keys // n_ten + lo, keys % n_ten], axis=1)
+    keys, inverse, m = _window_keys((win - lo) * n_ten + ten)
+    end_kind = req.end_kind[arrived]
+    on = on_time[arrived]
+    masks = (
+        None,
+        ent[1][arrived],
+        ~np.isnan(req.t_admit[arrived]),
+        end_kind == _REJECT,
+        on,
+        (end_kind >= 0) & ~on,
+    )
+    cols = [np.bincount(inverse if mask is None else inverse[mask], minlength=m) for mask in masks]
+    present = np.flatnonzero(cols[0])
+    counts = np.stack([c[present] for c in cols], axis=1).tolist()
+    key = keys[present]
+    names = trace.tenant_names
     rows = [
-        WindowRow(
-            trace.tenant_names[int(te)],
-            int(k),
-            contract.epoch + int(k) * contract.window,
-            *(int(x) for x in sums[i]),
-        )
-        for i, (k, te) in enumerate(keys)
+        WindowRow(names[te], k, contract.epoch + k * contract.window, *c)
+        for k, te, c in zip((key // n_ten + lo).tolist(), (key % n_ten).tolist(), counts, strict=True)
     ]
     return tuple(sorted(rows, key=lambda w: (w.window, w.tenant)))
 
@@ -118,7 +121,7 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         offered_judged=off_j,
         offered_unmet_count=off_m,
         offered_unmet=ratio(off_m, off_j),
-        max_assured_backlog=_backlog(trace, req) if n else 0,
+        max_assured_backlog=_backlog(req) if n else 0,
         open_requests=int((arrived & ~judged).sum()),
         utilisation=None if not span else busy / (contract.slots * span),
         service_assured=_services(

@@ -28,16 +28,16 @@ Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64],
 
 
 class _Rows:
-    """Rows of each rid, grouped once (stable, so in trace order)."""
+    """The rows of a request: in a WF-clean trace, at most its arrive, admit, dispatch and end."""
 
-    def __init__(self, trace: ColumnarTrace, order: I64 | None = None) -> None:
+    def __init__(self, trace: ColumnarTrace, req: RequestTable) -> None:
         self.trace = trace
-        self.order = np.argsort(trace.rid, kind="stable") if order is None else order
-        self.sorted = trace.rid[self.order]
+        self.req = req
 
     def of(self, r: int) -> I64:
-        lo, hi = np.searchsorted(self.sorted, [r, r + 1])
-        return self.order[lo:hi]
+        req = self.req
+        rows = [int(req.arrive_row[r]), int(req.admit_row[r]), int(req.dispatch_row[r]), int(req.end_row[r])]
+        return np.array(sorted(i for i in rows if i >= 0), dtype=np.int64)
 
     def events(self, r: int, keep: Callable[..., npt.NDArray[np.bool_]] | None = None) -> tuple[Event, ...]:
         rows = self.of(r)
@@ -143,13 +143,11 @@ def offline_violations(
     req: RequestTable,
     ent: Ent,
     names: set[str],
-    *,
-    order: I64 | None = None,
 ) -> list[Violation]:
     """All violations of the named built-in properties (WF is clean on this path)."""
     if len(trace) == 0:
         return []
-    rows = _Rows(trace, order)
+    rows = _Rows(trace, req)
     out: list[Violation] = []
     for name, judge in _JUDGES.items():
         if name in names:

@@ -18,7 +18,7 @@ import numpy as np
 from ..contract import Contract
 from ..errors import SpecError
 from ..io.columnar import ColumnarTrace
-from .offline import REJECT, entitlement_columns, protocol_is_clean, request_table
+from .offline import REJECT, entitlement_columns, protocol_is_clean, request_table, row_index
 
 __all__ = ["PhaseRow", "PhaseSweep", "phase_sweep"]
 
@@ -63,9 +63,10 @@ def phase_sweep(trace: ColumnarTrace, contract: Contract, steps: int) -> PhaseSw
     """
     if steps < 1:
         raise SpecError(f"--phase-sweep needs at least 1 step, got {steps}", field="phase_sweep", value=steps)
-    if len(trace) == 0 or not protocol_is_clean(trace):
+    rows = row_index(trace)
+    if len(trace) == 0 or not protocol_is_clean(trace, rows):
         return PhaseSweep((), None, None)
-    req = request_table(trace, contract)
+    req = request_table(trace, contract, rows)
     on_time = (req.end_kind == 4) & (req.t_end <= req.deadline)
     served = ~np.isnan(req.t_admit) & on_time
     rejected = req.end_kind == REJECT
