@@ -63,10 +63,10 @@ def phase_sweep(trace: ColumnarTrace, contract: Contract, steps: int) -> PhaseSw
     """
     if steps < 1:
         raise SpecError(f"--phase-sweep needs at least 1 step, got {steps}", field="phase_sweep", value=steps)
-    rows = row_index(trace)
-    if len(trace) == 0 or not protocol_is_clean(trace, rows):
+    index = row_index(trace)
+    if len(trace) == 0 or not protocol_is_clean(trace, index):
         return PhaseSweep((), None, None)
-    req = request_table(trace, contract, rows)
+    req = request_table(trace, contract, index)
     on_time = (req.end_kind == 4) & (req.t_end <= req.deadline)
     served = ~np.isnan(req.t_admit) & on_time
     rejected = req.end_kind == REJECT
