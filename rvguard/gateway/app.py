@@ -43,7 +43,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..clock import Clock, MonotonicClock
-from ..contract import Contract
+from ..contract import Contract, CreditMode
 from ..enforce.dispatch import DispatchError
 from ..enforce.guard import Guard, Outcome
 from ..enforce.identity import Identity
@@ -269,15 +269,25 @@ class Gateway:
             body = _validate(json.loads(await http.body() or b"null"), endpoint)
         except (ValueError, _BadRequest) as err:
             return JSONResponse(error_body(400, f"bad request: {err}"), status_code=400)
+        identity = identity_from_headers(http.headers)
+        binding = self._binder.bind(identity, self.clock.now())
+        if not binding.authenticated:
+            self.metrics.unauthenticated.inc()
+        prompt_tokens = None
+        if binding.tenant is not None and self._counts_prompt(binding.tenant):
+            try:
+                prompt_tokens = await self.dispatcher.count_prompt_tokens(endpoint, body)
+            except DispatchError as err:  # before arrival: the request never reaches the Guard
+                message = f"cannot count the prompt's tokens for token credits: {err}"
+                return JSONResponse(error_body(502, message), status_code=502)
         rid = f"g{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body}
-        request = Request(rid, "", 0.0, max_tokens=_max_tokens(body), payload=payload)
+        request = Request(
+            rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
+        )
         channel = Channel()
         if body.get("stream") is True:
             self.dispatcher.channels[rid] = channel
-        identity = identity_from_headers(http.headers)
-        if not self._binder.bind(identity, self.clock.now()).authenticated:
-            self.metrics.unauthenticated.inc()
         task = asyncio.ensure_future(self._submit(request, identity))
         task.add_done_callback(lambda _t: channel.put(END))
         self._tasks[task] = rid
@@ -288,6 +298,14 @@ class Gateway:
             return await self.guard.submit(request, identity)
         except EnforcementError as err:  # the guard is closed (503), or refused the request
             return Outcome(request.rid, "failed", str(err), error=err)
+
+    def _counts_prompt(self, tenant: str) -> bool:
+        """True when a request of ``tenant`` spends prompt tokens: token credits, a prompt weight, a floor."""
+        c = self.contract
+        spec = c.tenants.get(tenant)
+        return (
+            c.credit is CreditMode.TOKENS and c.token_weights.prompt > 0 and spec is not None and spec.floored
+        )
 
     def rid_of(self, task: asyncio.Task[Outcome]) -> str:
         """The rid an HTTP exchange's submit task carries."""

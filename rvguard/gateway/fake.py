@@ -2,7 +2,8 @@
 
 It speaks just enough HTTP/1.1 (keep-alive, chunked SSE) for the gateway, httpx
 and the load generator: ``POST /v1/completions`` and ``/v1/chat/completions``
-(streamed or not) and ``GET /v1/models``. Like vLLM with ``--max-num-seqs``, at
+(streamed or not), ``POST /tokenize`` (whitespace words; a prompt starting
+``notokenize`` gets 404) and ``GET /v1/models``. Like vLLM with ``--max-num-seqs``, at
 most ``slots`` requests generate at once (``None``: unlimited); each token takes
 ``token_delay`` seconds. The prompt (or the last message) chooses a fault:
 
@@ -13,9 +14,9 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 
 It counts what a test needs to see a leak: ``active`` (generating now),
 ``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
-``connections`` (accepted) and the JSON ``bodies`` it received. `kill` drops
-every connection and stops listening; `start` listens again on the same port
-(an upstream restart).
+``connections`` (accepted), ``tokenized`` (``/tokenize`` answers) and the
+JSON ``bodies`` it received. `kill` drops every connection and stops
+listening; `start` listens again on the same port (an upstream restart).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class FakeUpstream:
         self.port = 0
         self.bodies: list[dict[str, Any]] = []
         self.active = self.max_active = self.served = self.aborted = self.connections = 0
+        self.tokenized = 0
         self._sem = asyncio.Semaphore(slots) if slots else None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -97,6 +99,8 @@ class FakeUpstream:
         if method == "GET" and path == "/v1/models":
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             return await _send_json(writer, 200, data)
+        if method == "POST" and path == "/tokenize":
+            return await self._tokenize(json.loads(raw or b"{}"), writer)
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         body = json.loads(raw or b"{}")
@@ -111,6 +115,18 @@ class FakeUpstream:
         if mode[:3] in ("500", "400"):
             return await _send_json(writer, int(mode[:3]), {"error": {"message": "fake failure"}})
         return await self._generate(body, writer, midfail=mode.startswith("midfail"))
+
+    async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+        """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""
+        messages = body.get("messages") or []
+        text = str(body.get("prompt") or " ".join(str(m.get("content") or "") for m in messages))
+        if text.startswith("notokenize"):
+            return await _send_json(writer, 404, {"error": {"message": "no tokenizer"}})
+        count = len(text.split()) + 2 * len(messages)
+        self.tokenized += 1
+        return await _send_json(
+            writer, 200, {"count": count, "max_model_len": 2048, "tokens": list(range(count))}
+        )
 
     async def _generate(self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool) -> bool:
         async with self._sem if self._sem is not None else contextlib.nullcontext():

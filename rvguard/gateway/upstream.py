@@ -277,11 +277,36 @@ class UpstreamDispatcher:
             raw=MappingProxyType(raw),
         )
 
-    async def get_json(self, path: str) -> tuple[int, Any]:
-        """GET ``path`` upstream (for ``/v1/models``); raise `DispatchError` on transport failure."""
+    async def count_prompt_tokens(self, endpoint: Endpoint, body: Mapping[str, Any]) -> int:
+        """The prompt's size in the upstream's own tokens, for token credits (vLLM's ``POST /tokenize``).
+
+        A completions prompt given as token ids is counted without a call. Raises
+        `DispatchError` when the upstream cannot say (no ``/tokenize``, an error,
+        a transport failure): the credit a request spends must not be guessed.
+        """
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in prompt):
+            return len(prompt)
+        ask: dict[str, Any] = {"model": body.get("model")}
+        if endpoint == "chat":
+            ask["messages"] = body.get("messages")
+        else:
+            ask["prompt"] = prompt
+        status, data = await self.get_json("/tokenize", ask)
+        count = data.get("count") if isinstance(data, Mapping) else None
+        if status != 200 or not isinstance(count, int):
+            raise DispatchError(f"upstream /tokenize answered {status}: {str(data)[:200]}", status_hint=502)
+        return count
+
+    async def get_json(self, path: str, post: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """GET ``path`` upstream (for ``/v1/models``), or POST ``post`` to it; raise `DispatchError` on
+        transport failure or a non-JSON answer."""
         httpx = self._httpx
         try:
-            resp = await self.client.get(self.base_url + path)
+            if post is None:
+                resp = await self.client.get(self.base_url + path)
+            else:
+                resp = await self.client.post(self.base_url + path, json=post)
         except httpx.TimeoutException as exc:
             raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
         except httpx.TransportError as exc:

@@ -31,6 +31,11 @@ from ._support import (
     terminal_counts,
 )
 
+TOKEN_TENANTS = {
+    "assured": {"floor": 30, "deadline": 1.5, "tier": 0},
+    "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
+}
+
 
 def assert_sound(trace: Path, c: Contract, gw: Gateway) -> list[dict[str, Any]]:
     """AF, DR, WF hold; one terminal event per request; no request and no slot left behind."""
@@ -159,6 +164,34 @@ async def test_non_streamed_logprobs_equal_the_upstream_own_answer(
     assert via.json()["choices"][0]["logprobs"] == want
     assert (want is None) is ("logprobs" not in body)
     assert_sound(trace, c, gw)
+
+
+async def test_token_credits_spend_the_prompt_counted_by_the_upstream(tmp_path: Path) -> None:
+    """w(R) = prompt + output tokens: a 6-word prompt and 4 output tokens spend 10 of the floor's 30."""
+    c, trace = contract(credit="tokens", window=60.0, tenants=TOKEN_TENANTS), tmp_path / "t.jsonl"
+    prompt = {"prompt": "a b c d e f", "max_tokens": 4}
+    chat = {"messages": [{"role": "user", "content": "a b c d"}], "max_tokens": 4}  # 4 words + 2
+    async with (
+        FakeUpstream() as up,
+        gateway(c, settings(up.url, trace)) as (gw, url),
+        httpx.AsyncClient() as client,
+    ):
+        post = client.post
+        first = [
+            await post(url + "/v1/completions", json=prompt, headers=auth("sk-assured")) for _ in range(2)
+        ]
+        third = await post(url + "/v1/chat/completions", json=chat, headers=auth("sk-assured"))
+        over = await post(url + "/v1/completions", json=prompt, headers=auth("sk-assured"))
+        opp = await post(url + "/v1/completions", json=prompt, headers=auth("sk-opp"))
+        blind = {"prompt": "notokenize a b", "max_tokens": 4}
+        failed = await post(url + "/v1/completions", json=blind, headers=auth("sk-assured"))
+    assert [r.status_code for r in (*first, third, over, opp, failed)] == [200, 200, 200, 429, 200, 502]
+    assert "prompt's tokens" in failed.json()["error"]["message"]
+    assert up.tokenized == 4  # the opportunistic request holds no floor: nothing to count
+    events = assert_sound(trace, c, gw)
+    arrivals = [e for e in events if e["kind"] == "arrive"]
+    assert [e.get("prompt_tokens") for e in arrivals] == [6, 6, 6, 6, None]  # the failed one never arrived
+    assert [e["basis"] for e in events if e["kind"] == "admit"][:3] == ["floor"] * 3
 
 
 async def test_rejections_are_429_with_retry_after_the_next_window(tmp_path: Path) -> None:

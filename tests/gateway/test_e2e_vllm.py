@@ -182,6 +182,32 @@ async def test_non_streamed_logprobs_match_the_engine_own_answer(engine: Engine,
                     assert [x["token"] for x in got[key]] == [x["token"] for x in values]
 
 
+async def test_token_credits_count_the_prompt_as_the_engine_does(engine: Engine, tmp_path: Path) -> None:
+    """The prompt tokens the gateway charges (vLLM's /tokenize) = the engine's own usage.prompt_tokens."""
+    tenants_ = {
+        "assured": {"floor": 10_000, "deadline": 30.0, "tier": 0},
+        "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
+    }
+    c, trace = contract(credit="tokens", tenants=tenants_), tmp_path / "t.jsonl"
+    asks = [
+        ("/v1/completions", {"prompt": "The admission floor holds whatever the learner says."}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Is the floor held?"}]}),
+    ]
+    async with (
+        gateway(c, settings(engine.url, trace)) as (_gw, url),
+        httpx.AsyncClient(timeout=60.0) as client,
+    ):
+        used = []
+        for path, extra in asks:
+            r = await client.post(
+                url + path, json={"model": engine.model, "max_tokens": 2, **extra}, headers=auth("sk-assured")
+            )
+            assert r.status_code == 200, r.text
+            used.append(r.json()["usage"]["prompt_tokens"])
+    charged = [e["prompt_tokens"] for e in read_trace(trace) if e["kind"] == "arrive"]
+    assert charged == used and min(used) > 3
+
+
 async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
     cal = await calibrate(engine.url, slots=engine.slots, lengths=(8, 32), reps=2, output_cap=32)
     lo, up = cal.lower(), cal.upper()
