@@ -80,18 +80,33 @@ class Calibration:
     samples: dict[int, dict[int, list[float]]] = field(default_factory=dict)
 
     def lower(self) -> Line:
-        """L(ℓ): through batch-1 minima, lowered below every sample, clamped at ≥ 0."""
-        one = self.samples[1]
-        line = fit_line([(ell, min(xs)) for ell, xs in one.items()])
-        slack = max(line.at(ell) - x for by in self.samples.values() for ell, xs in by.items() for x in xs)
-        return Line(max(0.0, line.base - max(0.0, slack)), line.per_token)
+        """L(ℓ): the slope of the batch-1 minima, the largest base ≥ 0 that keeps it ≤ every sample.
+
+        Exactly ≤ (DR's soundness rests on it): the last step walks the line
+        down by ulps if float rounding left it a hair above a sample.
+        """
+        points = [(ell, x) for by in self.samples.values() for ell, xs in by.items() for x in xs]
+        slope = fit_line([(ell, min(xs)) for ell, xs in self.samples[1].items()]).per_token
+        base = min(x - slope * ell for ell, x in points)
+        if base < 0.0:  # keep L ≥ 0: flatten the slope instead of going negative
+            base, slope = 0.0, min([slope] + [x / ell for ell, x in points if ell > 0])
+        line = Line(base, slope)
+        while any(line.at(ell) > x for ell, x in points):
+            if line.base > 0.0:
+                line = Line(max(0.0, math.nextafter(line.base, -math.inf)), line.per_token)
+            else:
+                line = Line(0.0, math.nextafter(line.per_token, 0.0))
+        return line
 
     def upper(self) -> Line:
-        """U(ℓ): through batch-C p99, raised above every batch-C maximum."""
+        """U(ℓ): through batch-C p99, raised (exactly, by ulps if need be) to ≥ every batch-C maximum."""
         full = self.samples[self.slots]
         line = fit_line([(ell, percentile(xs, 99)) for ell, xs in full.items()])
         excess = max(max(xs) - line.at(ell) for ell, xs in full.items())
-        return Line(line.base + max(0.0, excess), line.per_token)
+        line = Line(line.base + max(0.0, excess), line.per_token)
+        while any(line.at(ell) < max(xs) for ell, xs in full.items()):
+            line = Line(math.nextafter(line.base, math.inf), line.per_token)
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         """Everything: the per-cell percentiles and the suggestion."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rvguard.enforce.dispatch import DispatchError
 from rvguard.errors import SpecError
@@ -30,11 +32,30 @@ def test_envelope_is_below_every_sample_and_above_every_batch_max() -> None:
         "u", "m", 2, 64, samples={1: {1: [0.12, 0.1], 10: [0.3, 0.25]}, 2: {1: [0.2, 0.05], 10: [0.5, 0.4]}}
     )
     lo, up = cal.lower(), cal.upper()
-    assert all(lo.at(ell) <= x + 1e-12 for by in cal.samples.values() for ell, xs in by.items() for x in xs)
+    assert all(lo.at(ell) <= x for by in cal.samples.values() for ell, xs in by.items() for x in xs)
     assert up.at(1) >= 0.2 and up.at(10) >= 0.5
     d = cal.to_dict()
     assert d["service"]["s_max"] == pytest.approx(up.at(64), abs=1e-6) and d["extrapolated"] is True
     assert "extrapolated" in cal.to_yaml() and "batch   2" in cal.to_yaml()
+
+
+_times = st.floats(min_value=1e-4, max_value=5.0, allow_nan=False)
+_cells = st.dictionaries(
+    st.integers(1, 512), st.lists(_times, min_size=1, max_size=4), min_size=1, max_size=4
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(one=_cells, full=_cells)
+def test_envelope_bounds_hold_exactly_for_any_samples(
+    one: dict[int, list[float]], full: dict[int, list[float]]
+) -> None:
+    """No tolerance: L ≤ every sample and U ≥ every batch-C maximum, in floats, with L ≥ 0."""
+    cal = Calibration("u", "m", 4, 64, samples={1: one, 4: full})
+    lo, up = cal.lower(), cal.upper()
+    assert lo.base >= 0.0 and lo.per_token >= 0.0
+    assert all(lo.at(ell) <= x for by in cal.samples.values() for ell, xs in by.items() for x in xs)
+    assert all(up.at(ell) >= max(xs) for ell, xs in full.items())
 
 
 async def test_calibrate_against_the_fake_upstream() -> None:
