@@ -30,6 +30,7 @@ The tables are data; `compile` turns them into flat lists indexed by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -45,59 +46,88 @@ N_KINDS = len(EventKind)
 class Instance:
     """One request as the monitors see it: its facts, clocks, variables and events.
 
-    ``locs[i]`` is the location (as an int) of the i-th monitored property.
+    ``state`` is the request's product state (`rvguard.monitors.product`):
+    its WF location and the location of each monitored property, as one int.
     ``events`` is the request's bad-prefix witness so far, in trace order.
+    ``resets`` and ``vars`` are created on first use.
     """
 
     __slots__ = (
+        "_resets",
+        "_vars",
         "admitted",
         "deadline",
         "entitled",
         "events",
         "floored",
-        "locs",
         "lower",
         "rank",
-        "resets",
         "rid",
         "row",
+        "state",
         "t_arrive",
         "t_dispatch",
         "tenant",
         "upper",
         "used",
-        "vars",
         "weight",
-        "wf",
         "window",
     )
 
-    def __init__(self, rid: str, n_props: int) -> None:
+    def __init__(
+        self,
+        rid: str,
+        tenant: str = "",
+        t_arrive: float = 0.0,
+        deadline: float = math.inf,
+        lower: float = 0.0,
+        upper: float | None = None,
+        floored: bool = False,
+        weight: float = 1.0,
+        window: int = 0,
+        entitled: bool = False,
+        rank: int = 0,
+        used: float = 0.0,
+    ) -> None:
         self.rid = rid
-        self.tenant = ""
-        self.t_arrive = 0.0
-        self.deadline = float("inf")
-        self.lower = 0.0
-        self.upper: float | None = None
-        self.window = 0
-        self.entitled = False
-        self.floored = False
-        self.rank = 0
-        self.used = 0.0
-        self.weight = 1.0
-        self.locs: list[int] = [0] * n_props
+        self.tenant = tenant
+        self.t_arrive = t_arrive
+        self.deadline = deadline
+        self.lower = lower
+        self.upper = upper
+        self.floored = floored
+        self.weight = weight
+        self.window = window
+        self.entitled = entitled
+        self.rank = rank
+        self.used = used
+        self.state = 0
         self.events: list[Event] = []
-        self.resets: dict[str, float] = {}
-        self.vars: dict[str, Any] = {}
-        # bookkeeping of the monitor (protocol location) and of the metrics
-        self.wf = 0
+        self._resets: dict[str, float] | None = None
+        self._vars: dict[str, Any] | None = None
+        # bookkeeping of the metrics
         self.admitted = False
         self.t_dispatch: float | None = None
         self.row: list[int] | None = None
 
+    @property
+    def resets(self) -> dict[str, float]:
+        """Clock resets: clock name -> the time it was last reset (unset = the arrival)."""
+        if self._resets is None:
+            self._resets = {}
+        return self._resets
+
+    @property
+    def vars(self) -> dict[str, Any]:
+        """The instance's integer (or other) variables, by name."""
+        if self._vars is None:
+            self._vars = {}
+        return self._vars
+
     def clock(self, name: str, now: float) -> float:
         """Value of clock ``name`` at ``now`` (clocks start at the arrival)."""
-        return now - self.resets.get(name, self.t_arrive)
+        resets = self._resets
+        return now - (self.t_arrive if resets is None else resets.get(name, self.t_arrive))
 
 
 Guard = Callable[[Instance, Event], bool]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -110,10 +111,14 @@ class _ServiceAcc:
 
     def add(self, s: float, lower: float, ceiling: float) -> None:
         self.count += 1
-        self.lo = min(self.lo, s)
-        self.hi = max(self.hi, s)
-        self.below += s < lower
-        self.above += s > ceiling
+        if s < self.lo:
+            self.lo = s
+        if s > self.hi:
+            self.hi = s
+        if s < lower:
+            self.below += 1
+        if s > ceiling:
+            self.above += 1
 
     def stats(self) -> ServiceStats:
         if self.count == 0:
@@ -151,28 +156,26 @@ class MetricsAccumulator:
         self.p95_windows = array("q")
         self.p95_sojourns = array("d")
 
+        #: ``handlers[code](inst, ev, code)`` accounts one accepted event of that kind
+        self.handlers: tuple[Callable[[Instance, Event, int], None], ...] = (
+            self._arrive,
+            self._admit,
+            self._terminal,
+            self._dispatch,
+            self._terminal,
+            self._terminal,
+            self._terminal,
+        )
+
     def on_event(self, inst: Instance, ev: Event, code: int) -> None:
         """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
-        self.events += 1
-        t = ev.t
-        if self.first_t is None:
-            self.first_t = t
-        self.last_t = t
-        if code == 0:
-            self._arrive(inst)
-        elif code == 1:
-            inst.admitted = True
-            inst.row[ADMITTED] += 1  # type: ignore[index]
-            if inst.floored:
-                self.backlog += 1
-                if self.backlog > self.max_backlog:
-                    self.max_backlog = self.backlog
-        elif code == 3:
-            inst.t_dispatch = t
-        else:
-            self._terminal(inst, ev, code)
+        self.handlers[code](inst, ev, code)
 
-    def _arrive(self, inst: Instance) -> None:
+    def _arrive(self, inst: Instance, ev: Event, code: int) -> None:
+        self.events += 1
+        self.last_t = ev.t
+        if self.first_t is None:  # the first accepted event is an arrive (WF)
+            self.first_t = ev.t
         self.requests += 1
         key = (inst.tenant, inst.window)
         row = self.windows.get(key)
@@ -184,8 +187,23 @@ class MetricsAccumulator:
             self.entitled += 1
             row[ENTITLED] += 1
 
+    def _admit(self, inst: Instance, ev: Event, code: int) -> None:
+        self.events += 1
+        self.last_t = ev.t
+        inst.admitted = True
+        inst.row[ADMITTED] += 1  # type: ignore[index]
+        if inst.floored:
+            self.backlog += 1
+            if self.backlog > self.max_backlog:
+                self.max_backlog = self.backlog
+
+    def _dispatch(self, inst: Instance, ev: Event, code: int) -> None:
+        self.events += 1
+        self.last_t = inst.t_dispatch = ev.t
+
     def _terminal(self, inst: Instance, ev: Event, code: int) -> None:
-        t = ev.t
+        self.events += 1
+        self.last_t = t = ev.t
         on_time = code == _COMPLETE and t <= inst.deadline
         admitted = inst.admitted
         row = inst.row
@@ -197,8 +215,7 @@ class MetricsAccumulator:
         if t_dispatch is not None:
             self.busy += t - t_dispatch
             if code == _COMPLETE:
-                ceiling = self._ceilings[inst.tenant]
-                self.services[inst.floored].add(t - t_dispatch, inst.lower, ceiling)
+                self.services[inst.floored].add(t - t_dispatch, inst.lower, self._ceilings[inst.tenant])
         if on_time and admitted and inst.entitled:
             self.entitled_attained += 1
         if inst.floored:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
 from .metrics import Metrics, MetricsAccumulator
+from .product import ILLEGAL, UNKNOWN, Product
 from .sf import SF
 
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
@@ -32,8 +34,6 @@ BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF,
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
 
 _WF = wf.WF.compile()
-_WF_DONE = _WF.index[wf.Loc.DONE]
-_WF_ARRIVED = _WF.index[wf.Loc.ARRIVED]
 #: WF as a flat next-location table: ``_WF_NEXT[loc * 7 + code]``, -1 = illegal
 _WF_NEXT: list[int] = [-1 if e is None else e[0][0] for e in _WF.table]
 
@@ -96,7 +96,9 @@ class Monitor:
         self._report_wf = any(a is wf.WF for a in autos)
         self._autos = [a for a in autos if a is not wf.WF]
         self._compiled: list[CompiledAutomaton] = [a.compile() for a in self._autos]
-        self._initial = [c.index[c.auto.initial] for c in self._compiled]
+        self._product = Product(_WF_NEXT, _WF.index[wf.Loc.NEW], _WF.index[wf.Loc.DONE], self._compiled)
+        self._next = self._product.next  # the transition cache, extended in place
+        self._done = self._product.done
         self._by_code: list[list[tuple[int, CompiledAutomaton]]] = [
             [(i, c) for i, c in enumerate(self._compiled) if code in c.codes] for code in range(N_KINDS)
         ]
@@ -109,6 +111,7 @@ class Monitor:
         self._finished_order: deque[str] = deque()
         self._retain = retain_finished
         self._timers: list[tuple[float, int, str, int, int]] = []
+        self._due = math.inf  # the earliest timer bound
         self._seq = itertools.count()
         self._violations: list[Violation] = []
         self._now = float("-inf")
@@ -118,6 +121,7 @@ class Monitor:
             window=contract.window,
             origin=contract.epoch,
         )
+        self._account = self._metrics.handlers
 
     # -- public API --------------------------------------------------------
     @property
@@ -138,10 +142,11 @@ class Monitor:
             TraceOrderError: ``ev.t`` is earlier than the monitor's time.
             UnknownTenantError: an ``arrive`` names a tenant the contract lacks.
         """
-        out: list[Violation] = []
+        out: list[Violation] | None = None
         t = ev.t
         if t != self._now:
-            if t < self._now or (self._timers and self._timers[0][0] < t):
+            if t > self._due or t < self._now:
+                out = []
                 self._move_time(t, out)
             else:
                 self._now = t
@@ -150,23 +155,17 @@ class Monitor:
         inst = self._live.get(rid)
         if inst is None:
             if code != 0 or rid in self._finished:
-                self._illegal(ev, wf.Loc.DONE if rid in self._finished else wf.Loc.NEW, None, out)
-                return out
+                return self._refuse(ev, out)
             inst = self._create(ev)  # type: ignore[arg-type]
-            loc = _WF_ARRIVED
-        else:
-            loc = _WF_NEXT[inst.wf * N_KINDS + code]
-            if loc < 0:
-                self._illegal(ev, wf.Loc(_WF.locs[inst.wf]), inst, out)
-                return out
-        inst.wf = loc
+        nxt = self._next[inst.state * N_KINDS + code]
+        if nxt < 0:
+            return self._feed_slow(inst, ev, code, nxt, [] if out is None else out)
+        inst.state = nxt
         inst.events.append(ev)
-        if self._by_code[code]:
-            self._step(inst, ev, code, out)
-        self._metrics.on_event(inst, ev, code)
-        if loc == _WF_DONE:
+        self._account[code](inst, ev, code)
+        if self._done[nxt]:
             self._free(rid)
-        return out
+        return [] if out is None else out
 
     def feed_all(self, events: Iterable[Event]) -> list[Violation]:
         """Feed every event; return the violations revealed along the way."""
@@ -206,31 +205,67 @@ class Monitor:
         )
 
     # -- internals ---------------------------------------------------------
+    def _feed_slow(
+        self, inst: Instance, ev: Event, code: int, entry: int, out: list[Violation]
+    ) -> list[Violation]:
+        """An event whose product entry is not a plain next state: step the automata one by one."""
+        product = self._product
+        state = inst.state
+        if entry == UNKNOWN:
+            entry = product.resolve(state, code)
+        if entry == ILLEGAL:
+            self._illegal(ev, wf.Loc(_WF.locs[product.states[state][0]]), inst, out)
+            return out
+        inst.events.append(ev)
+        if entry >= 0:
+            inst.state = entry
+        else:
+            locs = list(product.states[state])
+            locs[0] = _WF_NEXT[locs[0] * N_KINDS + code]
+            self._step(inst, ev, code, locs, out)
+            inst.state = product.intern(tuple(locs))
+        self._account[code](inst, ev, code)
+        if self._done[inst.state]:
+            self._free(ev.rid)
+        return out
+
+    def _refuse(self, ev: Event, out: list[Violation] | None) -> list[Violation]:
+        """An event for a rid that is not live and is not a new arrival: a WF violation."""
+        out = [] if out is None else out
+        self._illegal(ev, wf.Loc.DONE if ev.rid in self._finished else wf.Loc.NEW, None, out)
+        return out
+
     def _move_time(self, t: float, out: list[Violation]) -> None:
         if t < self._now:
             raise TraceOrderError(f"time {t!r} is before the previous event's {self._now!r}", field="t")
         timers = self._timers
+        states = self._product.states
         while timers and timers[0][0] < t:
             fire_t, _, rid, i, source = heapq.heappop(timers)
             inst = self._live.get(rid)
-            if inst is None or inst.locs[i] != source:
+            if inst is None or states[inst.state][i + 1] != source:
                 continue  # lazy deletion: the instance moved on or finished
-            self._take_timer(inst, i, fire_t, out)
+            locs = list(states[inst.state])
+            self._take_timer(inst, locs, i, fire_t, out)
+            inst.state = self._product.intern(tuple(locs))
+        self._due = timers[0][0] if timers else math.inf
         self._now = t
 
-    def _take_timer(self, inst: Instance, i: int, fire_t: float, out: list[Violation]) -> None:
+    def _take_timer(
+        self, inst: Instance, locs: list[int], i: int, fire_t: float, out: list[Violation]
+    ) -> None:
+        """Automaton ``i`` takes its timer edge due at ``fire_t`` (``locs``: product locations)."""
         comp = self._compiled[i]
-        loc = inst.locs[i]
-        for timer in comp.timers[loc]:
+        for timer in comp.timers[locs[i + 1]]:
             if timer.bound(inst) != fire_t:
                 continue
             target = comp.index[timer.target]
-            inst.locs[i] = target
+            locs[i + 1] = target
             if comp.bad[target]:
                 detail = timer.detail(inst, None, fire_t) if timer.detail else timer.label
                 self._report(comp, inst, fire_t, detail, out)
             else:
-                self._schedule(inst, i, target, out)
+                self._schedule(inst, locs, i, target, out)
             return
 
     def _request_facts(self, ev: Arrive) -> tuple[float, float, float | None, bool, float]:
@@ -257,57 +292,61 @@ class Monitor:
 
     def _create(self, ev: Arrive) -> Instance:
         rel, lower, upper, floored, weight = self._request_facts(ev)
-        inst = Instance(ev.rid, 0)
-        inst.tenant = ev.tenant
-        inst.t_arrive = ev.t
-        inst.deadline = ev.t + rel if ev.deadline is None else ev.deadline
-        inst.lower = lower
-        inst.upper = upper
-        inst.floored = floored
-        inst.weight = weight
-        inst.window, inst.entitled, inst.rank, inst.used = self._entitlement.arrive(ev.tenant, ev.t, weight)
-        inst.locs = self._initial.copy()
+        t = ev.t
+        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, weight)
+        deadline = t + rel if ev.deadline is None else ev.deadline
+        inst = Instance(
+            ev.rid, ev.tenant, t, deadline, lower, upper, floored, weight, window, entitled, rank, used
+        )
         self._live[ev.rid] = inst
         return inst
 
-    def _step(self, inst: Instance, ev: Event, code: int, out: list[Violation]) -> None:
-        locs = inst.locs
+    def _step(self, inst: Instance, ev: Event, code: int, locs: list[int], out: list[Violation]) -> None:
+        """Step each automaton reacting to ``code``; ``locs`` are the product locations (WF first)."""
         for i, comp in self._by_code[code]:
-            loc = locs[i]
+            loc = locs[i + 1]
             if comp.bad[loc]:
                 continue
             edges = comp.table[loc * N_KINDS + code]
             if edges is None:
                 if comp.auto.strict:
-                    self._strict_reject(comp, i, inst, ev, out)
+                    self._strict_reject(comp, locs, i, inst, ev, out)
                 continue
             for target, guard, update, edge in edges:
                 if guard is None or guard(inst, ev):
                     if update is not None:
                         update(inst, ev)
-                    locs[i] = target
+                    locs[i + 1] = target
                     if comp.bad[target]:
                         detail = edge.detail(inst, ev, ev.t) if edge.detail else edge.label
                         self._report(comp, inst, ev.t, detail, out)
                     elif comp.timers[target]:
-                        self._schedule(inst, i, target, out)
+                        self._schedule(inst, locs, i, target, out)
                     break
 
     def _strict_reject(
-        self, comp: CompiledAutomaton, i: int, inst: Instance, ev: Event, out: list[Violation]
+        self,
+        comp: CompiledAutomaton,
+        locs: list[int],
+        i: int,
+        inst: Instance,
+        ev: Event,
+        out: list[Violation],
     ) -> None:
-        inst.locs[i] = comp.index[next(iter(comp.auto.bad))]
+        locs[i + 1] = comp.index[next(iter(comp.auto.bad))]
         detail = comp.auto.strict_detail(inst, ev, ev.t) if comp.auto.strict_detail else ""
         self._report(comp, inst, ev.t, detail or f"{ev.kind.value} not allowed", out)
 
-    def _schedule(self, inst: Instance, i: int, loc: int, out: list[Violation]) -> None:
+    def _schedule(self, inst: Instance, locs: list[int], i: int, loc: int, out: list[Violation]) -> None:
         """Arm the location's timers; one whose bound has already passed fires now."""
         for timer in self._compiled[i].timers[loc]:
             bound = timer.bound(inst)
             if bound < self._now:
-                self._take_timer(inst, i, bound, out)
+                self._take_timer(inst, locs, i, bound, out)
                 return
             heapq.heappush(self._timers, (bound, next(self._seq), inst.rid, i, loc))
+            if bound < self._due:
+                self._due = bound
 
     def _report(
         self, comp: CompiledAutomaton, inst: Instance, t: float, detail: str, out: list[Violation]

@@ -1,0 +1,108 @@
+"""The monitored automata fused into one product state per request.
+
+Theory of operation
+-------------------
+A request's instance carries one int, its *product state*: the tuple of its
+WF location and of each monitored automaton's location, interned on first
+sight. ``next[state * 7 + code]`` caches what an event of kind ``code`` does
+from there:
+
+* ``>= 0``: the next product state. Used when every automaton's move is
+  fixed by its table alone: a single unguarded edge with no update into a
+  location that is neither bad nor timed, or no move at all (a lenient
+  automaton without an entry, an automaton already bad). The monitor then
+  only stores the int.
+* `SLOW`: some automaton has guards, an update, a bad or timed target or
+  (strict) a missing entry. The monitor steps the automata one by one from
+  their compiled tables, exactly as before, and interns the result.
+* `ILLEGAL`: WF refuses the event; nothing changes (rejection is atomic).
+* `UNKNOWN`: not computed yet. Entries are filled the first time a
+  ``(state, kind)`` pair occurs, so only reachable product states are built
+  (AF, SF, DR and WF reach a few dozen of their 720 tuples).
+
+The tables stay the definition: a fast entry is a move that does not depend
+on the instance, taken from the same compiled table the slow path reads.
+tests/monitors/test_product.py holds the two paths to the same verdicts.
+
+Cost: O(1) per event on a cached entry; O(P) to fill an entry for P
+automata; memory O(reachable product states).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .automaton import N_KINDS, CompiledAutomaton
+
+__all__ = ["ILLEGAL", "SLOW", "UNKNOWN", "Product"]
+
+UNKNOWN, ILLEGAL, SLOW = -3, -2, -1
+
+
+def fixed_move(comp: CompiledAutomaton, loc: int, code: int) -> int | None:
+    """The automaton's next location if the table alone decides it and nothing else happens, else None."""
+    if comp.bad[loc]:
+        return loc
+    edges = comp.table[loc * N_KINDS + code]
+    if edges is None:
+        return None if comp.auto.strict else loc
+    if len(edges) == 1:
+        target, guard, update, _ = edges[0]
+        if guard is None and update is None and not comp.bad[target] and not comp.timers[target]:
+            return target
+    return None
+
+
+class Product:
+    """Product states of WF (position 0) and the monitored automata (positions 1..P).
+
+    Args:
+        wf_next: WF's flat next-location table (``-1`` = illegal).
+        wf_initial: WF's initial location; ``wf_done``: its final one.
+        comps: the monitored automata, compiled.
+    """
+
+    __slots__ = ("comps", "done", "ids", "next", "states", "wf_done", "wf_next")
+
+    def __init__(
+        self, wf_next: Sequence[int], wf_initial: int, wf_done: int, comps: Sequence[CompiledAutomaton]
+    ) -> None:
+        self.wf_next = list(wf_next)
+        self.wf_done = wf_done
+        self.comps = list(comps)
+        self.states: list[tuple[int, ...]] = []
+        self.ids: dict[tuple[int, ...], int] = {}
+        #: the transition cache, ``N_KINDS`` entries per state (see the module docstring)
+        self.next: list[int] = []
+        #: per state: WF is in its final location (the request is finished)
+        self.done: list[bool] = []
+        self.intern((wf_initial, *(c.index[c.auto.initial] for c in self.comps)))  # state 0
+
+    def intern(self, locs: tuple[int, ...]) -> int:
+        """The id of a location tuple, allocated on first sight."""
+        state = self.ids.get(locs)
+        if state is None:
+            state = self.ids[locs] = len(self.states)
+            self.states.append(locs)
+            self.next.extend([UNKNOWN] * N_KINDS)
+            self.done.append(locs[0] == self.wf_done)
+        return state
+
+    def resolve(self, state: int, code: int) -> int:
+        """Compute (and cache) the entry of ``(state, code)``."""
+        entry = self._move(state, code)
+        self.next[state * N_KINDS + code] = entry
+        return entry
+
+    def _move(self, state: int, code: int) -> int:
+        locs = self.states[state]
+        wf = self.wf_next[locs[0] * N_KINDS + code]
+        if wf < 0:
+            return ILLEGAL
+        new = [wf]
+        for comp, loc in zip(self.comps, locs[1:], strict=True):
+            target = fixed_move(comp, loc, code)
+            if target is None:
+                return SLOW
+            new.append(target)
+        return self.intern(tuple(new))
