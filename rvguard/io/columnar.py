@@ -9,7 +9,8 @@ columns by `rvguard.io`; `events()` gives the rows back as events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,8 @@ KIND_CODES: dict[EventKind, int] = {k: i for i, k in enumerate(EventKind)}
 KINDS: tuple[EventKind, ...] = tuple(EventKind)
 BASIS_CODES: dict[Basis, int] = {b: i for i, b in enumerate(Basis)}
 BASES: tuple[Basis, ...] = tuple(Basis)
+
+_ENDS: dict[int, type[Reject | Drop | Fail]] = {2: Reject, 5: Drop, 6: Fail}
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -146,6 +149,46 @@ class ColumnarTrace:
         if kind is EventKind.DISPATCH:
             return Dispatch(t=t, rid=rid)
         return Complete(t=t, rid=rid)
+
+    def events_at(self, rows: Sequence[int]) -> list[Event]:
+        """The events of the given rows, read from the columns in bulk (as `event` would)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        out: list[Event] = []
+        cols = zip(
+            rows,
+            self.kind[idx].tolist(),
+            self.t[idx].tolist(),
+            self.rid[idx].tolist(),
+            self.tenant[idx].tolist(),
+            self.deadline[idx].tolist(),
+            self.prompt_tokens[idx].tolist(),
+            self.max_tokens[idx].tolist(),
+            self.basis[idx].tolist(),
+            strict=True,
+        )
+        for i, kind, t, rid_code, tenant, d, p, m, basis in cols:
+            rid = self.rid_names[rid_code]
+            if kind == 0:
+                out.append(
+                    Arrive(
+                        t=t,
+                        rid=rid,
+                        tenant=self.tenant_names[tenant],
+                        deadline=None if math.isnan(d) else d,
+                        prompt_tokens=None if p < 0 else p,
+                        max_tokens=None if m < 0 else m,
+                        proposal=self.proposals[i] if self.proposals else None,
+                    )
+                )
+            elif kind == 1:
+                out.append(Admit(t=t, rid=rid, basis=BASES[basis]))
+            elif kind == 3:
+                out.append(Dispatch(t=t, rid=rid))
+            elif kind == 4:
+                out.append(Complete(t=t, rid=rid))
+            else:
+                out.append(_ENDS[kind](t=t, rid=rid, reason=self.reason[i]))
+        return out
 
     def events(self) -> Iterator[Event]:
         """All rows as events, in trace order."""

@@ -102,16 +102,16 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
 class RowIndex:
     """Where each request's events are: one row per rid and kind (-1 = none).
 
-    Built in O(n) with no sort by rid: the rows of each kind come from one
-    stable radix sort of the int8 kind column, then are scattered by rid.
-    ``clean`` says whether every rid's rows spell a word of WF's protocol;
-    the per-rid rows are meaningful only when it does.
+    Built in O(n) with no sort by rid: the rows of each kind are scattered
+    by rid. ``clean`` says whether every rid's rows spell a word of WF's
+    protocol; the per-rid rows are meaningful only when it does.
     """
 
     arrive: I64
     admit: I64
     dispatch: I64
     end: I64
+    end_kind: I64  # kind code of the end row, -1 = none
     arrivals: I64  # arrive rows in trace order
     clean: bool
 
@@ -124,12 +124,25 @@ def _scatter(rid: I64, rows: I64, r: int) -> tuple[I64, bool]:
     return pos, bool(np.array_equal(pos[owner], rows))
 
 
-def _after(rows: I64, prev: I64, *, required: bool) -> bool:
-    """Every row comes after its rid's ``prev`` row (which must exist when ``required``)."""
-    ok = prev < rows
-    if required:
-        ok &= prev >= 0
-    return bool(ok.all())
+def _protocol_holds(a: I64, m: I64, d: I64, e: I64, ek: I64) -> bool:
+    """Per rid, with at most one row of each kind: arrive < admit < dispatch < end, as WF allows.
+
+    ``admit`` and ``reject`` need an earlier ``arrive``; ``dispatch``, ``drop``
+    and ``fail`` an earlier ``admit``; ``complete`` an earlier ``dispatch``;
+    ``drop`` and ``fail`` come after the ``dispatch`` if any; ``reject``
+    excludes ``admit``.
+    """
+    has_m = m >= 0
+    if not bool(((a >= 0) & (a < m))[has_m].all()):
+        return False
+    if not bool(((m >= 0) & (m < d))[d >= 0].all()):
+        return False
+    rej = ek == REJECT
+    if not bool(((a >= 0) & (a < e) & ~has_m)[rej].all()):
+        return False
+    if not bool(((d >= 0) & (d < e))[ek == COMPLETE].all()):
+        return False
+    return bool((has_m & (m < e) & (d < e))[(ek == DROP) | (ek == FAIL)].all())
 
 
 def row_index(trace: ColumnarTrace) -> RowIndex:
@@ -137,38 +150,23 @@ def row_index(trace: ColumnarTrace) -> RowIndex:
 
     WF's words are ``arrive [reject | admit [dispatch] [complete | drop |
     fail]]`` with ``complete`` only after ``dispatch``. A rid's rows form one
-    of them exactly when: each kind occurs at most once and at most one
-    terminal; ``admit`` and ``reject`` follow an ``arrive``; ``dispatch``,
-    ``drop`` and ``fail`` follow an ``admit``; ``complete`` follows a
-    ``dispatch``; ``drop`` and ``fail`` follow the ``dispatch`` if any; and
-    ``reject`` has no ``admit``. tests/monitors check this against the
-    automaton on arbitrary kind sequences.
+    of them exactly when each kind occurs at most once, at most one terminal,
+    in the order `_protocol_holds` checks. tests/monitors check this against
+    the automaton on arbitrary kind sequences.
     """
     r = len(trace.rid_names)
-    order = np.argsort(trace.kind, kind="stable")  # int8: a radix sort, O(n)
-    counts = np.bincount(trace.kind, minlength=7)
-    bounds = np.concatenate(([0], np.cumsum(counts)))
-    by_kind = [order[bounds[k] : bounds[k + 1]] for k in range(7)]
-    ends = np.sort(np.concatenate([by_kind[k] for k in (REJECT, COMPLETE, DROP, FAIL)]))
-    rid = trace.rid
+    kind, rid = trace.kind, trace.rid
+    by_kind = [np.flatnonzero(kind == k) for k in range(7)]
+    ends = np.concatenate([by_kind[k] for k in (REJECT, COMPLETE, DROP, FAIL)])
     arrive, ok_a = _scatter(rid, by_kind[ARRIVE], r)
     admit, ok_b = _scatter(rid, by_kind[ADMIT], r)
     dispatch, ok_c = _scatter(rid, by_kind[DISPATCH], r)
     end, ok_d = _scatter(rid, ends, r)
-    clean = ok_a and ok_b and ok_c and ok_d and counts.size == 7
-    if clean:
-        rej, comp = by_kind[REJECT], by_kind[COMPLETE]
-        dropfail = np.concatenate((by_kind[DROP], by_kind[FAIL]))
-        clean = (
-            _after(by_kind[ADMIT], arrive[rid[by_kind[ADMIT]]], required=True)
-            and _after(rej, arrive[rid[rej]], required=True)
-            and not bool((admit[rid[rej]] >= 0).any())
-            and _after(by_kind[DISPATCH], admit[rid[by_kind[DISPATCH]]], required=True)
-            and _after(comp, dispatch[rid[comp]], required=True)
-            and _after(dropfail, admit[rid[dropfail]], required=True)
-            and _after(dropfail, dispatch[rid[dropfail]], required=False)
-        )
-    return RowIndex(arrive, admit, dispatch, end, by_kind[ARRIVE], clean)
+    end_kind = np.where(end >= 0, kind[np.maximum(end, 0)] if len(trace) else -1, -1).astype(np.int64)
+    known = sum(x.size for x in by_kind) == len(trace)  # no kind code outside 0..6
+    unique = known and ok_a and ok_b and ok_c and ok_d
+    clean = unique and _protocol_holds(arrive, admit, dispatch, end, end_kind)
+    return RowIndex(arrive, admit, dispatch, end, end_kind, by_kind[ARRIVE], clean)
 
 
 def protocol_is_clean(trace: ColumnarTrace, rows: RowIndex | None = None) -> bool:
@@ -207,7 +205,6 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         prompt = np.maximum(trace.prompt_tokens[arrive], 0).astype(np.float64)
         w = contract.token_weights
         weight[rid_a] = w.prompt * prompt + w.output * capped.astype(np.float64)
-    has_end = rows.end >= 0
     return RequestTable(
         arrive_row=rows.arrive,
         tenant=tenant,
@@ -220,7 +217,7 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         t_admit=_times(trace, rows.admit),
         t_dispatch=_times(trace, rows.dispatch),
         t_end=_times(trace, rows.end),
-        end_kind=np.where(has_end, trace.kind[np.maximum(rows.end, 0)], -1).astype(np.int64),
+        end_kind=rows.end_kind,
         end_row=rows.end,
         admit_row=rows.admit,
         dispatch_row=rows.dispatch,

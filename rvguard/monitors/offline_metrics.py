@@ -49,28 +49,35 @@ def _window_keys(flat: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], np
     return keys, inverse.reshape(-1), int(keys.size)
 
 
+#: which window columns (offered, entitled, admitted, rejected, on_time, missed) each
+#: 5-bit request pattern (entitled, admitted, rejected, on_time, missed) counts in
+_PATTERN_COLUMNS = np.array([[1, *((p >> b) & 1 for b in range(5))] for p in range(32)], dtype=np.int64)
+
+
 def _windows(
     trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent, on_time: npt.NDArray[np.bool_]
 ) -> tuple[WindowRow, ...]:
+    """Per (window, tenant) counts: one bincount over (key, the request's 5-bit pattern)."""
     arrived = req.arrive_row >= 0
-    win = ent[0][arrived]
-    ten = req.tenant[arrived]
+    every = bool(arrived.all())
+    win = ent[0] if every else ent[0][arrived]
+    ten = req.tenant if every else req.tenant[arrived]
+    end_kind = req.end_kind if every else req.end_kind[arrived]
+    on = on_time if every else on_time[arrived]
+    pattern = (
+        (ent[1] if every else ent[1][arrived]).astype(np.int64)
+        | (~np.isnan(req.t_admit if every else req.t_admit[arrived])) << 1
+        | (end_kind == _REJECT) << 2
+        | on << 3
+        | ((end_kind >= 0) & ~on) << 4
+    )
     n_ten = max(len(trace.tenant_names), 1)
     lo = int(win.min()) if win.size else 0
     keys, inverse, m = _window_keys((win - lo) * n_ten + ten)
-    end_kind = req.end_kind[arrived]
-    on = on_time[arrived]
-    masks = (
-        None,
-        ent[1][arrived],
-        ~np.isnan(req.t_admit[arrived]),
-        end_kind == _REJECT,
-        on,
-        (end_kind >= 0) & ~on,
-    )
-    cols = [np.bincount(inverse if mask is None else inverse[mask], minlength=m) for mask in masks]
-    present = np.flatnonzero(cols[0])
-    counts = np.stack([c[present] for c in cols], axis=1).tolist()
+    by_pattern = np.bincount(inverse * 32 + pattern, minlength=m * 32).reshape(m, 32)
+    sums = by_pattern @ _PATTERN_COLUMNS
+    present = np.flatnonzero(sums[:, 0])
+    counts = sums[present].tolist()
     key = keys[present]
     names = trace.tenant_names
     rows = [

@@ -8,6 +8,7 @@ context functions on an `Instance` holding the request's facts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -27,66 +28,88 @@ I64 = npt.NDArray[np.int64]
 Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.float64]]
 
 
-class _Rows:
-    """The rows of a request: in a WF-clean trace, at most its arrive, admit, dispatch and end."""
+class _Requests:
+    """The facts and witness rows of selected requests, read from the columns in bulk."""
 
-    def __init__(self, trace: ColumnarTrace, req: RequestTable) -> None:
+    def __init__(self, trace: ColumnarTrace, req: RequestTable, ent: Ent) -> None:
         self.trace = trace
         self.req = req
+        self.ent = ent
 
-    def of(self, r: int) -> I64:
+    def instances(self, rs: I64) -> list[Instance]:
+        req, ent, trace = self.req, self.ent, self.trace
+        tenants = trace.tenant_names
+        cols = zip(
+            rs.tolist(),
+            req.tenant[rs].tolist(),
+            req.t_arrive[rs].tolist(),
+            req.deadline[rs].tolist(),
+            req.lower[rs].tolist(),
+            req.upper[rs].tolist(),
+            req.floored[rs].tolist(),
+            req.weight[rs].tolist(),
+            ent[0][rs].tolist(),
+            ent[1][rs].tolist(),
+            ent[2][rs].tolist(),
+            ent[3][rs].tolist(),
+            strict=True,
+        )
+        return [
+            Instance(trace.rid_names[r], tenants[te], ta, d, lo, None if math.isnan(up) else up, *facts)
+            for r, te, ta, d, lo, up, *facts in cols
+        ]
+
+    def rows(self, rs: I64) -> list[list[int]]:
+        """Each request's rows in trace order (in a WF-clean trace: arrive, admit, dispatch, end)."""
         req = self.req
-        rows = [int(req.arrive_row[r]), int(req.admit_row[r]), int(req.dispatch_row[r]), int(req.end_row[r])]
-        return np.array(sorted(i for i in rows if i >= 0), dtype=np.int64)
+        cols = (req.arrive_row[rs], req.admit_row[rs], req.dispatch_row[rs], req.end_row[rs])
+        return [[i for i in four if i >= 0] for four in np.stack(cols, axis=1).tolist()]
 
-    def events(self, r: int, keep: Callable[..., npt.NDArray[np.bool_]] | None = None) -> tuple[Event, ...]:
-        rows = self.of(r)
-        if keep is not None:
-            rows = rows[keep(rows)]
-        return tuple(self.trace.event(int(i)) for i in rows)
-
-
-def _instance(trace: ColumnarTrace, req: RequestTable, ent: Ent, r: int) -> Instance:
-    inst = Instance(trace.rid_names[r], 0)
-    inst.tenant = trace.tenant_names[int(req.tenant[r])]
-    inst.t_arrive = float(req.t_arrive[r])
-    inst.deadline = float(req.deadline[r])
-    inst.lower = float(req.lower[r])
-    upper = float(req.upper[r])
-    inst.upper = None if np.isnan(upper) else upper
-    inst.floored = bool(req.floored[r])
-    inst.weight = float(req.weight[r])
-    inst.window, inst.entitled, inst.rank, inst.used = (
-        int(ent[0][r]),
-        bool(ent[1][r]),
-        int(ent[2][r]),
-        float(ent[3][r]),
-    )
-    return inst
+    def events(self, rows: list[list[int]]) -> list[tuple[Event, ...]]:
+        """The events of each row list, built in one pass over the columns."""
+        flat = self.trace.events_at([i for rs in rows for i in rs])
+        out, at = [], 0
+        for rs in rows:
+            out.append(tuple(flat[at : at + len(rs)]))
+            at += len(rs)
+        return out
 
 
-def _violation(
+def _violations(
     auto: TimedAutomaton,
-    inst: Instance,
-    t: float,
-    witness: tuple[Event, ...],
+    insts: list[Instance],
+    times: list[float],
+    witnesses: list[tuple[Event, ...]],
     detail: Callable[[Instance, Event | None, float], str],
-    trigger: Event | None,
-) -> Violation:
-    ctx = auto.context(inst) if auto.context else {}
-    return Violation(auto.name, inst.rid, t, witness, detail(inst, trigger, t), ctx)
+    *,
+    triggered: bool,
+) -> list[Violation]:
+    """One violation per instance; ``triggered``: the witness's last event is the bad one."""
+    context = auto.context
+    return [
+        Violation(
+            auto.name,
+            inst.rid,
+            t,
+            w,
+            detail(inst, w[-1] if triggered else None, t),
+            context(inst) if context else {},
+        )
+        for inst, t, w in zip(insts, times, witnesses, strict=True)
+    ]
 
 
-def _af(trace: ColumnarTrace, req: RequestTable, ent: Ent, rows: _Rows) -> list[Violation]:
-    out = []
-    for r in np.flatnonzero(ent[1] & (req.end_kind == REJECT)).tolist():
-        inst = _instance(trace, req, ent, r)
-        witness = rows.events(r)
-        out.append(_violation(af.AF, inst, float(req.t_end[r]), witness, af._detail, witness[-1]))
-    return out
+def _af(reqs: _Requests) -> list[Violation]:
+    req, ent = reqs.req, reqs.ent
+    rs = np.flatnonzero(ent[1] & (req.end_kind == REJECT))
+    witnesses = reqs.events(reqs.rows(rs))
+    return _violations(
+        af.AF, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, af._detail, triggered=True
+    )
 
 
-def _sf(trace: ColumnarTrace, req: RequestTable, ent: Ent, rows: _Rows) -> list[Violation]:
+def _sf(reqs: _Requests) -> list[Violation]:
+    req, ent, trace = reqs.req, reqs.ent, reqs.trace
     d = req.deadline
     cand = ent[1] & ~np.isnan(req.t_admit)
     has_end = req.end_kind >= 0
@@ -95,43 +118,47 @@ def _sf(trace: ColumnarTrace, req: RequestTable, ent: Ent, rows: _Rows) -> list[
     late_admit = req.t_admit > d
     timer = cand & ~on_time & ((has_end & (req.t_end > d)) | (~has_end & (last_t > d)) | late_admit)
     ended = cand & ~timer & has_end & ((req.end_kind == DROP) | (req.end_kind == FAIL))
-    out = []
-    for r in np.flatnonzero(timer).tolist():
-        inst = _instance(trace, req, ent, r)
-        if late_admit[r]:
-            admit_row = int(req.admit_row[r])
-            witness = rows.events(r, lambda rs, a=admit_row: rs <= a)
-        else:
-            witness = rows.events(r, lambda rs, dl=float(d[r]): trace.t[rs] <= dl)
-        out.append(_violation(sf.SF, inst, float(d[r]), witness, sf._late, None))
-    for r in np.flatnonzero(ended).tolist():
-        inst = _instance(trace, req, ent, r)
-        witness = rows.events(r)
-        out.append(_violation(sf.SF, inst, float(req.t_end[r]), witness, sf._ended, witness[-1]))
+    rs = np.flatnonzero(timer)
+    deadlines = d[rs].tolist()
+    rows = []
+    for r_rows, late, admit_row, dl in zip(
+        reqs.rows(rs), late_admit[rs].tolist(), req.admit_row[rs].tolist(), deadlines, strict=True
+    ):
+        # the bad prefix: the events up to the deadline (up to the admit when that came after it)
+        times = trace.t[r_rows].tolist()
+        rows.append(
+            [i for i, ti in zip(r_rows, times, strict=True) if (i <= admit_row if late else ti <= dl)]
+        )
+    out = _violations(sf.SF, reqs.instances(rs), deadlines, reqs.events(rows), sf._late, triggered=False)
+    rs = np.flatnonzero(ended)
+    witnesses = reqs.events(reqs.rows(rs))
+    out += _violations(
+        sf.SF, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, sf._ended, triggered=True
+    )
     return out
 
 
-def _dr(trace: ColumnarTrace, req: RequestTable, ent: Ent, rows: _Rows) -> list[Violation]:
-    bad = (req.end_kind == DROP) & ~(req.t_end + req.lower > req.deadline)
-    out = []
-    for r in np.flatnonzero(bad).tolist():
-        inst = _instance(trace, req, ent, r)
-        witness = rows.events(r)
-        out.append(_violation(dr.DR, inst, float(req.t_end[r]), witness, dr._not_doomed, witness[-1]))
-    return out
+def _dr(reqs: _Requests) -> list[Violation]:
+    req = reqs.req
+    rs = np.flatnonzero((req.end_kind == DROP) & ~(req.t_end + req.lower > req.deadline))
+    witnesses = reqs.events(reqs.rows(rs))
+    return _violations(
+        dr.DR, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, dr._not_doomed, triggered=True
+    )
 
 
-def _nd(trace: ColumnarTrace, req: RequestTable, ent: Ent, rows: _Rows) -> list[Violation]:
+def _nd(reqs: _Requests) -> list[Violation]:
+    req = reqs.req
     dispatched = ~np.isnan(req.t_dispatch)
-    bad = dispatched & ~(req.t_dispatch + req.upper <= req.deadline)
-    out = []
-    for r in np.flatnonzero(bad).tolist():
-        inst = _instance(trace, req, ent, r)
-        t = float(req.t_dispatch[r])
-        dispatch_row = int(req.dispatch_row[r])
-        witness = rows.events(r, lambda rs, a=dispatch_row: rs <= a)
-        out.append(_violation(dr.ND, inst, t, witness, dr._doomed_dispatch, witness[-1]))
-    return out
+    rs = np.flatnonzero(dispatched & ~(req.t_dispatch + req.upper <= req.deadline))
+    rows = [
+        [i for i in r_rows if i <= d_row]
+        for r_rows, d_row in zip(reqs.rows(rs), req.dispatch_row[rs].tolist(), strict=True)
+    ]
+    times = req.t_dispatch[rs].tolist()
+    return _violations(
+        dr.ND, reqs.instances(rs), times, reqs.events(rows), dr._doomed_dispatch, triggered=True
+    )
 
 
 _JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd}
@@ -147,9 +174,9 @@ def offline_violations(
     """All violations of the named built-in properties (WF is clean on this path)."""
     if len(trace) == 0:
         return []
-    rows = _Rows(trace, req)
+    reqs = _Requests(trace, req, ent)
     out: list[Violation] = []
     for name, judge in _JUDGES.items():
         if name in names:
-            out.extend(judge(trace, req, ent, rows))
+            out.extend(judge(reqs))
     return out

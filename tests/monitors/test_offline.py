@@ -104,3 +104,12 @@ def test_row_index_finds_each_requests_rows(events: list[Event]) -> None:
         assert sorted(i for i in found if i >= 0) == mine
         assert index.arrive[code] == mine[0]
     assert index.arrivals.tolist() == [i for i, e in enumerate(events) if isinstance(e, Arrive)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(wellformed_traces(), st.data())
+def test_bulk_event_reads_equal_row_reads(events: list[Event], data: st.DataObject) -> None:
+    trace = ColumnarTrace.from_events(events)
+    rows = data.draw(st.lists(st.integers(0, max(len(events) - 1, 0)), max_size=10)) if events else []
+    assert trace.events_at(rows) == [trace.event(i) for i in rows]
+    assert trace.events_at(range(len(events))) == events
