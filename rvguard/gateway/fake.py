@@ -46,6 +46,7 @@ class FakeUpstream:
         self._sem = asyncio.Semaphore(slots) if slots else None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._stop = asyncio.Event()
         self._ids = 0
 
@@ -70,6 +71,8 @@ class FakeUpstream:
             self._server.close()
         for w in list(self._writers):
             w.transport.abort()
+        if self._handlers:  # let each connection's handler see its abort and end (no task left pending)
+            await asyncio.wait(list(self._handlers), timeout=5.0)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -81,6 +84,9 @@ class FakeUpstream:
     async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         self.connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             while not self._stop.is_set():
                 req = await _read_request(reader)
@@ -92,6 +98,7 @@ class FakeUpstream:
             pass
         finally:
             self._writers.discard(writer)
+            self._handlers.discard(task)
             writer.transport.abort()
 
     async def _answer(self, req: tuple[str, str, bytes], writer: asyncio.StreamWriter) -> bool:
