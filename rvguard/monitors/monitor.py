@@ -25,7 +25,7 @@ from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
 from .metrics import Metrics, MetricsAccumulator
-from .product import ILLEGAL, UNKNOWN, Product
+from .product import CHOICE, ILLEGAL, UNKNOWN, Product
 from .sf import SF
 
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
@@ -219,6 +219,8 @@ class Monitor:
         inst.events.append(ev)
         if entry >= 0:
             inst.state = entry
+        elif entry <= CHOICE:
+            inst.state = product.choices[CHOICE - entry].decide(inst, ev)
         else:
             locs = list(product.states[state])
             locs[0] = _WF_NEXT[locs[0] * N_KINDS + code]

@@ -12,9 +12,14 @@ from there:
   location that is neither bad nor timed, or no move at all (a lenient
   automaton without an entry, an automaton already bad). The monitor then
   only stores the int.
-* `SLOW`: some automaton has guards, an update, a bad or timed target or
-  (strict) a missing entry. The monitor steps the automata one by one from
-  their compiled tables, exactly as before, and interns the result.
+* ``<= CHOICE``: a `Choice`, when the automata that do not have a fixed
+  move only choose between edges by their guards (no update, no bad or
+  timed target): the monitor evaluates those guards, in table order, and
+  looks the chosen targets up in the choice's own cache. AF's and SF's
+  ``entitled`` branch at ``arrive`` is one.
+* `SLOW`: some automaton has an update, a bad or timed target or (strict)
+  a missing entry. The monitor steps the automata one by one from their
+  compiled tables, exactly as before, and interns the result.
 * `ILLEGAL`: WF refuses the event; nothing changes (rejection is atomic).
 * `UNKNOWN`: not computed yet. Entries are filled the first time a
   ``(state, kind)`` pair occurs, so only reachable product states are built
@@ -32,11 +37,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .automaton import N_KINDS, CompiledAutomaton
+from ..events import Event
+from .automaton import N_KINDS, CompiledAutomaton, Guard, Instance
 
-__all__ = ["ILLEGAL", "SLOW", "UNKNOWN", "Product"]
+__all__ = ["CHOICE", "ILLEGAL", "SLOW", "UNKNOWN", "Choice", "Product"]
 
 UNKNOWN, ILLEGAL, SLOW = -3, -2, -1
+CHOICE = -4  # entry CHOICE - j is ``choices[j]``
+
+Branch = tuple[int, tuple[tuple[Guard | None, int], ...], int]
 
 
 def fixed_move(comp: CompiledAutomaton, loc: int, code: int) -> int | None:
@@ -53,6 +62,54 @@ def fixed_move(comp: CompiledAutomaton, loc: int, code: int) -> int | None:
     return None
 
 
+def guarded_move(comp: CompiledAutomaton, loc: int, code: int) -> tuple[tuple[Guard | None, int], ...] | None:
+    """The automaton's ``(guard, target)`` edges if they differ only by guard, else None."""
+    edges = comp.table[loc * N_KINDS + code]
+    if edges is None:
+        return None
+    for target, _guard, update, _ in edges:
+        if update is not None or comp.bad[target] or comp.timers[target]:
+            return None
+    return tuple((guard, target) for target, guard, _, _ in edges)
+
+
+class Choice:
+    """A move decided by guards alone.
+
+    ``base`` holds the next locations with the guarded positions unset;
+    ``branches`` lists, per guarded automaton, its product position, its
+    ``(guard, target)`` edges in table order and where it stays when no
+    guard holds. ``memo`` maps the chosen targets to the next state.
+    """
+
+    __slots__ = ("base", "branches", "memo", "product")
+
+    def __init__(self, product: Product, base: list[int], branches: list[Branch]) -> None:
+        self.product = product
+        self.base = base
+        self.branches = branches
+        self.memo: dict[tuple[int, ...], int] = {}
+
+    def decide(self, inst: Instance, ev: Event) -> int:
+        """Evaluate the guards on this request and event; return the next product state."""
+        chosen = []
+        for _, edges, stay in self.branches:
+            target = stay
+            for guard, to in edges:
+                if guard is None or guard(inst, ev):
+                    target = to
+                    break
+            chosen.append(target)
+        key = tuple(chosen)
+        state = self.memo.get(key)
+        if state is None:
+            locs = list(self.base)
+            for (pos, _, _), target in zip(self.branches, key, strict=True):
+                locs[pos] = target
+            state = self.memo[key] = self.product.intern(tuple(locs))
+        return state
+
+
 class Product:
     """Product states of WF (position 0) and the monitored automata (positions 1..P).
 
@@ -62,7 +119,7 @@ class Product:
         comps: the monitored automata, compiled.
     """
 
-    __slots__ = ("comps", "done", "ids", "next", "states", "wf_done", "wf_next")
+    __slots__ = ("choices", "comps", "done", "ids", "next", "states", "wf_done", "wf_next")
 
     def __init__(
         self, wf_next: Sequence[int], wf_initial: int, wf_done: int, comps: Sequence[CompiledAutomaton]
@@ -76,6 +133,7 @@ class Product:
         self.next: list[int] = []
         #: per state: WF is in its final location (the request is finished)
         self.done: list[bool] = []
+        self.choices: list[Choice] = []
         self.intern((wf_initial, *(c.index[c.auto.initial] for c in self.comps)))  # state 0
 
     def intern(self, locs: tuple[int, ...]) -> int:
@@ -100,9 +158,17 @@ class Product:
         if wf < 0:
             return ILLEGAL
         new = [wf]
-        for comp, loc in zip(self.comps, locs[1:], strict=True):
+        branches: list[Branch] = []
+        for pos, (comp, loc) in enumerate(zip(self.comps, locs[1:], strict=True), start=1):
             target = fixed_move(comp, loc, code)
             if target is None:
-                return SLOW
+                edges = guarded_move(comp, loc, code)
+                if edges is None:
+                    return SLOW
+                branches.append((pos, edges, loc))
+                target = loc
             new.append(target)
-        return self.intern(tuple(new))
+        if not branches:
+            return self.intern(tuple(new))
+        self.choices.append(Choice(self, new, branches))
+        return CHOICE - (len(self.choices) - 1)

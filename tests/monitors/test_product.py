@@ -21,7 +21,7 @@ from rvguard.contract import Contract, Entitlement
 from rvguard.events import Arrive, Event, EventKind
 from rvguard.monitors import Instance, Monitor, TimedAutomaton, wf
 from rvguard.monitors.monitor import BUILTIN
-from rvguard.monitors.product import ILLEGAL, SLOW, UNKNOWN, Product, fixed_move
+from rvguard.monitors.product import CHOICE, ILLEGAL, SLOW, UNKNOWN, Product, fixed_move, guarded_move
 
 from .strategies import small_contract, wellformed_traces
 from .test_automaton import STRICT, TIMED
@@ -201,11 +201,26 @@ def test_fast_entries_are_exactly_the_table_fixed_moves() -> None:
                 assert entry == ILLEGAL
                 continue
             moves = [fixed_move(c, loc, code) for c, loc in zip(comps, locs[1:], strict=True)]
-            if None in moves:
+            pairs = zip(comps, locs[1:], moves, strict=True)
+            guarded = [guarded_move(c, loc, code) for c, loc, m in pairs if m is None]
+            if None in guarded:
                 assert entry == SLOW
                 continue
-            assert product.states[entry][1:] == tuple(moves)
-            if entry not in seen:
-                seen.add(entry)
-                frontier.append(entry)
+            successors = []
+            if guarded:
+                assert entry <= CHOICE
+                choice = product.choices[CHOICE - entry]
+                assert [b[1] for b in choice.branches] == guarded
+                for pos, edges, stay in choice.branches:  # each guarded automaton's possible targets
+                    for target in {stay, *(to for _, to in edges)}:
+                        locs2 = list(choice.base)
+                        locs2[pos] = target
+                        successors.append(product.intern(tuple(locs2)))
+            else:
+                assert product.states[entry][1:] == tuple(moves)
+                successors.append(entry)
+            for nxt in successors:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
     assert len(product.states) < 5 * 6 * 4 * 6  # far fewer than all tuples
