@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -182,29 +183,41 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
     r = len(trace.rid_names)
     arrive = rows.arrivals
     rid_a = trace.rid[arrive]
+    # rid codes are usually given in arrival order (ColumnarTrace.from_events does): then a
+    # per-arrival column is already the per-rid column, with no scatter
+    in_order = rid_a.size == r and bool(np.array_equal(rid_a, np.arange(r)))
+
+    def spread(values: npt.NDArray[Any], fill: float) -> npt.NDArray[Any]:
+        if in_order:
+            return values
+        out = np.full(r, fill, dtype=values.dtype)
+        out[rid_a] = values
+        return out
+
     names = trace.tenant_names
     floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
     rel = np.array([contract.tenants[n].deadline for n in names], dtype=np.float64)
-    tenant = np.full(r, -1, dtype=np.int64)
-    tenant[rid_a] = trace.tenant[arrive]
-    t_arrive = np.full(r, np.nan)
-    t_arrive[rid_a] = trace.t[arrive]
+    tenant_a = trace.tenant[arrive]
+    t_a = trace.t[arrive]
+    tenant = spread(tenant_a, -1)
+    t_arrive = spread(t_a, np.nan)
     explicit = trace.deadline[arrive]
-    deadline = np.full(r, np.nan)
-    deadline[rid_a] = np.where(np.isnan(explicit), trace.t[arrive] + rel[trace.tenant[arrive]], explicit)
+    deadline = spread(np.where(np.isnan(explicit), t_a + rel[tenant_a], explicit), np.nan)
     maxtok = trace.max_tokens[arrive]
-    capped = np.where(maxtok < 0, contract.output_cap, np.minimum(maxtok, contract.output_cap))
+    cap = contract.output_cap
+    capped = np.where(maxtok < 0, cap, np.minimum(maxtok, cap)).astype(np.float64)
     svc = contract.service
-    lower = np.full(r, np.nan)
-    lower[rid_a] = svc.lower.base + svc.lower.per_token * capped.astype(np.float64)
-    upper = np.full(r, np.nan)
+    lower = spread(svc.lower.base + svc.lower.per_token * capped, np.nan)
     if svc.upper is not None:
-        upper[rid_a] = svc.upper.base + svc.upper.per_token * capped.astype(np.float64)
-    weight = np.ones(r)
+        upper = spread(svc.upper.base + svc.upper.per_token * capped, np.nan)
+    else:
+        upper = np.full(r, np.nan)
     if contract.credit is CreditMode.TOKENS:
         prompt = np.maximum(trace.prompt_tokens[arrive], 0).astype(np.float64)
         w = contract.token_weights
-        weight[rid_a] = w.prompt * prompt + w.output * capped.astype(np.float64)
+        weight = spread(w.prompt * prompt + w.output * capped, 1.0)
+    else:
+        weight = np.ones(r)
     return RequestTable(
         arrive_row=rows.arrive,
         tenant=tenant,
@@ -213,7 +226,7 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         lower=lower,
         upper=upper,
         weight=weight,
-        floored=floors[np.maximum(tenant, 0)] > 0,
+        floored=(floors > 0)[np.maximum(tenant, 0)],
         t_admit=_times(trace, rows.admit),
         t_dispatch=_times(trace, rows.dispatch),
         t_end=_times(trace, rows.end),
@@ -252,24 +265,27 @@ def entitlement_columns(
     rids = req.arrivals
     if rids.size == 0:
         return win, entitled, rank, used
+    counted = contract.credit is CreditMode.COUNT  # every weight is 1: credit used = rank
     weights = req.weight[rids]
-    if not np.all(weights == np.round(weights)):
+    if not counted and not np.all(weights == np.round(weights)):
         return _entitlement_loop(req, trace, contract, rids, o)
     names = trace.tenant_names
     floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
     k = window_indices(req.t_arrive[rids], o, contract.window)
     ten = req.tenant[rids]
     order = _by_tenant_then_window(ten, k)
-    ks, ts, ws = k[order], ten[order], weights[order]
+    ks, ts = k[order], ten[order]
     start = np.ones(rids.size, dtype=bool)
     start[1:] = (ks[1:] != ks[:-1]) | (ts[1:] != ts[:-1])
     group = np.cumsum(start) - 1
     pos = np.arange(rids.size)
     first = pos[start][group]
-    cs = np.cumsum(ws)
-    base = np.concatenate(([0.0], cs))[first]
-    used_s = cs - base
     rank_s = pos - first + 1
+    if counted:
+        used_s = rank_s.astype(np.float64)
+    else:
+        cs = np.cumsum(weights[order])
+        used_s = cs - np.concatenate(([0.0], cs))[first]
     out = rids[order]
     win[out] = ks
     rank[out] = rank_s
