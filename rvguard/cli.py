@@ -93,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, TraceError, MissingExtraError) as err:
         print(f"rvguard {args.command}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
+    except OSError as err:  # a missing, unreadable or directory path: bad input, not a crash
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"rvguard {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return EXIT_INPUT
     except RvguardError as err:
         print(f"rvguard {args.command}: error: {err}", file=sys.stderr)
         return EXIT_INPUT

@@ -140,6 +140,16 @@ def test_phase_sweep_finds_rejections_entitled_at_another_origin(
     assert sweep["worst_attainment"] == 0.5
 
 
+@pytest.mark.parametrize("which", ["missing", "directory"])
+def test_unreadable_trace_exits_2_naming_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    path = tmp_path / "nope.jsonl" if which == "missing" else tmp_path
+    assert main(["check", str(path), "--contract", MARQUEE]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rvguard check: error: ") and str(path) in err and "Traceback" not in err
+
+
 def test_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
     p = tmp_path / "x.jsonl"
     p.write_text("[1, 2]\n")
