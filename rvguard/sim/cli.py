@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--grid", choices=("default", "small"), default="default", help="screen-eval grid")
     e.set_defaults(run=_run_experiment)
 
-    d = sub.add_parser("demo", help="the beta-sweep (40 reps a condition) on the embedded simulator, in seconds")
+    d = sub.add_parser("demo", help="the beta-sweep (40 reps a condition) on the embedded simulator")
     d.add_argument("--reps", type=int, default=DEMO_REPS)
     d.add_argument("--out", default=None, help="directory for the plot (default: a temp dir)")
     d.set_defaults(run=_run_demo)
