@@ -64,14 +64,21 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
-    uvicorn.run(
-        gateway.app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        lifespan="on",
-        timeout_keep_alive=KEEP_ALIVE_S,
-    )
+    try:
+        uvicorn.run(
+            gateway.app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            lifespan="on",
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
+    except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
+        if stop.code in (0, None):
+            return 0
+        where = f"{args.host}:{args.port}"
+        print(f"rvguard serve: error: could not serve on {where} (see above)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from rvguard.check import check_trace
 from rvguard.cli import build_parser, main
 from rvguard.gateway.fake import FakeUpstream
 
-from ._support import auth, contract, read_trace, serve_process
+from ._support import auth, contract, contract_data, read_trace, serve_process
 
 
 def test_subcommands_are_registered() -> None:
@@ -27,6 +29,17 @@ def test_serve_with_a_bad_contract_exits_2(tmp_path: Path) -> None:
     spec = tmp_path / "bad.yaml"
     spec.write_text("slots: -1\n")
     assert main(["serve", str(spec), "--upstream", "http://127.0.0.1:1"]) == 2
+
+
+def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(contract_data(contract())))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert main(["serve", str(spec), "--upstream", "http://127.0.0.1:1", "--port", port]) == 2
+    assert f"could not serve on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
 def test_calibrate_cli_bad_lengths_and_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
