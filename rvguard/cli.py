@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -93,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, TraceError, MissingExtraError) as err:
         print(f"rvguard {args.command}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as the Python docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return EXIT_OK
     except OSError as err:  # a missing, unreadable or directory path: bad input, not a crash
         where = f"{err.filename}: " if err.filename else ""
         print(f"rvguard {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
@@ -100,8 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RvguardError as err:
         print(f"rvguard {args.command}: error: {err}", file=sys.stderr)
         return EXIT_INPUT
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -150,6 +150,34 @@ def test_unreadable_trace_exits_2_naming_the_path(
     assert err.startswith("rvguard check: error: ") and str(path) in err and "Traceback" not in err
 
 
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``rvguard check --json big.jsonl | head -c 100``: the JSON (> a 64 KB pipe) meets a closed pipe."""
+    records = []
+    for i in range(3000):  # one window each: a long per-window table in the JSON
+        records += [
+            {"t": i * 1.0, "kind": "arrive", "rid": f"r{i}", "tenant": "assured"},
+            {"t": i * 1.0, "kind": "admit", "rid": f"r{i}", "basis": "floor"},
+            {"t": i * 1.0, "kind": "dispatch", "rid": f"r{i}"},
+            {"t": i * 1.0 + 0.1, "kind": "complete", "rid": f"r{i}"},
+        ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rvguard.cli",
+        "check",
+        write(tmp_path, records),
+        "--contract",
+        MARQUEE,
+        "--json",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(100).startswith(b"{")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err
+
+
 def test_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
     p = tmp_path / "x.jsonl"
     p.write_text("[1, 2]\n")
