@@ -25,7 +25,9 @@ from events and from `Monitor.advance`. "Strictly" makes an event exactly
 at the bound win: a completion at t = D is on time.
 
 The tables are data; `compile` turns them into flat lists indexed by
-``location * 7 + kind code`` so the hot path does no hashing of enums.
+``location * 7 + kind code`` so the hot path does no hashing of enums, and
+the monitor fuses the compiled automata of a request into one product state
+whose moves it caches (`rvguard.monitors.product`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """The online monitor: feed events one by one, read violations and metrics.
 
-Cost: O(P) per event for P properties, plus O(log n) per timer; memory
-O(live requests + retained finished rids + windows × tenants). Finished
+Each request carries one product state (`rvguard.monitors.product`): an
+event whose move the tables fix costs one cached lookup; guard-decided moves
+evaluate just those guards; the rest step the P automata one by one.
+
+Cost: O(1) per event on a cached move, O(P) otherwise, plus O(log n) per
+timer; memory O(live requests + retained finished rids + windows × tenants
++ reachable product states). Finished
 requests are forgotten except their rids, kept (up to ``retain_finished``,
 oldest first out) so that an event after a terminal one, or a second
 ``arrive``, is still caught; the offline checker has no such horizon.
