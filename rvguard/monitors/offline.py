@@ -248,8 +248,9 @@ def _times(trace: ColumnarTrace, rows: I64) -> F64:
 def window_indices(t: F64, origin: float, window: float) -> I64:
     """Vectorised `rvguard.contract.window_index`, exact at boundaries in the same way."""
     k = np.floor((t - origin) / window).astype(np.int64)
-    k = np.where(origin + (k + 1) * window <= t, k + 1, k)
-    return np.where(origin + k * window > t, k - 1, k)
+    k += origin + (k + 1) * window <= t
+    k -= origin + k * window > t
+    return k
 
 
 def entitlement_columns(
@@ -258,37 +259,46 @@ def entitlement_columns(
     """Per request: window, entitled, rank, credit used (same prefix rule as `Entitlement`)."""
     o = contract.epoch if origin is None else origin
     r = req.tenant.shape[0]
+    rids = req.arrivals
+    counted = contract.credit is CreditMode.COUNT  # every weight is 1: credit used = rank
+    if not counted and rids.size:
+        weights = req.weight[rids]
+        if not np.all(weights == np.round(weights)):
+            return _entitlement_loop(req, trace, contract, rids, o)
     win = np.zeros(r, dtype=np.int64)
     entitled = np.zeros(r, dtype=bool)
     rank = np.zeros(r, dtype=np.int64)
     used = np.zeros(r)
-    rids = req.arrivals
     if rids.size == 0:
         return win, entitled, rank, used
-    counted = contract.credit is CreditMode.COUNT  # every weight is 1: credit used = rank
-    weights = req.weight[rids]
-    if not counted and not np.all(weights == np.round(weights)):
-        return _entitlement_loop(req, trace, contract, rids, o)
     names = trace.tenant_names
     floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
     k = window_indices(req.t_arrive[rids], o, contract.window)
     ten = req.tenant[rids]
     order = _by_tenant_then_window(ten, k)
-    ks, ts = k[order], ten[order]
-    start = np.ones(rids.size, dtype=bool)
-    start[1:] = (ks[1:] != ks[:-1]) | (ts[1:] != ts[:-1])
-    group = np.cumsum(start) - 1
-    pos = np.arange(rids.size)
-    first = pos[start][group]
-    rank_s = pos - first + 1
+    out = rids[order]
+    ks = k[order]
+    del k
+    win[out] = ks
+    ts = ten[order]
+    del ten
+    start = np.empty(rids.size, dtype=bool)
+    start[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=start[1:])
+    del ks
+    start[1:] |= ts[1:] != ts[:-1]
+    group = np.cumsum(start)
+    group -= 1
+    rank_s = np.flatnonzero(start)[group]  # the group's first position
+    del group
+    np.subtract(np.arange(1, rids.size + 1), rank_s, out=rank_s)
+    rank[out] = rank_s
     if counted:
         used_s = rank_s.astype(np.float64)
     else:
-        cs = np.cumsum(weights[order])
-        used_s = cs - np.concatenate(([0.0], cs))[first]
-    out = rids[order]
-    win[out] = ks
-    rank[out] = rank_s
+        cs = np.cumsum(req.weight[rids][order])
+        used_s = cs - np.concatenate(([0.0], cs))[np.arange(rids.size) - rank_s + 1]
+    del rank_s
     used[out] = used_s
     fl = floors[ts]
     entitled[out] = (fl > 0) & (used_s <= fl)

@@ -22,13 +22,25 @@ _REJECT, _DISPATCH, _COMPLETE = 2, 3, 4
 
 
 def _services(
-    s: npt.NDArray[np.float64], lower: npt.NDArray[np.float64], ceiling: npt.NDArray[np.float64]
+    req: RequestTable, done: npt.NDArray[np.int64], ceiling_of: npt.NDArray[np.float64]
 ) -> ServiceStats:
-    if s.size == 0:
+    """Observed services (complete - dispatch) of the ``done`` requests, against L and the ceiling."""
+    if done.size == 0:
         return ServiceStats(0, None, None, 0, 0)
-    return ServiceStats(
-        int(s.size), float(s.min()), float(s.max()), int((s < lower).sum()), int((s > ceiling).sum())
-    )
+    s = req.t_end[done] - req.t_dispatch[done]
+    below = int(np.count_nonzero(s < req.lower[done]))
+    above = int(np.count_nonzero(s > ceiling_of[req.tenant[done]]))
+    return ServiceStats(int(s.size), float(s.min()), float(s.max()), below, above)
+
+
+def _busy(
+    req: RequestTable, dispatched: npt.NDArray[np.bool_], has_end: npt.NDArray[np.bool_], now: float | None
+) -> float:
+    """Slot-seconds: each dispatched request from its dispatch to its end (or to ``now``)."""
+    rows = np.flatnonzero(dispatched)
+    end_or_now = np.where(has_end[rows], req.t_end[rows], now if now is not None else np.nan)
+    end_or_now -= req.t_dispatch[rows]
+    return float(np.sum(end_or_now))
 
 
 def _backlog(req: RequestTable) -> int:
@@ -106,11 +118,9 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     judged = arrived & (has_end | ((now is not None) & (d < (now if now is not None else 0.0))))
     fl = req.floored & arrived
     dispatched = ~np.isnan(req.t_dispatch)
-    end_or_now = np.where(has_end, req.t_end, now if now is not None else np.nan)
-    busy = float(np.sum(end_or_now[dispatched] - req.t_dispatch[dispatched]))
+    busy = _busy(req, dispatched, has_end, now)
     done = dispatched & (req.end_kind == _COMPLETE)
-    s = req.t_end - req.t_dispatch
-    ceilings = np.array([contract.ceiling(t) for t in trace.tenant_names] or [0.0])[np.maximum(req.tenant, 0)]
+    ceiling_of = np.array([contract.ceiling(t) for t in trace.tenant_names] or [0.0])
     span = None if now is None else now - float(trace.t[0])
     entitled = count(ent[1])
     attained = count(ent[1] & admitted & on_time)
@@ -122,8 +132,8 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     off_m = count(fl_judged & ~on_time)
     completed = req.end_kind[sample] == _COMPLETE
     sojourn = np.where(completed, req.t_end[sample] - req.t_arrive[sample], np.inf)
-    done_a = done & req.floored
-    done_o = done & ~req.floored
+    done_a = np.flatnonzero(done & req.floored)
+    done_o = np.flatnonzero(done & ~req.floored)
     return Metrics(
         events=n,
         requests=count(arrived),
@@ -141,8 +151,8 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         max_assured_backlog=_backlog(req) if n else 0,
         open_requests=count(arrived & ~judged),
         utilisation=None if not span else busy / (contract.slots * span),
-        service_assured=_services(s[done_a], req.lower[done_a], ceilings[done_a]),
-        service_opportunistic=_services(s[done_o], req.lower[done_o], ceilings[done_o]),
+        service_assured=_services(req, done_a, ceiling_of),
+        service_opportunistic=_services(req, done_o, ceiling_of),
         assured_sojourn_p95=sojourn_p95(ent[0][sample], sojourn),
         windows=_windows(trace, contract, req, ent, on_time) if n else (),
     )
