@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from rvguard.sim.stats import beta_quantile, clopper_pearson, pooled_interval, regularized_beta
+from rvguard.sim.stats import (
+    MIN_INFORMATIVE_RUNS,
+    beta_quantile,
+    clopper_pearson,
+    pooled_interval,
+    regularized_beta,
+)
 
 
 def test_known_clopper_pearson_values() -> None:
@@ -36,6 +42,27 @@ def test_clustered_interval_wider_than_naive_when_runs_disagree() -> None:
     naive = clopper_pearson(120, 240)
     assert p == 0.5
     assert hi - lo > naive[1] - naive[0]
+
+
+def test_a_few_missing_runs_never_narrow_the_interval_below_a_perfect_record() -> None:
+    """One miss in one of 40 runs must not look better bounded than no miss at all."""
+    judged = [72] * 40
+    _, (_, perfect) = pooled_interval([0] * 40, judged)
+    previous = perfect
+    for runs_with_a_miss in range(1, MIN_INFORMATIVE_RUNS):
+        missed = [1] * runs_with_a_miss + [0] * (40 - runs_with_a_miss)
+        p, (lo, hi) = pooled_interval(missed, judged)
+        assert p == pytest.approx(runs_with_a_miss / 2880)
+        assert lo <= p <= hi and hi >= previous >= perfect
+        previous = hi
+
+
+def test_informative_runs_use_the_between_run_variance() -> None:
+    """With misses spread over many runs the design effect is estimated: narrower than runs-as-trials."""
+    missed, judged = [1, 0] * 20, [72] * 40
+    p, (lo, hi) = pooled_interval(missed, judged)
+    runs_as_trials = clopper_pearson(p * 40, 40)
+    assert lo <= p <= hi and hi - lo < runs_as_trials[1] - runs_as_trials[0]
 
 
 def test_bad_inputs() -> None:
