@@ -99,11 +99,17 @@ class Calibration:
         return line
 
     def upper(self) -> Line:
-        """U(ℓ): through batch-C p99, raised (exactly, by ulps if need be) to ≥ every batch-C maximum."""
+        """U(ℓ): through batch-C p99, raised (exactly, by ulps if need be) to ≥ every batch-C maximum.
+
+        Never below L: base and slope are at least L's, so U ≥ L for every ℓ ≥ 0
+        (fitted apart, the two lines could cross before the output cap, which a
+        contract refuses as inverted bounds).
+        """
         full = self.samples[self.slots]
         line = fit_line([(ell, percentile(xs, 99)) for ell, xs in full.items()])
         excess = max(max(xs) - line.at(ell) for ell, xs in full.items())
-        line = Line(line.base + max(0.0, excess), line.per_token)
+        lo = self.lower()
+        line = Line(max(line.base + max(0.0, excess), lo.base), max(line.per_token, lo.per_token))
         while any(line.at(ell) < max(xs) for ell, xs in full.items()):
             line = Line(math.nextafter(line.base, math.inf), line.per_token)
         return line
@@ -134,11 +140,11 @@ class Calibration:
                 "lower": "min at batch 1, below every sample",
                 "upper": f"p99 at batch {self.slots}",
             },
-            "service": {
-                "s_max": round(up.at(self.output_cap), 6),
-                "s_max_opp": round(up.at(self.output_cap), 6),
-                "lower": {"base": round(lo.base, 6), "per_token": round(lo.per_token, 6)},
-                "upper": {"base": round(up.base, 6), "per_token": round(up.per_token, 6)},
+            "service": {  # µs resolution, rounded away from the samples: L down, U and s_max up
+                "s_max": _round(up.at(self.output_cap), up=True),
+                "s_max_opp": _round(up.at(self.output_cap), up=True),
+                "lower": {"base": _round(lo.base, up=False), "per_token": _round(lo.per_token, up=False)},
+                "upper": {"base": _round(up.base, up=True), "per_token": _round(up.per_token, up=True)},
             },
             "output_cap": self.output_cap,
             "extrapolated": self.output_cap > longest,
@@ -163,6 +169,14 @@ class Calibration:
             )
         body = yaml.safe_dump({"service": d["service"]}, sort_keys=False)
         return "\n".join(head) + "\n" + body
+
+
+def _round(x: float, *, up: bool) -> float:
+    """``x`` at 10⁻⁶ resolution, rounded up or down (never toward the samples it bounds)."""
+    r = (math.ceil if up else math.floor)(x * 1e6) / 1e6
+    while (r < x) if up else (r > x):  # float products can land one step off
+        r = math.nextafter(r, math.inf if up else -math.inf)
+    return r
 
 
 async def _first_model(client: Any, upstream: str) -> str:

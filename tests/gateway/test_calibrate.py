@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.contract import contract_from_mapping
 from rvguard.enforce.dispatch import DispatchError
 from rvguard.errors import SpecError
 from rvguard.gateway.calibrate import Calibration, calibrate, fit_line, percentile
@@ -39,6 +41,7 @@ def test_envelope_is_below_every_sample_and_above_every_batch_max() -> None:
     assert "extrapolated" in cal.to_yaml() and "batch   2" in cal.to_yaml()
 
 
+SPEC = {"epoch": 0.0, "window": 1.0, "slots": 4, "tenants": {"a": {"floor": 1, "deadline": 9.0}}}
 _times = st.floats(min_value=1e-4, max_value=5.0, allow_nan=False)
 _cells = st.dictionaries(
     st.integers(1, 512), st.lists(_times, min_size=1, max_size=4), min_size=1, max_size=4
@@ -56,6 +59,12 @@ def test_envelope_bounds_hold_exactly_for_any_samples(
     assert lo.base >= 0.0 and lo.per_token >= 0.0
     assert all(lo.at(ell) <= x for by in cal.samples.values() for ell, xs in by.items() for x in xs)
     assert all(up.at(ell) >= max(xs) for ell, xs in full.items())
+    # The suggestion as written (rounded to µs) loads as a contract and still bounds the samples.
+    service = yaml.safe_load(cal.to_yaml())["service"]
+    c = contract_from_mapping({**SPEC, "output_cap": 64, "service": service})
+    assert c.service.upper is not None
+    assert all(c.lower_bound(ell) <= x for by in cal.samples.values() for ell, xs in by.items() for x in xs)
+    assert all(c.service.upper.at(ell) >= max(xs) for ell, xs in full.items())
 
 
 async def test_calibrate_against_the_fake_upstream() -> None:
