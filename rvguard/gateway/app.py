@@ -50,11 +50,11 @@ from ..enforce.identity import Identity
 from ..enforce.learners import Learner
 from ..enforce.request import Request
 from ..enforce.watch import WatchConfig
-from ..errors import EnforcementError
+from ..errors import EnforcementError, SpecError
 from ..events import Event, event_to_dict
 from .config import KeysConfig, identity_from_headers
 from .metrics import MetricsSink
-from .upstream import END, Channel, Chunk, Endpoint, UpstreamDispatcher
+from .upstream import END, Channel, Chunk, Endpoint, UpstreamDispatcher, upstream_url
 
 __all__ = ["Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
 
@@ -89,6 +89,22 @@ class GatewaySettings:
     deferred_drop: bool = False
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
+
+    def __post_init__(self) -> None:
+        upstream_url(self.upstream)
+        seconds = {
+            "timeout": self.timeout,
+            "connect_timeout": self.connect_timeout,
+            "read_timeout": self.read_timeout,
+            "drain_timeout": self.drain_timeout,
+        }
+        for name, value in seconds.items():
+            if value is None and name == "timeout":
+                continue
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise SpecError(
+                    f"{name} must be a positive number of seconds, got {value!r}", field=name, value=value
+                )
 
 
 class TraceFile:

@@ -29,6 +29,7 @@ from typing import Any
 from ..clock import MonotonicClock
 from ..enforce.dispatch import DispatchError
 from ..errors import MissingExtraError, SpecError
+from .upstream import upstream_url
 
 __all__ = ["Calibration", "Line", "calibrate", "fit_line", "percentile"]
 
@@ -225,7 +226,7 @@ async def calibrate(
         import httpx
     except ImportError:  # pragma: no cover - the gateway extra brings httpx
         raise MissingExtraError("httpx", "gateway") from None
-    base = upstream.rstrip("/")
+    base = upstream_url(upstream)
     clock = MonotonicClock()
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0)) as client:

@@ -49,10 +49,13 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..contract import load_contract
+    from ..errors import SpecError
     from .app import KEEP_ALIVE_S, Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
 
     contract = load_contract(args.spec)
+    if not 0 <= args.port <= 65535:
+        raise SpecError(f"--port must be in 0..65535, got {args.port}", field="port", value=args.port)
     settings = GatewaySettings(
         upstream=args.upstream,
         keys=load_keys(args.keys) if args.keys else KeysConfig(),

@@ -23,17 +23,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..enforce.dispatch import DispatchError, Response
 from ..enforce.request import Request
-from ..errors import MissingExtraError
+from ..errors import MissingExtraError, SpecError
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["END", "Channel", "Chunk", "Endpoint", "UpstreamDispatcher", "forced_body"]
+__all__ = [
+    "END",
+    "Channel",
+    "Chunk",
+    "Endpoint",
+    "UpstreamDispatcher",
+    "forced_body",
+    "fresh_connections",
+    "upstream_url",
+]
 
 Endpoint = Literal["completions", "chat"]
 PATHS: Mapping[str, str] = MappingProxyType(
@@ -142,6 +152,24 @@ class _Reading:
             if isinstance(value, list):
                 whole.setdefault(key, []).extend(value)
         self.logprobs = whole
+
+
+def upstream_url(url: str) -> str:
+    """``url`` without a trailing slash, if it is an http(s) URL with a host; else `SpecError`.
+
+    Checked at start-up: a bad upstream would otherwise turn every request,
+    entitled ones included, into a ``fail``.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(
+            f"upstream must be an http(s) URL with a host, got {url!r}", field="upstream", value=url
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError as err:
+        raise SpecError(f"upstream {url!r}: {err}", field="upstream", value=url) from None
+    return url.rstrip("/")
 
 
 def fresh_connections() -> httpx.Limits:

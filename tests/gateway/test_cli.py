@@ -42,6 +42,28 @@ def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert f"could not serve on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--upstream", "notaurl"], "upstream"),
+        (["--upstream", "ftp://127.0.0.1:1"], "upstream"),
+        (["--upstream", "http://127.0.0.1:99999"], "upstream"),
+        (["--upstream", "http://127.0.0.1:1", "--timeout", "-1"], "timeout"),
+        (["--upstream", "http://127.0.0.1:1", "--read-timeout", "nan"], "read_timeout"),
+        (["--upstream", "http://127.0.0.1:1", "--port", "99999"], "--port"),
+    ],
+)
+def test_serve_refuses_bad_settings_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], named: str
+) -> None:
+    """Started anyway, each would turn every request, entitled ones too, into a fail."""
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(contract_data(contract())))
+    assert main(["serve", str(spec), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rvguard serve: error: ") and named in err and "Traceback" not in err
+
+
 def test_calibrate_cli_bad_lengths_and_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "--upstream", "http://127.0.0.1:1", "--lengths", "a,b"]) == 2
     assert main(["calibrate", "--upstream", "http://127.0.0.1:1", "--lengths", "1", "--reps", "1"]) == 2
