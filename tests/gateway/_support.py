@@ -19,6 +19,7 @@ import httpx
 import yaml
 
 from rvguard.contract import Contract, contract_from_mapping
+from rvguard.enforce.identity import sign_claim
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.request import Request
 from rvguard.events import Proposal
@@ -169,3 +170,25 @@ async def stream_then_leave(client: httpx.AsyncClient, url: str, body: dict[str,
             if seen == 3:
                 break
     return seen
+
+
+def identity_attempts() -> tuple[list[dict[str, str]], str]:
+    """Headers that must never bind a floored tenant, and one good claim for "assured".
+
+    Unknown key, tampered / forged / expired claims, tenant-looking headers,
+    a Basic scheme; send them with ``"user"``/``"tenant"`` body fields too.
+    """
+    good = sign_claim("assured", 1e9, SECRET)
+    body_, _, sig = good.partition(".")
+    forged = sign_claim("assured", 1e9, b"another-secret-of-16+")
+    tampered = body_[:-2] + ("A" if body_[-2] != "A" else "B") + body_[-1] + "." + sig
+    expired = sign_claim("assured", 0.0, SECRET)
+    attempts: list[dict[str, str]] = [
+        auth("sk-unknown"),
+        {"x-rvguard-claim": tampered},
+        {"x-rvguard-claim": forged},
+        {"x-rvguard-claim": expired},
+        {"x-tenant": "assured", "x-rvguard-tenant": "assured", "openai-organization": "assured"},
+        {"authorization": "Basic sk-assured"},
+    ]
+    return attempts, good

@@ -12,7 +12,6 @@ import pytest
 
 from rvguard.check import check_trace
 from rvguard.contract import Contract
-from rvguard.enforce.identity import sign_claim
 from rvguard.enforce.learners import RejectAll
 from rvguard.gateway.app import Gateway, error_body
 from rvguard.gateway.config import KeysConfig
@@ -20,10 +19,10 @@ from rvguard.gateway.fake import FakeUpstream
 
 from ._support import (
     KEYS,
-    SECRET,
     auth,
     contract,
     gateway,
+    identity_attempts,
     read_trace,
     settings,
     stream_then_leave,
@@ -276,19 +275,7 @@ async def test_models_metrics_and_health(tmp_path: Path) -> None:
 async def test_identity_never_comes_from_client_fields(tmp_path: Path) -> None:
     """Unknown key, tampered or expired claim, tenant headers/body fields: never a floored tenant."""
     c, trace = contract(), tmp_path / "t.jsonl"
-    good = sign_claim("assured", 1e9, SECRET)
-    body_, _, sig = good.partition(".")
-    forged = sign_claim("assured", 1e9, b"another-secret-of-16+")
-    tampered = body_[:-2] + ("A" if body_[-2] != "A" else "B") + body_[-1] + "." + sig
-    expired = sign_claim("assured", 0.0, SECRET)
-    attempts: list[dict[str, str]] = [
-        auth("sk-unknown"),
-        {"x-rvguard-claim": tampered},
-        {"x-rvguard-claim": forged},
-        {"x-rvguard-claim": expired},
-        {"x-tenant": "assured", "x-rvguard-tenant": "assured", "openai-organization": "assured"},
-        {"authorization": "Basic sk-assured"},
-    ]
+    attempts, good = identity_attempts()
     async with (
         FakeUpstream() as up,
         gateway(c, settings(up.url, trace)) as (gw, url),

@@ -25,11 +25,13 @@ from ._support import (
     auth,
     contract,
     gateway,
+    identity_attempts,
     max_queue,
     read_trace,
     serve_process,
     settings,
     stream_then_leave,
+    tenants,
     terminal_counts,
 )
 from .conftest import Engine
@@ -206,6 +208,26 @@ async def test_token_credits_count_the_prompt_as_the_engine_does(engine: Engine,
             used.append(r.json()["usage"]["prompt_tokens"])
     charged = [e["prompt_tokens"] for e in read_trace(trace) if e["kind"] == "arrive"]
     assert charged == used and min(used) > 3
+
+
+async def test_forged_identities_are_never_served_as_floored_on_the_engine(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Unknown key, tampered/forged/expired claims, tenant headers and body fields: all opportunistic."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    attempts, good = identity_attempts()
+    async with (
+        gateway(c, settings(engine.url, trace)) as (_gw, url),
+        httpx.AsyncClient(timeout=60.0) as client,
+    ):
+        body = {"model": engine.model, "prompt": "x", "max_tokens": 2, "user": "assured", "tenant": "assured"}
+        answers = [await client.post(url + "/v1/completions", json=body, headers=h) for h in attempts]
+        ok = await client.post(url + "/v1/completions", json=body, headers={"x-rvguard-claim": good})
+    assert [r.status_code for r in (*answers, ok)] == [200] * (len(attempts) + 1)
+    events = read_trace(trace)
+    assert list(tenants(events).values()) == ["opportunistic"] * len(attempts) + ["assured"]
+    assert [e["basis"] for e in events if e["kind"] == "admit"][-1] == "floor"
+    assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
 
 
 async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
