@@ -1,10 +1,10 @@
-"""The simulator against ciw on M/G/c: lognormal and deterministic service, mean and P95 sojourn.
+"""The simulator against ciw: exponential, lognormal and deterministic service, mean and P95 sojourn.
 
-M/M/c (test_validation_ciw.py) checks the mean only, where a wrong
-dispatch order can hide. A P95 comparison needs the whole sojourn
-distribution to match, and a general service (M/G/c) breaks the
-memorylessness that would forgive a service clock started at the wrong
-moment. Both queues run the same model (Poisson arrivals, i.i.d. service,
+test_validation_ciw.py checks M/M/c means against ciw and Erlang C; a mean
+alone can hide a wrong dispatch order, so here M/M/c's P95 is compared too.
+A P95 comparison needs the whole sojourn distribution to match, and a
+general service (M/G/c) breaks the memorylessness that would forgive a
+service clock started at the wrong moment. Both queues run the same model (Poisson arrivals, i.i.d. service,
 C servers, FIFO or two-class non-preemptive priority) on independent seeds;
 per seed we take the mean and the P95 sojourn of each class after a
 warm-up, and require the two simulators' seed-averages to agree within
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import ciw
 import pytest
 
-from rvguard.sim.backend import DeterministicService, LognormalService, ServiceModel
+from rvguard.sim.backend import DeterministicService, ExponentialService, LognormalService, ServiceModel
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import merge_streams
 
@@ -61,6 +61,7 @@ def _agree(ours: list[float], theirs: list[float], rel: float, what: str) -> Non
 
 
 CASES = [
+    ("exponential", ExponentialService(1.0), lambda: ciw.dists.Exponential(1.0)),  # M/M/c: the tail too
     ("lognormal", LognormalService(MU_LOG, SIGMA), lambda: ciw.dists.Lognormal(MU_LOG, SIGMA)),
     ("deterministic", DeterministicService(1.0), lambda: ciw.dists.Deterministic(1.0)),
 ]
