@@ -16,6 +16,7 @@ completed requests give ``complete − dispatch``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import re
@@ -28,7 +29,7 @@ from ..events import Complete, Dispatch
 from .model import ServiceDistribution
 from .screen import LABEL, ScreenResult, Workload, screen
 
-__all__ = ["add_parser", "read_service_sample", "render_screen", "run"]
+__all__ = ["add_parser", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
 
 _TRACE_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
 
@@ -46,7 +47,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="TENANT=R",
         help="offered req/s per tenant (repeat), or one total R split assured B/W + rest",
     )
-    p.add_argument("--service-sample", required=True, metavar="FILE", help="service times (s) or a trace")
+    service = p.add_mutually_exclusive_group(required=True)
+    service.add_argument("--service-sample", metavar="FILE", help="service times (s) or a trace")
+    service.add_argument(
+        "--service-percentiles",
+        metavar="p50=S,p99=S",
+        help="service p50 and p99 (s) when no sample is at hand: a lognormal through both is assumed",
+    )
     p.add_argument("--percentile", default="p99", help="service dial: p50, mean, p99 or pNN (default p99)")
     p.add_argument("--policy", choices=("priority", "fifo"), default="priority")
     p.add_argument("--no-gating", action="store_true", help="do not apply the floor admission")
@@ -76,6 +83,34 @@ def parse_rates(items: list[str], contract: Contract) -> dict[str, float]:
     return rates
 
 
+def parse_service_percentiles(text: str) -> ServiceDistribution:
+    """``p50=S,p99=S`` → the lognormal through both (`ServiceDistribution.lognormal_through`).
+
+    Raises:
+        SpecError: a missing or extra key, a bad number, or p50 > p99 (field ``service-percentiles``).
+    """
+    given: dict[str, float] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or key.strip() not in ("p50", "p99"):
+            raise SpecError(
+                f"--service-percentiles wants p50=S,p99=S, got {item.strip()!r}",
+                field="service-percentiles",
+                value=text,
+            )
+        given[key.strip()] = _number(value, "service-percentiles")
+    if set(given) != {"p50", "p99"}:
+        raise SpecError(
+            f"--service-percentiles needs both p50 and p99, got {text!r}",
+            field="service-percentiles",
+            value=text,
+        )
+    try:
+        return ServiceDistribution.lognormal_through(given["p50"], given["p99"])
+    except ValueError as err:
+        raise SpecError(f"--service-percentiles: {err}", field="service-percentiles", value=text) from None
+
+
 def _number(text: str, name: str) -> float:
     try:
         x = float(text)
@@ -97,6 +132,14 @@ def read_service_sample(path: str) -> ServiceDistribution:
     if not p.is_file():
         raise SpecError(f"--service-sample: no such file {path!r}", field="service-sample", value=path)
     values = None if p.suffix in _TRACE_SUFFIXES else _numbers(p.read_text())
+    if values is None and p.suffix not in (*_TRACE_SUFFIXES, ".csv", ".parquet", ".pq", ".json"):
+        where, token = _first_bad_token(p.read_text())
+        raise SpecError(
+            f"--service-sample {path}:{where}: not a number: {token!r} (a numbers file, or a trace: "
+            f"{', '.join(_TRACE_SUFFIXES)}, .csv)",
+            field="service-sample",
+            value=path,
+        )
     if values is None:
         values = _trace_services(path)
     try:
@@ -118,6 +161,18 @@ def _numbers(text: str) -> list[float] | None:
             except ValueError:
                 return None
     return out
+
+
+def _first_bad_token(text: str) -> tuple[int, str]:
+    """(line number, token) of the first token of ``text`` that is not a number."""
+    for number, line in enumerate(text.splitlines(), 1):
+        for token in re.split(r"[\s,;]+", line.split("#", 1)[0].strip()):
+            if token:
+                try:
+                    float(token)
+                except ValueError:
+                    return number, token
+    return 0, ""
 
 
 def _trace_services(path: str) -> list[float]:
@@ -167,13 +222,19 @@ def run(args: argparse.Namespace) -> int:
     """Run ``rvguard screen``: 0 accept, 1 reject (both labelled), 2 bad input."""
     contract = load_contract(args.spec)
     rates = parse_rates(args.rate, contract)
-    service = read_service_sample(args.service_sample)
+    if args.service_sample is not None:
+        service = read_service_sample(args.service_sample)
+    else:
+        service = parse_service_percentiles(args.service_percentiles)
     workload = Workload(rates, service, policy=args.policy, gating=not args.no_gating)
     deadlines = None
     if args.deadline is not None:
         d = _number(str(args.deadline), "deadline")
         deadlines = dict.fromkeys(contract.floored_tenants, d)
     result = screen(contract, workload, percentile=args.percentile, deadlines=deadlines)
+    if args.service_sample is None:
+        note = f"service: lognormal through {args.service_percentiles} (assumed shape, no sample)"
+        result = dataclasses.replace(result, notes=(*result.notes, note))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:

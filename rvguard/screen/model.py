@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +127,23 @@ class ServiceDistribution:
         n = self.sample.size
         rank = max(1, math.ceil(q / 100.0 * n - 1e-9))
         return float(self.sample[min(rank, n) - 1])
+
+    @classmethod
+    def lognormal_through(cls, p50: float, p99: float, *, size: int = 20_000) -> ServiceDistribution:
+        """A lognormal service fitted through two percentiles, as a quantile sample.
+
+        For users who know their service percentiles but hold no sample: μ =
+        ln p50, σ = ln(p99/p50) / z₀.₉₉, and the sample is the distribution's
+        quantiles at (i + ½)/size, so its p50 and p99 reproduce the inputs to
+        within a sample step. Lognormal is an assumption (service times are
+        positive and right-skewed); the result says so where it is used.
+        """
+        if not (math.isfinite(p50) and math.isfinite(p99) and 0.0 < p50 <= p99):
+            raise ValueError(f"need finite 0 < p50 ≤ p99, got p50={p50!r}, p99={p99!r}")
+        z = NormalDist()
+        sigma = math.log(p99 / p50) / z.inv_cdf(0.99)
+        quantiles = [z.inv_cdf((i + 0.5) / size) for i in range(size)]
+        return cls(np.exp(math.log(p50) + sigma * np.asarray(quantiles, dtype=np.float64)))
 
     def scaled(self, mean: float) -> ServiceDistribution:
         """The same shape rescaled to ``mean`` (c_s² is unchanged)."""

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
 from rvguard.cli import main
 from rvguard.contract import load_contract
 from rvguard.errors import SpecError
-from rvguard.screen import LABEL
+from rvguard.screen import LABEL, ServiceDistribution
 from rvguard.screen.cli import parse_rates, read_service_sample
 
 SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "marquee.yaml")
@@ -77,3 +79,35 @@ def test_service_sample_from_a_trace(tmp_path: Path) -> None:
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     s = read_service_sample(str(trace))
     assert s.sample.tolist() == pytest.approx([0.4])
+
+
+def test_service_percentiles_stand_in_for_a_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    """A lognormal through p50 and p99: the screen runs on it and says the shape was assumed."""
+    svc = ServiceDistribution.lognormal_through(0.4, 0.66)
+    assert svc.percentile(50) == pytest.approx(0.4, rel=1e-3)
+    assert svc.percentile(99) == pytest.approx(0.66, rel=1e-3)
+    sigma = math.log(0.66 / 0.4) / NormalDist().inv_cdf(0.99)
+    assert svc.scv == pytest.approx(math.exp(sigma**2) - 1, rel=0.02)
+    code = main(
+        ["screen", SPEC, "--rate", "assured=4", "--service-percentiles", "p50=0.4,p99=0.66", "--json"]
+    )
+    d = json.loads(capsys.readouterr().out)
+    assert code == (0 if d["accept"] else 1) and d["label"] == LABEL
+    assert any("lognormal through p50=0.4,p99=0.66" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize(
+    "given", ["p50=0.4", "p50=0.7,p99=0.6", "p50=0.4,p75=0.5", "p50=x,p99=1", "p50=0,p99=1"]
+)
+def test_bad_service_percentiles_exit_2(given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["screen", SPEC, "--rate", "assured=4", "--service-percentiles", given]) == 2
+    assert "service-percentiles" in capsys.readouterr().err
+
+
+def test_a_numbers_file_with_a_bad_token_names_line_and_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = tmp_path / "svc.txt"
+    p.write_text("0.4 0.5\n0.4 abc\n")
+    assert main(["screen", SPEC, "--rate", "assured=4", "--service-sample", str(p)]) == 2
+    assert f"{p}:2: not a number: 'abc'" in capsys.readouterr().err
