@@ -103,9 +103,10 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
 class RowIndex:
     """Where each request's events are: one row per rid and kind (-1 = none).
 
-    Built in O(n) with no sort by rid: the rows of each kind are scattered
-    by rid. ``clean`` says whether every rid's rows spell a word of WF's
-    protocol; the per-rid rows are meaningful only when it does.
+    Built in O(n) with no sort by rid: each row is scattered into its rid's
+    slot for its kind (the four terminal kinds share one slot). ``clean``
+    says whether every rid's rows spell a word of WF's protocol; the per-rid
+    rows are meaningful only when it does.
     """
 
     arrive: I64
@@ -117,12 +118,8 @@ class RowIndex:
     clean: bool
 
 
-def _scatter(rid: I64, rows: I64, r: int) -> tuple[I64, bool]:
-    """``pos[rid[row]] = row`` for the given rows; False if a rid got two of them."""
-    pos = np.full(r, -1, dtype=np.int64)
-    owner = rid[rows]
-    pos[owner] = rows
-    return pos, bool(np.array_equal(pos[owner], rows))
+#: the per-rid slot of each kind's row: arrive, admit, dispatch, and one slot for the end
+_SLOT = np.array([0, 1, 3, 2, 3, 3, 3], dtype=np.int64)
 
 
 def _protocol_holds(a: I64, m: I64, d: I64, e: I64, ek: I64) -> bool:
@@ -155,19 +152,24 @@ def row_index(trace: ColumnarTrace) -> RowIndex:
     in the order `_protocol_holds` checks. tests/monitors check this against
     the automaton on arbitrary kind sequences.
     """
-    r = len(trace.rid_names)
-    kind, rid = trace.kind, trace.rid
-    by_kind = [np.flatnonzero(kind == k) for k in range(7)]
-    ends = np.concatenate([by_kind[k] for k in (REJECT, COMPLETE, DROP, FAIL)])
-    arrive, ok_a = _scatter(rid, by_kind[ARRIVE], r)
-    admit, ok_b = _scatter(rid, by_kind[ADMIT], r)
-    dispatch, ok_c = _scatter(rid, by_kind[DISPATCH], r)
-    end, ok_d = _scatter(rid, ends, r)
-    end_kind = np.where(end >= 0, kind[np.maximum(end, 0)] if len(trace) else -1, -1).astype(np.int64)
-    known = sum(x.size for x in by_kind) == len(trace)  # no kind code outside 0..6
-    unique = known and ok_a and ok_b and ok_c and ok_d
+    r, n = len(trace.rid_names), len(trace)
+    kind = trace.kind
+    slots = np.full((4, r), -1, dtype=np.int64)  # rows: arrive, admit, dispatch, end
+    unique = n == 0 or (int(kind.min()) >= 0 and int(kind.max()) < len(_SLOT))
+    if unique and n:
+        key = _SLOT[kind]
+        key *= r
+        key += trace.rid
+        slots.reshape(-1)[key] = np.arange(n)
+        del key
+        # a (rid, slot) written twice keeps one row: fewer filled slots than rows
+        unique = int(np.count_nonzero(slots >= 0)) == n
+    arrive, admit, dispatch, end = slots
+    end_kind = np.full(r, -1, dtype=np.int64)
+    has_end = end >= 0
+    end_kind[has_end] = kind[end[has_end]]
     clean = unique and _protocol_holds(arrive, admit, dispatch, end, end_kind)
-    return RowIndex(arrive, admit, dispatch, end, end_kind, by_kind[ARRIVE], clean)
+    return RowIndex(arrive, admit, dispatch, end, end_kind, np.flatnonzero(kind == ARRIVE), clean)
 
 
 def protocol_is_clean(trace: ColumnarTrace, rows: RowIndex | None = None) -> bool:
