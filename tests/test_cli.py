@@ -170,12 +170,13 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
         MARQUEE,
         "--json",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.read(100).startswith(b"{")
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 0 and err == "", err
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.read(100).startswith(b"{")
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=60)
+    assert code == 0 and err == "", err
 
 
 def test_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
