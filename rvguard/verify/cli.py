@@ -61,10 +61,11 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
     try:
         contract = load_contract(args.spec)
         assume = not getattr(args, "no_backlog_assumption", False)
-        results = verify_contract(contract, options=VerifyOptions(backlog_assumption=assume))
+        options = VerifyOptions(backlog_assumption=assume)
+        results = verify_contract(contract, options=options)
         synthesis = None
         if args.synthesize is not None:
-            synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None))
+            synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None), options=options)
     except (SpecError, MissingExtraError) as exc:
         print(f"rvguard verify: {exc}", file=err)
         return EXIT_INPUT

@@ -11,6 +11,12 @@ One parameter moves, every other field keeps its contract value:
 
 The service-envelope and DR clauses do not depend on B, D or C, so they
 are not part of the optimisation; `rvguard.verify.check` reports them.
+
+Without the reference study's backlog assumption
+(``VerifyOptions(backlog_assumption=False)``, ``verify
+--no-backlog-assumption``) the deadline clause is the two-cohort straddle
+bound D ≥ b + ⌈2N/C⌉·ŝ that `verify` then checks, so a synthesised value
+passes the same obligations that `verify` reports.
 """
 
 from __future__ import annotations
@@ -83,9 +89,18 @@ def _require_tenant(contract: Contract, tenant: str | None) -> str:
     return name
 
 
-def _goals(enc: Encoding) -> list[Any]:
+def _cohorts(options: VerifyOptions) -> int:
+    """1 under the backlog assumption; else 2, the straddle bound (module doc)."""
+    return 1 if options.backlog_assumption else 2
+
+
+def _why(options: VerifyOptions) -> str:
+    return "" if options.backlog_assumption else " (two-window straddle bound)"
+
+
+def _goals(enc: Encoding, options: VerifyOptions) -> list[Any]:
     goals = [encode_stability(enc)]
-    goals += [encode_deadline(enc, n) for n in enc.contract.floored_tenants]
+    goals += [encode_deadline(enc, n, cohorts=_cohorts(options)) for n in enc.contract.floored_tenants]
     return goals
 
 
@@ -124,12 +139,12 @@ def synthesize_floor(
     b = z3.Int("floor.whole_0")
     floor = enc.term(field)
     tie = floor == b if contract.credit is CreditMode.COUNT else floor == z3.ToReal(b)
-    value = _optimum(enc, [*_goals(enc), tie, b >= 1], b, maximize=True)
+    value = _optimum(enc, [*_goals(enc, options), tie, b >= 1], b, maximize=True)
     d, c = contract.tenants[name].deadline, contract.slots
     if value is None:
         msg = f"no floor ≥ 1 for {name} meets stability and the deadlines with D = {d} s and C = {c}"
     else:
-        msg = f"largest floor for {name} with deadline {d} s and {c} slots: {value}"
+        msg = f"largest floor for {name} with deadline {d} s and {c} slots: {value}{_why(options)}"
     return SynthesisResult("floor", name, field, value, current, msg)
 
 
@@ -148,9 +163,9 @@ def synthesize_deadline(
         raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
     enc = Encoding(z3, contract, options=options, free=[field])
     d = enc.term(field)
-    value = _optimum(enc, [encode_deadline(enc, name), d > 0], d, maximize=False)
+    value = _optimum(enc, [encode_deadline(enc, name, cohorts=_cohorts(options)), d > 0], d, maximize=False)
     b, c = contract.tenants[name].floor, contract.slots
-    msg = f"smallest deadline for {name} with floor {b:g} and {c} slots: {value} s"
+    msg = f"smallest deadline for {name} with floor {b:g} and {c} slots: {value} s{_why(options)}"
     return SynthesisResult("deadline", name, field, value, contract.tenants[name].deadline, msg)
 
 
@@ -159,11 +174,11 @@ def synthesize_slots(contract: Contract, *, options: VerifyOptions = DEFAULT_OPT
     z3 = load_z3()
     enc = Encoding(z3, contract, options=options, free=["slots"])
     c = enc.term("slots")
-    value = _optimum(enc, [*_goals(enc), c >= 1], c, maximize=False)
+    value = _optimum(enc, [*_goals(enc, options), c >= 1], c, maximize=False)
     if value is None:
         msg = "no slot count meets every deadline: a deadline is below blocking + one wave of service"
     else:
-        msg = f"smallest slot count for this contract: {value}"
+        msg = f"smallest slot count for this contract: {value}{_why(options)}"
     return SynthesisResult("slots", None, "slots", value, contract.slots, msg)
 
 

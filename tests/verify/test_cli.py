@@ -39,6 +39,13 @@ def test_json_shape_and_synthesis() -> None:
     assert doc["synthesis"]["value"] == 4 and doc["synthesis"]["field"] == "tenants.assured.floor"
 
 
+def test_synthesis_follows_the_backlog_assumption_flag() -> None:
+    """Without the assumption verify checks straddle[·]; the synthesised floor must pass it too."""
+    spec = str(SPECS / "marquee.yaml")
+    _, out, _ = run(spec, "--json", "--synthesize", "floor", "--no-backlog-assumption")
+    assert json.loads(out)["synthesis"]["value"] == 2
+
+
 def test_holding_contract_exits_zero(tmp_path: Path) -> None:
     spec = tmp_path / "ok.json"
     spec.write_text(

@@ -9,6 +9,8 @@ from hypothesis import given, settings
 
 from rvguard.contract import Contract
 from rvguard.errors import SpecError
+from rvguard.verify import verify_contract
+from rvguard.verify.encoding import VerifyOptions
 from rvguard.verify.synthesis import synthesize, synthesize_deadline, synthesize_floor, synthesize_slots
 from tests.verify._strategies import contracts
 from tests.verify.test_obligations import arithmetic_deadline, arithmetic_stability
@@ -89,3 +91,39 @@ def test_bad_parameter_and_tenant_name_the_field(marquee: Contract) -> None:
         synthesize(marquee, "window")
     with pytest.raises(SpecError, match=r"tenants\.opportunistic\.floor"):
         synthesize_deadline(marquee, "opportunistic")
+
+
+NO_ASSUMPTION = VerifyOptions(backlog_assumption=False)
+
+
+def straddle_clauses_hold(c: Contract) -> bool:
+    """What `verify --no-backlog-assumption` reports on B, D and C: stability, deadline[·], straddle[·]."""
+    moved = [r for r in verify_contract(c, options=NO_ASSUMPTION) if r.name.split("[")[0] in MOVED]
+    return all(r.holds for r in moved)
+
+
+MOVED = ("stability", "deadline", "straddle")
+
+
+@settings(max_examples=15, deadline=None)
+@given(contracts())
+def test_without_the_backlog_assumption_synthesis_meets_the_straddle_bound(c: Contract) -> None:
+    """A synthesised value passes the obligations verify then reports; one step further does not."""
+    tenant = sorted(c.floored_tenants)[0]
+    floor = synthesize_floor(c, tenant, options=NO_ASSUMPTION).value
+    if floor is not None:
+        assert straddle_clauses_hold(with_floor(c, tenant, int(floor)))
+        assert not straddle_clauses_hold(with_floor(c, tenant, int(floor) + 1))
+    slots = synthesize_slots(c, options=NO_ASSUMPTION).value
+    if slots is not None:
+        assert straddle_clauses_hold(c.model_copy(update={"slots": slots}))
+        if slots > 1:
+            assert not straddle_clauses_hold(c.model_copy(update={"slots": slots - 1}))
+
+
+def test_marquee_synthesis_without_the_backlog_assumption(marquee: Contract) -> None:
+    """Floor 2 (D = 1.82 ≥ 0.66 + ⌈4/4⌉·0.66); deadline 2.64 (0.66 + ⌈12/4⌉·0.66); 12 slots."""
+    assert synthesize_floor(marquee, options=NO_ASSUMPTION).value == 2
+    assert synthesize_deadline(marquee, options=NO_ASSUMPTION).value == pytest.approx(2.64)
+    assert synthesize_slots(marquee, options=NO_ASSUMPTION).value == 12
+    assert "straddle" in synthesize_floor(marquee, options=NO_ASSUMPTION).message
