@@ -30,7 +30,7 @@ from ..monitors.phase import phase_sweep
 from .experiments import Condition, marquee_arrivals
 from .run import RunOutcome, run_once
 
-__all__ = ["Arm", "Arrivals", "mean_assured_service", "run_arms", "with_tenant"]
+__all__ = ["Arm", "Arrivals", "mean_assured_service", "run_arms", "with_floored", "with_tenant"]
 
 PHASE_STEPS = 8
 
@@ -68,6 +68,16 @@ def with_tenant(contract: Contract, tenant: str = "assured", **update: Any) -> C
     return contract.model_copy(update={"tenants": {**contract.tenants, tenant: changed}})
 
 
+def with_floored(contract: Contract, **update: Any) -> Contract:
+    """``contract`` with the same fields replaced in *every* floored tenant (the sweeps' rule).
+
+    On the marquee that is its one ``assured`` tenant; with several floored
+    tenants a sweep moves their floors (or deadlines) together.
+    """
+    tenants = {n: t.model_copy(update=update) if t.floored else t for n, t in contract.tenants.items()}
+    return contract.model_copy(update={"tenants": tenants})
+
+
 def mean_assured_service(events: Sequence[Event], contract: Contract) -> float | None:
     """Mean observed service (complete − dispatch) of the floored tenants' requests."""
     floored = set(contract.floored_tenants)
@@ -97,6 +107,7 @@ class _Acc:
     missed: list[int] = field(default_factory=list)
     judged: list[int] = field(default_factory=list)
     violations: list[int] = field(default_factory=list)
+    af: list[int] = field(default_factory=list)
     sf: int = 0
     entitled: int = 0
     attained: int = 0
@@ -109,6 +120,7 @@ class _Acc:
         self.missed.append(m.admitted_missed)
         self.judged.append(m.admitted_judged)
         self.violations.append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
+        self.af.append(sum(1 for v in out.violations if v.property == "AF"))
         self.sf += sum(1 for v in out.violations if v.property == "SF")
         self.entitled += m.entitled
         self.attained += m.entitled_attained
@@ -154,6 +166,8 @@ def run_arms(
                 cache[key] = draw(arm, seed, rep)
             acc.add(arm, run_once(arm.contract, cache[key], seed=seed * 1000 + rep, **arm.run))
     return [
-        Condition(arm.params, tuple(a.missed), tuple(a.judged), tuple(a.violations), extras=a.extras(arm))
+        Condition(
+            arm.params, tuple(a.missed), tuple(a.judged), tuple(a.violations), a.extras(arm), tuple(a.af)
+        )
         for arm, a in zip(arms, accs, strict=True)
     ]

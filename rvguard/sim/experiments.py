@@ -10,6 +10,11 @@ come from `rvguard.sim.stats.pooled_interval` over reps.
 The marquee load (specs/marquee.yaml): assured Poisson at the floor rate
 B/W = 6/s for 12 s (≈ 72 assured offered a run, as in the reference study),
 opportunistic Poisson at 14/s — 20/s offered against μ_sat ≈ 9.1/s.
+
+Any contract (``--spec``): the same load by role (`rvguard.sim.workloads.roles`):
+the floored tenants are offered their floor rates Σ B/W (each its own
+B_i/W), the unfloored ones share the 14/s flood equally. An experiment needs
+at least one tenant of each role (`require_roles`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from typing import Any
 
 from ..contract import Contract, contract_from_mapping
 from ..enforce.request import Request
+from ..errors import SpecError
 from ..events import Arrive, Complete, Event
 from .run import run_once
 from .stats import pooled_interval
-from .workloads import poisson
+from .workloads import floor_rate, poisson, roles
 
 __all__ = [
     "MARQUEE_CONTRACT",
@@ -33,10 +39,11 @@ __all__ = [
     "Series",
     "beta_sweep",
     "fifo_ablation",
+    "require_roles",
 ]
 
 BETAS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0)
-MARQUEE = {"assured_rate": 6.0, "opp_rate": 14.0, "duration": 12.0}
+MARQUEE = {"opp_rate": 14.0, "duration": 12.0}  # assured_rate: the contract's floor rate Σ B/W
 # specs/marquee.yaml, embedded so `rvguard demo` runs from an installed package too
 MARQUEE_CONTRACT = contract_from_mapping(
     {
@@ -55,13 +62,30 @@ MARQUEE_CONTRACT = contract_from_mapping(
 
 @dataclass(frozen=True)
 class Condition:
-    """One cell of an experiment, pooled over reps."""
+    """One cell of an experiment, pooled over reps.
+
+    ``violations`` counts, per run, the AF, DR and WF violations the monitors
+    find in the condition's trace, and ``af`` the AF ones among them (an
+    unguarded baseline violates AF whenever it rejects a floor-entitled
+    request; the guard never does).
+    """
 
     params: dict[str, Any]
     missed: tuple[int, ...]
     judged: tuple[int, ...]
     violations: tuple[int, ...]
     extras: dict[str, Any] = field(default_factory=dict)
+    af: tuple[int, ...] = ()
+
+    @property
+    def af_violations(self) -> int:
+        """AF violations over every run."""
+        return sum(self.af)
+
+    @property
+    def dr_wf_violations(self) -> int:
+        """DR and WF violations over every run."""
+        return sum(self.violations) - sum(self.af)
 
     @property
     def reps(self) -> int:
@@ -88,6 +112,8 @@ class Condition:
             "assured_miss_ci": [lo, hi],
             "runs_with_miss": sum(1 for m in self.missed if m),
             "violations": sum(self.violations),
+            "af_violations": self.af_violations,
+            "dr_wf_violations": self.dr_wf_violations,
             **self.extras,
         }
 
@@ -126,9 +152,32 @@ class ExperimentResult:
         }
 
 
+def require_roles(contract: Contract, experiment: str, *, opportunistic: bool = True) -> None:
+    """Refuse a contract an experiment cannot run: it needs a floored (and an unfloored) tenant.
+
+    Raises:
+        SpecError: the contract lacks one of the two roles (the message names it).
+    """
+    r = roles(contract)
+    missing = [
+        what
+        for what, shares in (
+            ("a floored tenant (floor > 0) whose miss it measures", r.assured),
+            ("an unfloored tenant (floor 0) to carry the opportunistic load", r.opportunistic),
+        )
+        if not shares and (opportunistic or shares is r.assured)
+    ]
+    if missing:
+        raise SpecError(
+            f"{experiment} needs {' and '.join(missing)}; the contract's tenants: "
+            + ", ".join(f"{n} (floor {t.floor:g})" for n, t in contract.tenants.items()),
+            field="tenants",
+        )
+
+
 def marquee_arrivals(contract: Contract, seed: int, rep: int, **load: float) -> list[Request]:
-    """Rep ``rep``'s arrivals at the marquee load (overridable by keyword)."""
-    spec = {**MARQUEE, **load}
+    """Rep ``rep``'s arrivals at the marquee load (overridable by keyword; module doc)."""
+    spec = {"assured_rate": floor_rate(contract), **MARQUEE, **load}
     rng = random.Random(f"arrivals:{seed}:{rep}")
     return poisson(
         contract,
@@ -161,7 +210,7 @@ Cell = tuple[dict[str, Any], dict[str, Any]]  # (params reported, run_once keywo
 def _run_cells(
     contract: Contract, cells: Sequence[Cell], reps: int, seed: int, **load: float
 ) -> list[Condition]:
-    acc: list[tuple[list[int], list[int], list[int]]] = [([], [], []) for _ in cells]
+    acc: list[tuple[list[int], list[int], list[int], list[int]]] = [([], [], [], []) for _ in cells]
     for rep in range(reps):
         arrivals = marquee_arrivals(contract, seed, rep, **load)
         for i, (_, kwargs) in enumerate(cells):
@@ -169,14 +218,16 @@ def _run_cells(
             acc[i][0].append(out.metrics.admitted_missed)
             acc[i][1].append(out.metrics.admitted_judged)
             acc[i][2].append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
+            acc[i][3].append(sum(1 for v in out.violations if v.property == "AF"))
     return [
-        Condition(params, tuple(m), tuple(j), tuple(v))
-        for (params, _), (m, j, v) in zip(cells, acc, strict=True)
+        Condition(params, tuple(m), tuple(j), tuple(v), af=tuple(af))
+        for (params, _), (m, j, v, af) in zip(cells, acc, strict=True)
     ]
 
 
 def beta_sweep(contract: Contract, *, reps: int = 10, seed: int = 0) -> ExperimentResult:
     """Guarded vs unguarded LSQ learner for each β (and the class-agnostic LSQ at β = 1)."""
+    require_roles(contract, "beta-sweep")
     cells: list[Cell] = []
     for beta in BETAS:
         for guard in (True, False):
@@ -208,6 +259,7 @@ def beta_sweep(contract: Contract, *, reps: int = 10, seed: int = 0) -> Experime
 
 def fifo_ablation(contract: Contract, *, reps: int = 10, seed: int = 0) -> ExperimentResult:
     """Same admissions (the guard's), priority vs FIFO dispatch, at offered load ≳ capacity."""
+    require_roles(contract, "fifo-ablation")
     cells: list[Cell] = [
         ({"dispatch": d, "guard": True, "learner": "admit-all"}, {"mode": m, "learner": "admit-all"})
         for d, m in (("priority", "guarded"), ("fifo", "gated-fifo"))

@@ -25,7 +25,7 @@ from ..contract import Contract
 from ..enforce.watch import WatchConfig
 from .arms import Arm, run_arms
 from .backend import BackendModel
-from .experiments import ExperimentResult, marquee_arrivals, sojourns
+from .experiments import ExperimentResult, marquee_arrivals, require_roles, sojourns
 from .run import run_once
 
 __all__ = ["BATCH_CAPS", "DEGRADE", "capacity_drop", "gaie_fault"]
@@ -41,6 +41,7 @@ GAIE_ARMS: tuple[tuple[str, str], ...] = (
 
 def gaie_fault(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
     """Same assured requests: GAIE flow control with correct vs swapped mapping, and the guard."""
+    require_roles(contract, "gaie-fault")
     arms = [
         Arm(
             {"policy": name, "learner": learner, "guard": mode == "guarded"},
@@ -77,6 +78,7 @@ def _capacity_arm(contract: Contract, cap: int, watch: bool) -> Arm:
 
 def capacity_drop(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
     """Fixed floor vs the floor lowered by the assumption watch, as ``batch_cap`` cuts capacity."""
+    require_roles(contract, "capacity-drop")
     arms = [_capacity_arm(contract, cap, watch) for cap in BATCH_CAPS for watch in (False, True)]
     conditions = run_arms(arms, reps=reps, seed=seed)
     arrivals = marquee_arrivals(contract, seed, 0)

@@ -9,10 +9,12 @@ Mooncake traces are the calm controls (CV ≈ 1; Mooncake's timestamps are
 
 Setup (stated rule): each trace is replayed open-loop over its whole slice,
 time-scaled to ``RATE`` req/s; a request is assured with probability
-(B/W)/RATE (`rvguard.io.public.FractionRule`, seeded by the rep), so the
-assured tenant is offered about its floor rate on average and far more in
-a burst; outputs are capped at the contract's 48 tokens. Rep ``r`` changes
-the tenant draw and the service noise, not the arrival times.
+min(1, (Σ B/W)/RATE) (`rvguard.sim.workloads.ShareRule`, seeded by the rep;
+with several floored tenants, split by floor, and the rest shared equally by
+the unfloored ones), so the assured tenants are offered about their floor
+rate on average and far more in a burst; outputs are capped at the
+contract's 48 tokens. Rep ``r`` changes the tenant draw and the service
+noise, not the arrival times.
 
 The contract (`REPLAY_CONTRACT`) is the marquee's with what 48-token
 outputs need: s_max = s_max_opp = 1.4 s (the model's 48-token batch-4
@@ -35,7 +37,7 @@ from ..contract import Contract, ExcessPolicy, contract_from_mapping
 from ..enforce.request import Request
 from ..errors import SpecError
 from .arms import Arm, run_arms
-from .experiments import ExperimentResult, sojourns
+from .experiments import ExperimentResult, require_roles, sojourns
 from .run import run_once
 from .workloads import replay
 
@@ -93,6 +95,7 @@ def _arm(contract: Contract, trace: str, excess: str) -> Arm:
 
 def trace_replay(contract: Contract, *, reps: int = 10, seed: int = 0) -> ExperimentResult:
     """Each public trace, guarded, under ``excess: reject`` and ``excess: demote``."""
+    require_roles(contract, "trace-replay", opportunistic=False)
     arms = [_arm(contract, trace, excess) for trace in TRACES for excess in ("reject", "demote")]
     conditions = run_arms(arms, reps=reps, seed=seed, arrivals=_arrivals)
     series = []

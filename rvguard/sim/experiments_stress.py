@@ -16,14 +16,20 @@ edges show up in the numbers rather than in a footnote:
 
 All use the admit-all learner (the guard's admission is then the only
 regulator) and paired arrivals across arms (`rvguard.sim.arms`).
+
+With several floored tenants (``--spec``) the swept deadline D or floor B
+is set on *every* floored tenant together (`rvguard.sim.arms.with_floored`),
+each offered its floor rate B/W; the reported ``deadline`` of a floor arm
+is the first floored tenant's by tier.
 """
 
 from __future__ import annotations
 
 from ..contract import Contract
-from .arms import Arm, run_arms, with_tenant
-from .experiments import ExperimentResult, marquee_arrivals, sojourns
+from .arms import Arm, run_arms, with_floored
+from .experiments import ExperimentResult, marquee_arrivals, require_roles, sojourns
 from .run import run_once
+from .workloads import floor_rate, roles
 
 __all__ = ["DEADLINES", "FLOORS", "deadline_sweep", "floor_sweep", "stress"]
 
@@ -41,8 +47,11 @@ def _guard(guard: bool) -> dict[str, str]:
 
 def deadline_sweep(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
     """Assured miss against the deadline D at the marquee load, guarded and unguarded."""
+    require_roles(contract, "deadline-sweep")
     arms = [
-        Arm({"deadline": d, "guard": g, "learner": "admit-all"}, with_tenant(contract, deadline=d), _guard(g))
+        Arm(
+            {"deadline": d, "guard": g, "learner": "admit-all"}, with_floored(contract, deadline=d), _guard(g)
+        )
         for d in DEADLINES
         for g in (True, False)
     ]
@@ -50,7 +59,7 @@ def deadline_sweep(contract: Contract, *, reps: int = 40, seed: int = 0) -> Expe
     arrivals = marquee_arrivals(contract, seed, 0)
     series = []
     for d in (0.8, 1.82):
-        c = with_tenant(contract, deadline=d)
+        c = with_floored(contract, deadline=d)
         out = run_once(c, arrivals, mode="guarded", learner="admit-all", seed=seed * 1000)
         series.append(sojourns(out.result.events, c, f"guarded, D={d}"))
     return ExperimentResult("deadline-sweep", tuple(conditions), tuple(series), x_key="deadline")
@@ -58,18 +67,19 @@ def deadline_sweep(contract: Contract, *, reps: int = 40, seed: int = 0) -> Expe
 
 def _floor_arm(contract: Contract, floor: int, deadline: float | None, guard: bool = True) -> Arm:
     c = (
-        with_tenant(contract, floor=floor)
+        with_floored(contract, floor=floor)
         if deadline is None
-        else with_tenant(contract, floor=floor, deadline=deadline)
+        else with_floored(contract, floor=floor, deadline=deadline)
     )
-    params = {"floor": floor, "deadline": c.tenants["assured"].deadline, "guard": guard}
-    rate = floor / contract.window
-    load = {"assured_rate": rate, "opp_rate": OPP_RATE, "duration": FLOOR_DURATION}
+    first = roles(c).assured[0][0]
+    params = {"floor": floor, "deadline": c.tenants[first].deadline, "guard": guard}
+    load = {"assured_rate": floor_rate(c), "opp_rate": OPP_RATE, "duration": FLOOR_DURATION}
     return Arm(params, c, _guard(guard), load)
 
 
 def floor_sweep(contract: Contract, *, reps: int = 40, seed: int = 0) -> ExperimentResult:
     """Assured miss against the floor B (offered at B/W), guarded, past capacity."""
+    require_roles(contract, "floor-sweep")
     arms = [_floor_arm(contract, b, None) for b in FLOORS]
     conditions = run_arms(arms, reps=reps, seed=seed)
     series = []
@@ -85,6 +95,7 @@ def floor_sweep(contract: Contract, *, reps: int = 40, seed: int = 0) -> Experim
 
 def stress(contract: Contract, *, reps: int = 20, seed: int = 0) -> ExperimentResult:
     """Both stressors: floor × deadline, guarded (miss vs deadline, one line per floor)."""
+    require_roles(contract, "stress")
     arms = [_floor_arm(contract, b, d) for b in STRESS_FLOORS for d in STRESS_DEADLINES]
     conditions = run_arms(arms, reps=reps, seed=seed)
     return ExperimentResult("stress", tuple(conditions), (), x_key="deadline", group_keys=("floor",))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rvguard.sim.arms import Arm, mean_assured_service, run_arms, with_tenant
+from pathlib import Path
+
+from rvguard.contract import load_contract
+from rvguard.sim.arms import Arm, mean_assured_service, run_arms, with_floored, with_tenant
 from rvguard.sim.run import run_once
 
 from ._common import MARQUEE, marquee_arrivals
@@ -54,3 +57,14 @@ def test_phase_sweep_extra_only_when_asked() -> None:
     assert "phase_worst_attainment" not in plain.extras
     worst = swept.extras["phase_worst_attainment"]
     assert worst is not None and 0.0 <= worst <= 1.0
+
+
+def test_with_floored_changes_every_floored_tenant() -> None:
+    two = load_contract(Path(__file__).resolve().parents[2] / "specs" / "two_tenants.yaml")
+    c = with_floored(two, floor=7, deadline=1.5)
+    assert {n: (t.floor, t.deadline) for n, t in c.tenants.items()} == {
+        "gold": (7, 1.5),
+        "silver": (7, 1.5),
+        "opportunistic": (0, 4.0),
+    }
+    assert with_floored(MARQUEE, floor=9) == with_tenant(MARQUEE, floor=9)

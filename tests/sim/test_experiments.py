@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from rvguard.contract import Contract
+import pytest
+
+from rvguard.contract import Contract, load_contract
+from rvguard.errors import SpecError
 from rvguard.sim.arms import mean_assured_service
-from rvguard.sim.experiments import beta_sweep, fifo_ablation
+from rvguard.sim.experiments import Condition, beta_sweep, fifo_ablation, require_roles
+from rvguard.sim.experiments import marquee_arrivals as experiment_arrivals
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import poisson
 
@@ -66,3 +71,30 @@ def test_deadline_below_service_breaks() -> None:
     tight = _with_assured(deadline=0.2)
     out = run_once(tight, marquee_arrivals(0), mode="guarded", learner="admit-all", seed=0)
     assert out.metrics.admitted_miss == 1.0
+
+
+def test_condition_splits_af_from_dr_wf() -> None:
+    c = Condition({"guard": False}, (1, 0), (4, 4), (5, 2), af=(4, 2))
+    assert (c.af_violations, c.dr_wf_violations) == (6, 1)
+    d = c.to_dict()
+    assert (d["violations"], d["af_violations"], d["dr_wf_violations"]) == (7, 6, 1)
+
+
+def test_require_roles_names_what_the_contract_lacks() -> None:
+    require_roles(MARQUEE, "beta-sweep")
+    floored_only = MARQUEE.model_copy(update={"tenants": {"assured": MARQUEE.tenants["assured"]}})
+    with pytest.raises(SpecError, match=r"beta-sweep needs an unfloored tenant.*assured \(floor 6\)"):
+        beta_sweep(floored_only, reps=1)
+    require_roles(floored_only, "trace-replay", opportunistic=False)
+    unfloored = MARQUEE.model_copy(update={"tenants": {"opportunistic": MARQUEE.tenants["opportunistic"]}})
+    with pytest.raises(SpecError, match="needs a floored tenant"):
+        require_roles(unfloored, "trace-replay", opportunistic=False)
+
+
+def test_marquee_load_offers_the_floor_rate_by_role() -> None:
+    """The default assured rate is the contract's Σ B/W: 6/s on the marquee, 5/s split 3:2 on two_tenants."""
+    two = load_contract(Path(__file__).resolve().parents[2] / "specs" / "two_tenants.yaml")
+    reqs = experiment_arrivals(two, 0, 0, duration=300.0)
+    rate = {n: sum(r.tenant == n for r in reqs) / 300 for n in two.tenants}
+    assert rate == pytest.approx({"gold": 3.0, "silver": 2.0, "opportunistic": 14.0}, rel=0.1)
+    assert experiment_arrivals(MARQUEE, 3, 1) == experiment_arrivals(MARQUEE, 3, 1, assured_rate=6.0)
