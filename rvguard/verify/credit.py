@@ -14,8 +14,10 @@ An arrival at ``t_i ≥ time_{i-1}`` with weight ``weight_i`` (1 with count
 credits, any value ≥ ``w_min`` with token credits) and an arbitrary learner
 proposal ``learner_i`` starts a new window when its index grows (both
 counters reset), is *entitled* when ``offered + w ≤ B`` and is admitted on
-the floor when ``used + w ≤ B`` (the core spends reserved credit whatever
-the learner says; the learner decides only the surplus). The floor B is
+the floor when it is entitled and ``used + w ≤ B`` — the rule of
+`rvguard.enforce.core.DecisionCore` (tests/verify/test_credit_differential.py
+replays random arrivals through both); the core spends reserved credit
+whatever the learner says, and the learner decides only the surplus. The floor B is
 symbolic, so a proof holds for every floor.
 
 Invariant P: ``used ≤ B ∧ used ≤ offered``; step property Q: an entitled
@@ -93,9 +95,9 @@ def _step(z3: Any, logic: CreditLogic, b: Any, pre: dict[str, Any], i: int) -> t
     new = k > pre["window"]
     offered0 = z3.If(new, 0, pre["offered"])  # the contract's entitlement always resets
     used0 = z3.If(new, 0, pre["used"]) if logic.reset_on_new_window else pre["used"]
-    floor_admit = used0 + w <= b
-    charged = z3.Or(floor_admit, learner) if logic.charge_learner_admits else floor_admit
     entitled = z3.Bool(f"entitled_{i}")
+    floor_admit = z3.And(entitled, used0 + w <= b)
+    charged = z3.Or(floor_admit, learner) if logic.charge_learner_admits else floor_admit
     admitted = z3.Bool(f"admitted_{i}")
     weight_ok = w >= logic.w_min if logic.tokens else w == 1
     trans = z3.And(
