@@ -110,6 +110,11 @@ def run_screen_eval(args: argparse.Namespace) -> int:
     if reps < 2:
         raise SpecError(f"screen-eval needs --reps ≥ 2 (held-out folds), got {reps}", field="reps")
     folds = getattr(args, "folds", None)
+    if folds is not None and not 1 <= folds <= reps:
+        raise SpecError(
+            f"--folds must be between 1 and --reps ({reps}): each fold calibrates on one rep, got {folds}",
+            field="folds",
+        )
     grid = small_grid() if getattr(args, "grid", "default") == "small" else default_grid()
     started = time.monotonic()
     result = evaluate(grid, reps=reps, folds=folds, seed=int(getattr(args, "seed", 0)))

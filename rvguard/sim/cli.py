@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from .backend import BackendModel
 from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 from .experiments import ExperimentResult
 from .run import LEARNERS, run_once
-from .workloads import bursty, poisson, replay, split_rate
+from .workloads import bursty, floor_rate, poisson, replay, split_rate
 
 __all__ = ["add_parser"]
 
@@ -31,6 +32,9 @@ __all__ = ["add_parser"]
 SCREEN_EVAL = "screen-eval"
 
 DEMO_REPS = 40
+#: a synthetic workload expecting more arrivals (rate × duration) is refused unless --max-arrivals says so
+MAX_ARRIVALS = 10_000_000
+BETA_LEARNERS = ("lsq", "lsq-agnostic")
 
 
 def add_parser(sub: Any) -> None:
@@ -38,14 +42,23 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("simulate", help="simulate a workload under the guard (or a baseline)")
     p.add_argument("spec", help="contract file (.yaml or .json)")
     p.add_argument("--workload", default="poisson", help="poisson | bursty | a public trace FILE")
-    p.add_argument("--rate", type=float, default=18.0, help="total offered rate (req/s); assured gets B/W")
+    p.add_argument(
+        "--rate", type=float, default=18.0, help="total offered rate (req/s); floored tenants get Σ B/W"
+    )
     p.add_argument("--duration", type=float, default=12.0, help="seconds of arrivals")
-    p.add_argument("--cv", type=float, default=3.0, help="interarrival CV of the bursty workload")
+    p.add_argument("--cv", type=float, default=None, help="interarrival CV of the bursty workload (3)")
     p.add_argument("--learner", default="admit-all", choices=LEARNERS)
-    p.add_argument("--beta", type=float, default=1.0, help="LSQ miscalibration β")
-    p.add_argument("--no-guard", action="store_true", help="unguarded: the learner alone, FIFO, no floor")
-    p.add_argument("--fifo", action="store_true", help="gated FIFO: the guard's admission, FIFO dispatch")
-    p.add_argument("--batch-cap", type=int, help="degrade capacity: sequences decoded at once")
+    p.add_argument("--beta", type=float, default=None, help="LSQ miscalibration β (lsq learners; 1)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--no-guard", action="store_true", help="unguarded: the learner alone, FIFO, no floor")
+    mode.add_argument("--fifo", action="store_true", help="gated FIFO: the guard's admission, FIFO dispatch")
+    p.add_argument("--batch-cap", type=int, help="degrade capacity: sequences decoded at once (≥ 1)")
+    p.add_argument(
+        "--max-arrivals",
+        type=int,
+        default=MAX_ARRIVALS,
+        help=f"refuse a poisson/bursty workload expecting more (rate × duration; {MAX_ARRIVALS:.0e})",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="trace to write (.jsonl, .csv or .parquet)")
     p.set_defaults(run=_run_simulate)
@@ -57,8 +70,8 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default="results", help="directory for the PNG plot")
     e.add_argument("--json", action="store_true")
-    e.add_argument("--folds", type=int, default=None, help="screen-eval: held-out folds (default: reps)")
-    e.add_argument("--grid", choices=("default", "small"), default="default", help="screen-eval grid")
+    e.add_argument("--folds", type=int, default=None, help="screen-eval only: held-out folds (default: reps)")
+    e.add_argument("--grid", choices=("default", "small"), default=None, help="screen-eval only: its grid")
     e.set_defaults(run=_run_experiment)
 
     d = sub.add_parser("demo", help="the beta-sweep (40 reps a condition) on the embedded simulator")
@@ -67,28 +80,70 @@ def add_parser(sub: Any) -> None:
     d.set_defaults(run=_run_demo)
 
 
+def _positive(option: str, value: float, *, zero: bool = False) -> None:
+    """Refuse a non-finite value, or one ≤ 0 (< 0 with ``zero``), naming the option."""
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        need = "≥ 0" if zero else "> 0"
+        raise SpecError(f"{option} must be a finite number {need}, got {value!r}", field=option, value=value)
+
+
+def _check_simulate(args: argparse.Namespace) -> None:
+    """Every simulate option checked before anything runs: bad input exits 2 naming the option."""
+    _positive("--rate", args.rate)
+    _positive("--duration", args.duration)
+    if args.beta is not None:
+        if args.learner not in BETA_LEARNERS:
+            raise SpecError(f"--beta applies only to --learner {' or '.join(BETA_LEARNERS)}", field="--beta")
+        _positive("--beta", args.beta, zero=True)
+    if args.cv is not None:
+        if args.workload != "bursty":
+            raise SpecError("--cv applies only to --workload bursty", field="--cv")
+        _positive("--cv", args.cv)
+    if args.batch_cap is not None and args.batch_cap < 1:
+        raise SpecError(f"--batch-cap must be at least 1, got {args.batch_cap}", field="--batch-cap")
+    if args.max_arrivals < 1:
+        raise SpecError(f"--max-arrivals must be at least 1, got {args.max_arrivals}", field="--max-arrivals")
+    expected = args.rate * args.duration
+    if args.workload in ("poisson", "bursty") and expected > args.max_arrivals:
+        raise SpecError(
+            f"--rate {args.rate:g} × --duration {args.duration:g} s ≈ {expected:.3g} arrivals, more than "
+            f"--max-arrivals {args.max_arrivals}; raise --max-arrivals to simulate that many",
+            field="--max-arrivals",
+        )
+
+
 def _arrivals(args: argparse.Namespace, contract: Contract) -> list[Request]:
+    """The workload: floored tenants offered up to Σ B/W, the rest to unfloored ones (`workloads.roles`)."""
     rng = random.Random(f"arrivals:{args.seed}")  # a stream apart from the run's (run.py)
-    if args.rate <= 0 or args.duration <= 0:
-        raise SpecError("--rate and --duration must be positive", field="rate")
     a_rate, o_rate = split_rate(contract, args.rate)
+    if o_rate > 0 and not any(not t.floored for t in contract.tenants.values()):
+        raise SpecError(
+            f"--rate {args.rate:g} exceeds the floors' Σ B/W = {floor_rate(contract):g} req/s and the "
+            "contract has no unfloored tenant (floor 0) to offer the rest to; lower --rate",
+            field="--rate",
+        )
     load = {"assured_rate": a_rate, "opp_rate": o_rate, "duration": args.duration}
     if args.workload == "poisson":
         return poisson(contract, rng, **load)
     if args.workload == "bursty":
-        return bursty(contract, rng, cv=args.cv, **load)
+        return bursty(contract, rng, cv=3.0 if args.cv is None else args.cv, **load)
     if not Path(args.workload).is_file():
         raise SpecError(f"--workload: not poisson, bursty or a file: {args.workload!r}", field="workload")
-    return replay(args.workload, contract, rate=args.rate, duration=args.duration, seed=args.seed)
+    try:
+        return replay(args.workload, contract, rate=args.rate, duration=args.duration, seed=args.seed)
+    except SpecError as err:
+        raise SpecError(f"--workload: {err}", field="workload") from err
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
+    _check_simulate(args)
     contract = load_contract(args.spec)
     mode = "unguarded" if args.no_guard else ("gated-fifo" if args.fifo else "guarded")
     model = BackendModel(slots=contract.slots, batch_cap=args.batch_cap)
     arrivals = _arrivals(args, contract)
+    beta = 1.0 if args.beta is None else args.beta
     out = run_once(
-        contract, arrivals, mode=mode, learner=args.learner, beta=args.beta, seed=args.seed, model=model
+        contract, arrivals, mode=mode, learner=args.learner, beta=beta, seed=args.seed, model=model
     )
     with TraceWriter(args.out) as w:
         for ev in out.result.events:
@@ -127,7 +182,7 @@ def render_table(result: ExperimentResult) -> str:
         lines.append(
             f"  {params:<48} reps={c.reps:<3} miss={_fmt(c.assured_miss)}  CI=[{lo:.3f}, {hi:.3f}]  "
             f"runs-with-miss={sum(1 for m in c.missed if m)}/{c.reps}  "
-            f"AF/DR/WF-violations={sum(c.violations)}{_extras(c.extras)}"
+            f"AF-violations={c.af_violations} DR/WF-violations={c.dr_wf_violations}{_extras(c.extras)}"
         )
     return "\n".join(lines)
 
@@ -154,7 +209,23 @@ def _experiment(
     return result, plot_experiment(result, out)
 
 
+def _check_experiment(args: argparse.Namespace) -> None:
+    """Refuse options that do not apply to the named experiment (exit 2), rather than ignore them."""
+    if args.name == SCREEN_EVAL:
+        if args.spec is not None:
+            raise SpecError(
+                "--spec does not apply to screen-eval: it builds its own contracts (the marquee's at "
+                "each C of its --grid)",
+                field="--spec",
+            )
+        return
+    for option, value in (("--folds", args.folds), ("--grid", args.grid)):
+        if value is not None:
+            raise SpecError(f"{option} applies only to screen-eval, not {args.name}", field=option)
+
+
 def _run_experiment(args: argparse.Namespace) -> int:
+    _check_experiment(args)
     if args.name == SCREEN_EVAL:  # the P95 screen's evaluation lives with the screen
         from ..screen.eval_cli import run_screen_eval
 
@@ -169,6 +240,8 @@ def _run_experiment(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    if args.reps < 1:
+        raise SpecError(f"--reps must be at least 1, got {args.reps}", field="reps")
     out = args.out or tempfile.mkdtemp(prefix="rvguard-demo-")
     print(f"rvguard demo: beta-sweep on the embedded simulator, {args.reps} reps a condition …", flush=True)
     result, plot = _experiment("beta-sweep", None, args.reps, 0, out)
