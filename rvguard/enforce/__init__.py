@@ -19,10 +19,12 @@ from .identity import Identity as Identity
 from .identity import IdentityBinder as IdentityBinder
 from .learners import AdmitAll as AdmitAll
 from .learners import Learner as Learner
+from .learners import LearnerFailure as LearnerFailure
 from .learners import LoadView as LoadView
 from .learners import LSQLearner as LSQLearner
 from .learners import RandomLearner as RandomLearner
 from .learners import RejectAll as RejectAll
+from .learners import consult as consult
 from .request import Request as Request
 from .watch import Alert as Alert
 from .watch import WatchConfig as WatchConfig
@@ -42,6 +44,7 @@ __all__ = [
     "JsonlSink",
     "LSQLearner",
     "Learner",
+    "LearnerFailure",
     "LoadView",
     "MockDispatcher",
     "MonitorSink",
@@ -52,4 +55,5 @@ __all__ = [
     "Response",
     "VLLMDispatcher",
     "WatchConfig",
+    "consult",
 ]

@@ -24,7 +24,10 @@ The edit rules come from the properties they must never break:
   (the edit reject → admit). Burst excess of a floored tenant follows
   ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic
   rank, basis ``demoted``, if the learner admits it). Unfloored tenants: the
-  learner's ``admit`` decides (basis ``surplus``).
+  learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
+  well-typed `Proposal` (a learner that raised or returned garbage, see
+  `learners.consult`) counts as a reject, traced as ``learner_error`` on the
+  arrive and ``learner-error: …`` as the reject reason.
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
   sequence). The hint only reorders surplus within a tier (lower first; a
@@ -73,6 +76,7 @@ from ..events import (
     Proposal,
     Reject,
 )
+from .learners import LearnerFailure, checked_proposal
 from .request import Request
 from .watch import Alert, AssumptionWatch, WatchConfig
 
@@ -178,6 +182,13 @@ def _sanitised(p: Proposal) -> Proposal:
     return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
 
 
+_REJECT = Proposal(admit=False)
+
+
+def _learner_reason(p: Proposal) -> str:
+    return f"learner-error: {p.reason}" if isinstance(p, LearnerFailure) else "learner"
+
+
 class DecisionCore:
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
@@ -251,6 +262,10 @@ class DecisionCore:
     def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
         """Decide on an arrival: its Arrive, then Admit or Reject, then any Dispatch now possible.
 
+        ``proposal`` is the learner's, untrusted: anything that is not a
+        well-typed `Proposal` is taken as a `LearnerFailure` (see
+        `learners.checked_proposal`).
+
         Raises:
             EnforcementError: unknown tenant, or a rid that is still live.
             TraceOrderError: ``now`` earlier than a previous call's.
@@ -262,9 +277,12 @@ class DecisionCore:
             raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
         entry, capped = self._entry(request)
         self._advance(now)
-        proposal = _sanitised(proposal)
+        proposal = _sanitised(checked_proposal(proposal))
         r = request
         arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
+        if isinstance(proposal, LearnerFailure):  # traced as what it is: a reject, and why
+            why = MappingProxyType({"learner_error": proposal.reason})
+            arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, _REJECT, why)
         self._apply(entry, arrive)
         decision = self._decide(entry, proposal, now)
         self._apply(entry, decision)
@@ -388,14 +406,14 @@ class DecisionCore:
         if not self._floored[req.tenant]:
             if proposal.admit:
                 return self._admit(entry, Basis.SURPLUS, proposal, now, k)
-            return Reject(now, req.rid, "learner")
+            return Reject(now, req.rid, _learner_reason(proposal))
         if entitled and self._floor_room(req.tenant, k, entry.weight):
             return self._admit(entry, Basis.FLOOR, proposal, now, k)
         reason = "excess" if not entitled else "floor-lowered"
         if self._demote:
             if proposal.admit:
                 return self._admit(entry, Basis.DEMOTED, proposal, now, k)
-            reason = "learner"
+            reason = _learner_reason(proposal)
         return Reject(now, req.rid, reason)
 
     def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float, k: int) -> Admit:

@@ -33,7 +33,7 @@ from ..verdict import Violation
 from .core import DecisionCore, DispatchPolicy
 from .dispatch import Dispatcher, Response
 from .identity import Identity, IdentityBinder
-from .learners import AdmitAll, Learner, LoadView
+from .learners import AdmitAll, Learner, LoadView, consult
 from .request import Request
 from .watch import WatchConfig
 
@@ -189,7 +189,7 @@ class Guard:
             return Outcome(request.rid, "rejected", "unauthenticated")
         request = bound
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
-        proposal = self._learner.propose(request, view)
+        proposal = consult(self._learner, request, view)  # a learner failure is a learner decision
         events = self.core.arrive(request, proposal, now)  # raises before any state change
         fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._waiters[request.rid] = fut

@@ -14,11 +14,19 @@ are deliberately unsafe, in the ways the reference study stresses:
   (GAIE style: the unfloored ones); ``class-agnostic`` may shed anyone.
   β = 0 predicts zero latency (admits everything: overload); β ≫ 1 sheds
   nearly everything.
+
+A learner can also be wrong in kind: raise, or return something that is not
+a well-typed `Proposal`. `consult` turns that into a learner decision, a
+`LearnerFailure` (reject the surplus, no hint, the reason kept), so a broken
+learner costs only the surplus it decides, never the floor. Every driver of
+the core (the `Guard`, the simulator) asks the learner through `consult`;
+`DecisionCore.arrive` applies `checked_proposal` itself as well.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,9 +40,12 @@ __all__ = [
     "AdmitAll",
     "LSQLearner",
     "Learner",
+    "LearnerFailure",
     "LoadView",
     "RandomLearner",
     "RejectAll",
+    "checked_proposal",
+    "consult",
     "fit_least_squares",
 ]
 
@@ -62,6 +73,72 @@ class Learner(Protocol):
     def propose(self, request: Request, view: LoadView) -> Proposal:
         """Propose admit/reject, an objective and a priority hint for ``request``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerFailure(Proposal):
+    """The proposal that stands in for a learner that raised or returned garbage.
+
+    It rejects the surplus and gives no hint (the floor never depends on the
+    learner); ``reason`` is ``"<ExceptionType>: <message>"``, which the core
+    writes on the arrive event (``learner_error``) and in a learner reject
+    (``learner-error: <reason>``).
+    """
+
+    admit: bool = False
+    reason: str = ""
+
+
+_REASON_CAP = 200  # a learner's message goes into every trace line it causes: keep it short
+
+
+def _failure(kind: str, message: object) -> LearnerFailure:
+    return LearnerFailure(reason=f"{kind}: {message}"[:_REASON_CAP])
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def checked_proposal(value: object) -> Proposal:
+    """``value`` if it is a well-typed `Proposal` (hint made a plain float), else a `LearnerFailure`.
+
+    Well-typed: ``admit`` a bool, ``objective`` None or a str, ``priority_hint``
+    None or a real number (a non-finite one is later ignored by the core).
+    """
+    if isinstance(value, LearnerFailure):
+        return value
+    if not isinstance(value, Proposal):
+        return _failure("TypeError", f"propose returned {type(value).__name__}, not a Proposal")
+    admit, objective, hint = value.admit, value.objective, value.priority_hint
+    plain = type(value) is Proposal and type(admit) is bool and type(hint) in (float, type(None))
+    if plain and (objective is None or type(objective) is str):
+        return value  # the common case, checked without a call
+    if not isinstance(admit, bool):
+        return _failure("TypeError", f"Proposal.admit must be a bool, got {admit!r}")
+    if objective is not None and not isinstance(objective, str):
+        return _failure("TypeError", f"Proposal.objective must be a str or None, got {objective!r}")
+    if hint is not None and not _is_real(hint):
+        return _failure("TypeError", f"Proposal.priority_hint must be a real number or None, got {hint!r}")
+    try:
+        as_float = None if hint is None else float(hint)
+    except OverflowError:  # an int beyond float range: non-finite, ignored like inf
+        as_float = math.inf
+    return Proposal(admit=admit, objective=objective, priority_hint=as_float)
+
+
+def consult(learner: Learner, request: Request, view: LoadView) -> Proposal:
+    """Ask ``learner``; a raise (any `Exception`) or an ill-typed answer becomes a `LearnerFailure`.
+
+    `BaseException` that is not an `Exception` (KeyboardInterrupt,
+    asyncio.CancelledError, SystemExit) propagates: it is not the learner's
+    decision but the process being stopped.
+    """
+    try:
+        value = learner.propose(request, view)
+    except Exception as exc:  # noqa: BLE001 - a learner failure is a learner decision (module doc)
+        return _failure(type(exc).__name__, exc)
+    return checked_proposal(value)
 
 
 class AdmitAll:

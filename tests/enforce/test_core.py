@@ -7,6 +7,7 @@ import math
 import pytest
 
 from rvguard.enforce.core import TRANSITIONS, DecisionCore, ReqState, _Entry
+from rvguard.enforce.learners import LearnerFailure
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, TraceOrderError
 from rvguard.events import (
@@ -20,6 +21,7 @@ from rvguard.events import (
     Fail,
     Proposal,
     Reject,
+    event_to_dict,
 )
 
 from ._harness import Arrival, check_af, check_dr, check_wf, drive, make_contract
@@ -247,3 +249,21 @@ def test_driven_trace_is_well_formed_and_af_dr_clean() -> None:
     assert check_af(contract, trace) == []
     assert check_dr(contract, trace) == []
     assert any(isinstance(e, Drop) for e in trace)
+
+
+def test_ill_typed_proposal_is_a_learner_failure_not_a_crash() -> None:
+    """The core takes whatever a driver hands it: garbage rejects the surplus, never the floor."""
+    core = DecisionCore(make_contract(slots=1, floor=1, excess="demote"))
+    floor = core.arrive(req("a", "assured", 0.0), None, 0.0)  # type: ignore[arg-type]
+    excess = core.arrive(req("b", "assured", 0.0), Proposal(priority_hint="x"), 0.0)  # type: ignore[arg-type]
+    opp = core.arrive(req("o", "opp", 0.0), LearnerFailure(reason="ValueError: boom"), 0.0)
+    assert floor[1] == Admit(0.0, "a", Basis.FLOOR)
+    assert excess[1] == Reject(
+        0.0, "b", "learner-error: TypeError: Proposal.priority_hint must be a real number or None, got 'x'"
+    )
+    assert opp[1] == Reject(0.0, "o", "learner-error: ValueError: boom")
+    arrive = opp[0]
+    assert isinstance(arrive, Arrive)
+    assert (arrive.proposal, dict(arrive.extra)) == (NO, {"learner_error": "ValueError: boom"})
+    assert event_to_dict(arrive)["learner_error"] == "ValueError: boom"
+    core._check()

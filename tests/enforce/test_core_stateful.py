@@ -1,8 +1,10 @@
 """Hypothesis stateful test: any arrivals, any learner, the core never breaks AF, DR, WF.
 
 Adversarial learners are part of the strategy: random proposals, always
-reject, hint flooding (huge, infinite and NaN hints) and proposals claiming
-the assured class. After every step: the core's own `_check()`, at most C in
+reject, hint flooding (huge, infinite and NaN hints), proposals claiming
+the assured class, learners that raise and learners that return something
+ill-typed (None, a dict, a Proposal with a str admit or hint), asked through
+`consult` as every driver does. After every step: the core's own `_check()`, at most C in
 flight, floor credits within B per window, at most one terminal per request,
 and the online `Monitor` (plus the brute-force checker) finding no AF, DR or
 WF violation. At teardown everything is finished, so every arrived request
@@ -12,6 +14,7 @@ has exactly one terminal event.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -19,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.learners import Learner, LoadView, consult
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Dispatch, Event, Proposal
 from rvguard.monitors import Monitor
@@ -36,6 +40,34 @@ proposals = st.one_of(
     ),
     st.builds(Proposal, st.booleans(), st.sampled_from(["assured", "floor", "tier0"]), st.just(-1e9)),
 )
+_GARBAGE: list[object] = [None, True, "admit", {"admit": True}, Proposal(admit="yes"), Proposal(admit=1)]  # type: ignore[arg-type]
+_GARBAGE += [Proposal(priority_hint="0"), Proposal(objective=7), Proposal(priority_hint=True)]  # type: ignore[arg-type]
+_GARBAGE += [Proposal(priority_hint=10**400)]
+ill_typed = st.sampled_from(_GARBAGE)
+errors = st.sampled_from([ValueError("bad"), ZeroDivisionError(), RuntimeError("x" * 500), KeyError("k")])
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A learner that answers ``value`` whatever it is asked (ill-typed on purpose)."""
+
+    value: object
+
+    def propose(self, request: Request, view: LoadView) -> Proposal:
+        return self.value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Raising:
+    """A learner that raises."""
+
+    error: Exception
+
+    def propose(self, request: Request, view: LoadView) -> Proposal:
+        raise self.error
+
+
+learners = st.one_of(st.builds(Fixed, proposals | ill_typed), st.builds(Raising, errors))
 
 
 class CoreMachine(RuleBasedStateMachine):
@@ -83,18 +115,19 @@ class CoreMachine(RuleBasedStateMachine):
     @rule(
         dt=st.sampled_from([0.0, 0.0, 0.05, 0.3, 1.0]),
         tenant=st.sampled_from(["assured", "assured", "opp"]),
-        proposal=proposals,
+        learner=learners,
         max_tokens=st.none() | st.integers(0, 500),
         slack=st.none() | st.floats(0.0, 3.0),
     )
     def arrive(
-        self, dt: float, tenant: str, proposal: Proposal, max_tokens: int | None, slack: float | None
+        self, dt: float, tenant: str, learner: Learner, max_tokens: int | None, slack: float | None
     ) -> None:
         self.now += dt
         self.n += 1
         deadline = None if slack is None else self.now + slack
         req = Request(f"r{self.n}", tenant, self.now, deadline=deadline, max_tokens=max_tokens)
-        self._take(self.core.arrive(req, proposal, self.now))
+        view = LoadView(self.now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
+        self._take(self.core.arrive(req, consult(learner, req, view), self.now))
 
     @precondition(lambda self: bool(self.running))
     @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1, 0.6]), failed=st.booleans())

@@ -16,7 +16,7 @@ from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
 from rvguard.enforce.learners import RejectAll
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError
-from rvguard.events import Arrive, Event, event_from_dict
+from rvguard.events import Arrive, Event, Proposal, event_from_dict
 from rvguard.monitors import Monitor
 
 from ._harness import check_af, check_wf, make_contract, terminal_counts
@@ -202,3 +202,71 @@ async def test_identity_binding_decides_the_tenant() -> None:
         out = await guard.submit(req("z"), Identity(api_key="nope"))
     assert (out.status, out.reason) == ("rejected", "unauthenticated")
     assert guard.statistics().unauthenticated_rejects == 1
+
+
+class _Boom:
+    """A learner that raises."""
+
+    def propose(self, request: Request, view: object) -> object:
+        raise ValueError("boom")
+
+
+class _Returns:
+    """A learner that returns ``value`` (ill-typed on purpose)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def propose(self, request: Request, view: object) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("learner", "why"),
+    [
+        (_Boom(), "learner-error: ValueError: boom"),
+        (_Returns(None), "learner-error: TypeError: propose returned NoneType, not a Proposal"),
+        (_Returns(Proposal(admit="yes")), "learner-error: TypeError: Proposal.admit must be a bool"),  # type: ignore[arg-type]
+        (_Returns(Proposal(priority_hint="high")), "learner-error: TypeError: Proposal.priority_hint"),  # type: ignore[arg-type]
+    ],
+)
+async def test_issue_learner_failure_cannot_take_the_floor(learner: object, why: str) -> None:
+    """A learner that raises or returns garbage: entitled requests still get the floor, all traced."""
+    contract = make_contract(floor=1)
+    trace: list[Event] = []
+    monitor = Monitor(contract, properties=("AF", "DR", "WF"))
+    sinks = [trace.append, MonitorSink(monitor)]
+    async with Guard(contract, MockDispatcher(ok), learner=learner, sinks=sinks, clock=ManualClock()) as g:  # type: ignore[arg-type]
+        floor = await g.submit(req("a"))
+        excess = await g.submit(req("b"))
+        opp = await g.submit(req("o", "opp"))
+    assert floor.status == "completed"
+    assert (excess.status, opp.status) == ("rejected", "rejected")
+    assert excess.reason == "excess"  # beyond B: the contract's rule, not the learner's
+    assert opp.reason.startswith(why)
+    arrivals = [e for e in trace if isinstance(e, Arrive)]
+    assert [a.extra.get("learner_error") for a in arrivals] == [
+        opp.reason.removeprefix("learner-error: ")
+    ] * 3
+    assert all(a.proposal == Proposal(admit=False) for a in arrivals)
+    assert monitor.violations() == []
+    assert check_af(contract, trace) == []
+    assert_conserved(trace, g)
+
+
+class _Interrupt(BaseException):
+    pass
+
+
+class _Halts:
+    def propose(self, request: Request, view: object) -> object:
+        raise _Interrupt
+
+
+async def test_learner_base_exceptions_propagate() -> None:
+    trace: list[Event] = []
+    async with Guard(make_contract(), MockDispatcher(ok), learner=_Halts(), sinks=[trace.append]) as g:  # type: ignore[arg-type]
+        with pytest.raises(_Interrupt):
+            await g.submit(req("a"))
+    assert trace == []
+    assert g.statistics().live == 0

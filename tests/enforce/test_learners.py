@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 import random
+from fractions import Fraction
 
 import pytest
 
 from rvguard.enforce.learners import (
     AdmitAll,
+    LearnerFailure,
     LoadView,
     LSQLearner,
     RandomLearner,
     RejectAll,
+    checked_proposal,
+    consult,
     fit_least_squares,
 )
 from rvguard.enforce.request import Request
+from rvguard.events import Proposal
 
 from ._harness import make_contract
 
@@ -72,3 +79,38 @@ def test_lsq_modes_and_beta() -> None:
         LSQLearner(SAMPLES, slo={}, beta=-1.0)
     with pytest.raises(ValueError, match="mode"):
         LSQLearner(SAMPLES, slo={}, mode="yolo")  # type: ignore[arg-type]
+
+
+class _Stops:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def propose(self, request: Request, view: LoadView) -> Proposal:
+        raise self.exc
+
+
+def test_consult_turns_failures_into_rejecting_proposals_but_lets_interrupts_through() -> None:
+    r = Request("r", "opp", 0.0)
+    failed = consult(_Stops(ValueError("no " * 200)), r, IDLE)
+    assert isinstance(failed, LearnerFailure)
+    assert (failed.admit, failed.priority_hint) == (False, None)
+    assert failed.reason.startswith("ValueError: no no") and len(failed.reason) == 200
+    assert consult(RejectAll(), r, IDLE) == Proposal(admit=False)
+    for stop in (KeyboardInterrupt(), asyncio.CancelledError(), SystemExit(1)):
+        with pytest.raises(type(stop)):
+            consult(_Stops(stop), r, IDLE)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (Proposal(priority_hint=3), Proposal(priority_hint=3.0)),
+        (Proposal(priority_hint=Fraction(1, 2)), Proposal(priority_hint=0.5)),
+        (Proposal(priority_hint=10**400), Proposal(priority_hint=math.inf)),
+        (Proposal(admit=False, objective="x"), Proposal(admit=False, objective="x")),
+    ],
+)
+def test_checked_proposal_normalises_well_typed_hints(value: Proposal, expected: Proposal) -> None:
+    got = checked_proposal(value)
+    assert got == expected
+    assert type(got.priority_hint) in (float, type(None))
