@@ -209,8 +209,15 @@ def _experiment(
     return result, plot_experiment(result, out)
 
 
+def _check_out(out: str | None) -> None:
+    """Refuse a plot directory that cannot be one before the experiment runs, not after."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise SpecError(f"--out {out}: exists and is not a directory", field="--out")
+
+
 def _check_experiment(args: argparse.Namespace) -> None:
     """Refuse options that do not apply to the named experiment (exit 2), rather than ignore them."""
+    _check_out(args.out)
     if args.name == SCREEN_EVAL:
         if args.spec is not None:
             raise SpecError(
@@ -242,6 +249,7 @@ def _run_experiment(args: argparse.Namespace) -> int:
 def _run_demo(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise SpecError(f"--reps must be at least 1, got {args.reps}", field="reps")
+    _check_out(args.out)
     out = args.out or tempfile.mkdtemp(prefix="rvguard-demo-")
     print(f"rvguard demo: beta-sweep on the embedded simulator, {args.reps} reps a condition …", flush=True)
     result, plot = _experiment("beta-sweep", None, args.reps, 0, out)

@@ -226,6 +226,17 @@ def test_experiment_bad_option_exits_2(
     assert names in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["experiment", "beta-sweep"], ["experiment", "screen-eval"], ["demo"]])
+def test_out_that_is_a_file_exits_2_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    afile = tmp_path / "f"
+    afile.write_text("")
+    assert main([*command, "--out", str(afile)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--out" in err and "not a directory" in err
+
+
 def test_demo_bad_reps_exits_2_before_it_starts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--reps", "0"]) == 2
     out, err = capsys.readouterr()
