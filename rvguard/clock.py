@@ -3,6 +3,9 @@
 `Clock` is what the `Guard` and the HTTP dispatcher ask for the time;
 `MonotonicClock` serves live runs, `ManualClock` tests and replays. The
 decision core never sees a clock: it takes ``now`` as an argument.
+`WallClock` is Unix time, for what is dated outside the process (a signed
+claim's expiry): never the guard's scheduling time, which starts at the
+contract's epoch on every start-up.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "MonotonicClock"]
+__all__ = ["Clock", "ManualClock", "MonotonicClock", "WallClock"]
 
 
 @runtime_checkable
@@ -39,6 +42,20 @@ class MonotonicClock:
     def now(self) -> float:
         """``start`` + elapsed monotonic seconds."""
         return self._start + (time.monotonic() - self._base)
+
+
+class WallClock:
+    """Unix time (``time.time``): seconds since 1970, shared with other machines.
+
+    Not monotonic (the system may step it); use it only to compare against
+    times written by someone else, such as a claim's ``exp``.
+    """
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        """Seconds since the Unix epoch."""
+        return time.time()
 
 
 class ManualClock:

@@ -231,7 +231,7 @@ class Guard:
 
     # -- internals ---------------------------------------------------------------
     def _bind(self, request: Request, identity: Identity | None, now: float) -> Request | None:
-        tenant = request.tenant if self._binder is None else self._binder.bind(identity, now).tenant
+        tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
         if tenant is None:
             return None
         capped = self.contract.capped_tokens(request.max_tokens)

@@ -8,7 +8,11 @@ bound to the contract's lowest-tier *unfloored* tenant (``unauthenticated``
 policy). A learner's ``objective`` never reaches this layer.
 
 Claim format: ``base64url(json {"tenant", "exp"}) "." base64url(HMAC-SHA256)``,
-compared with `hmac.compare_digest`.
+compared with `hmac.compare_digest`. ``exp`` is Unix time (seconds since
+1970), checked against the binder's wall clock (`rvguard.clock.WallClock`,
+injectable), never against the guard's scheduling clock: that one starts at
+the contract's epoch on every start-up, so a claim expired an hour ago (or
+refused before a restart) would pass against it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ..clock import Clock, WallClock
 from ..contract import Contract
 from ..errors import EnforcementError
 
@@ -60,13 +65,13 @@ def _mac(secret: bytes, body: str) -> str:
 
 
 def sign_claim(tenant: str, expires: float, secret: bytes) -> str:
-    """A signed claim that the bearer is ``tenant`` until time ``expires`` (the guard's clock)."""
+    """A signed claim that the bearer is ``tenant`` until ``expires`` (Unix time: ``time.time() + 3600``)."""
     body = _b64(json.dumps({"tenant": tenant, "exp": expires}, separators=(",", ":")).encode())
     return f"{body}.{_mac(secret, body)}"
 
 
 def verify_claim(token: str, secret: bytes, now: float) -> str:
-    """The tenant a claim names, if its signature is valid and it has not expired.
+    """The tenant a claim names, if its signature is valid and it has not expired at ``now`` (Unix time).
 
     Raises:
         EnforcementError: malformed, forged/tampered or expired (``status_hint`` 401).
@@ -97,6 +102,8 @@ class IdentityBinder:
         secret: HMAC key for signed claims (``None``: claims are not accepted).
         unauthenticated: ``reject``, or ``lowest-tier`` (the lowest-tier unfloored
             tenant; if every tenant is floored, rejection).
+        wall_clock: Unix time for claim expiry (default `WallClock`; a
+            `ManualClock` in tests).
     """
 
     def __init__(
@@ -106,6 +113,7 @@ class IdentityBinder:
         api_keys: Mapping[str, str] | None = None,
         secret: bytes | None = None,
         unauthenticated: Unauthenticated = "lowest-tier",
+        wall_clock: Clock | None = None,
     ) -> None:
         if unauthenticated not in ("reject", "lowest-tier"):
             raise ValueError(f"unauthenticated must be 'reject' or 'lowest-tier', got {unauthenticated!r}")
@@ -116,15 +124,20 @@ class IdentityBinder:
         self._contract = contract
         self._keys = keys
         self._secret = secret
+        self._wall: Clock = wall_clock if wall_clock is not None else WallClock()
         fallback = contract.lowest_tier_tenant
         floored = contract.tenants[fallback].floored
         self._fallback = None if unauthenticated == "reject" or floored else fallback
 
-    def bind(self, identity: Identity | None, now: float) -> Binding:
-        """The true tenant for ``identity`` at ``now`` (never floored unless authenticated)."""
+    def bind(self, identity: Identity | None) -> Binding:
+        """The true tenant for ``identity`` now (never floored unless authenticated).
+
+        A claim's expiry is checked against the wall clock, whatever clock the
+        caller schedules by.
+        """
         reasons: list[str] = []
         if identity is not None and identity.claim is not None:
-            tenant, why = self._from_claim(identity.claim, now)
+            tenant, why = self._from_claim(identity.claim, self._wall.now())
             if tenant is not None:
                 return Binding(tenant, True, "claim")
             reasons.append(why)

@@ -286,7 +286,7 @@ class Gateway:
         except (ValueError, _BadRequest) as err:
             return JSONResponse(error_body(400, f"bad request: {err}"), status_code=400)
         identity = identity_from_headers(http.headers)
-        binding = self._binder.bind(identity, self.clock.now())
+        binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
         if not binding.authenticated:
             self.metrics.unauthenticated.inc()
         prompt_tokens = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from rvguard.clock import Clock, ManualClock, MonotonicClock
+from rvguard.clock import Clock, ManualClock, MonotonicClock, WallClock
 
 
 def test_monotonic_clock_starts_at_start_and_never_goes_back() -> None:
@@ -24,3 +26,9 @@ def test_manual_clock_moves_only_forward() -> None:
     with pytest.raises(ValueError, match="backwards"):
         c.set(1.0)
     assert c.now() == 2.0
+
+
+def test_wall_clock_is_unix_time() -> None:
+    before = time.time()
+    assert before <= WallClock().now() <= time.time()
+    assert isinstance(WallClock(), Clock)

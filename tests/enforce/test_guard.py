@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,8 @@ async def test_identity_binding_decides_the_tenant() -> None:
     contract = make_contract(slots=1, floor=10)
     secret = b"k" * 32
     clock = ManualClock(100.0)
-    binder = IdentityBinder(contract, api_keys={"key-a": "assured"}, secret=secret)
+    wall = ManualClock(100.0)  # claim expiry is Unix time, read from the binder's own wall clock
+    binder = IdentityBinder(contract, api_keys={"key-a": "assured"}, secret=secret, wall_clock=wall)
     trace: list[Event] = []
     async with Guard(contract, MockDispatcher(ok), sinks=[trace.append], clock=clock, binder=binder) as guard:
         # the request claims "assured", the credential decides
@@ -270,3 +272,19 @@ async def test_learner_base_exceptions_propagate() -> None:
             await g.submit(req("a"))
     assert trace == []
     assert g.statistics().live == 0
+
+
+@pytest.mark.parametrize("guard_start", [0.0, 1e12])
+async def test_issue_expired_claims_are_refused_whatever_the_guard_clock(guard_start: float) -> None:
+    """A restarted guard (clock at 0) or one far ahead must judge expiry on Unix time."""
+    contract = make_contract(floor=10)
+    secret = b"k" * 32
+    binder = IdentityBinder(contract, secret=secret)  # the default wall clock: time.time()
+    stale = Identity(claim=sign_claim("assured", time.time() - 3600, secret))
+    fresh = Identity(claim=sign_claim("assured", time.time() + 3600, secret))
+    trace: list[Event] = []
+    clock = ManualClock(guard_start)
+    async with Guard(contract, MockDispatcher(ok), sinks=[trace.append], clock=clock, binder=binder) as g:
+        await g.submit(req("stale", "assured"), stale)
+        await g.submit(req("fresh", "opp"), fresh)
+    assert {e.rid: e.tenant for e in trace if isinstance(e, Arrive)} == {"stale": "opp", "fresh": "assured"}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.clock import ManualClock
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim, verify_claim
 from rvguard.errors import EnforcementError
 
@@ -14,15 +17,17 @@ from ._harness import make_contract
 SECRET = b"s" * 32
 
 
-def binder(**kw: object) -> IdentityBinder:
-    return IdentityBinder(make_contract(), api_keys={"good": "assured"}, secret=SECRET, **kw)  # type: ignore[arg-type]
+def binder(now: float = 5.0, **kw: object) -> IdentityBinder:
+    """A binder whose wall clock (Unix time for claim expiry) reads ``now``."""
+    wall = ManualClock(now)
+    return IdentityBinder(make_contract(), api_keys={"good": "assured"}, secret=SECRET, wall_clock=wall, **kw)  # type: ignore[arg-type]
 
 
 def test_valid_credentials_bind_the_true_tenant() -> None:
-    b = binder()
-    assert b.bind(Identity(api_key="good"), 0.0).tenant == "assured"
+    b = binder(9.99)
+    assert b.bind(Identity(api_key="good")).tenant == "assured"
     claim = sign_claim("assured", 10.0, SECRET)
-    got = b.bind(Identity(claim=claim), 9.99)
+    got = b.bind(Identity(claim=claim))
     assert (got.tenant, got.authenticated, got.reason) == ("assured", True, "claim")
 
 
@@ -40,10 +45,10 @@ def test_valid_credentials_bind_the_true_tenant() -> None:
     ],
 )
 def test_bad_credentials_fall_to_the_unfloored_tier_or_reject(identity: Identity | None, why: str) -> None:
-    lowest = binder().bind(identity, 5.0)
+    lowest = binder(5.0).bind(identity)
     assert (lowest.tenant, lowest.authenticated) == ("opp", False)
     assert why in lowest.reason
-    assert binder(unauthenticated="reject").bind(identity, 5.0).tenant is None
+    assert binder(5.0, unauthenticated="reject").bind(identity).tenant is None
 
 
 def test_tampered_payload_is_refused() -> None:
@@ -58,7 +63,7 @@ def test_tampered_payload_is_refused() -> None:
 @settings(max_examples=200)
 @given(st.text(max_size=120), st.floats(0, 1e6))
 def test_no_arbitrary_token_reaches_a_floor(token: str, now: float) -> None:
-    assert binder().bind(Identity(claim=token), now).tenant == "opp"
+    assert binder(now).bind(Identity(claim=token)).tenant == "opp"
 
 
 def test_all_floored_contract_rejects_instead_of_flooring() -> None:
@@ -67,7 +72,7 @@ def test_all_floored_contract_rejects_instead_of_flooring() -> None:
     c = Contract.model_validate(
         {"window": 1, "slots": 1, "service": {"s_max": 1}, "tenants": {"a": {"floor": 1, "deadline": 2}}}
     )
-    assert IdentityBinder(c).bind(None, 0.0).tenant is None
+    assert IdentityBinder(c).bind(None).tenant is None
 
 
 def test_bad_configuration_is_refused() -> None:
@@ -75,3 +80,22 @@ def test_bad_configuration_is_refused() -> None:
         IdentityBinder(make_contract(), api_keys={"k": "ghost"})
     with pytest.raises(ValueError, match="unauthenticated"):
         IdentityBinder(make_contract(), unauthenticated="allow")  # type: ignore[arg-type]
+
+
+def test_issue_claim_expiry_is_unix_time_not_a_scheduling_clock() -> None:
+    """Expiry is judged on the binder's wall clock (Unix time), injectable, and nothing else."""
+    wall = ManualClock(1_800_000_000.0)
+    b = IdentityBinder(make_contract(), secret=SECRET, wall_clock=wall)
+    stale = sign_claim("assured", wall.now() - 3600, SECRET)
+    fresh = sign_claim("assured", wall.now() + 3600, SECRET)
+    assert b.bind(Identity(claim=stale)).tenant == "opp"
+    assert "expired" in b.bind(Identity(claim=stale)).reason
+    assert b.bind(Identity(claim=fresh)).tenant == "assured"
+    wall.advance(3600)
+    assert b.bind(Identity(claim=fresh)).tenant == "opp"
+
+
+def test_default_wall_clock_is_time_time() -> None:
+    b = IdentityBinder(make_contract(), secret=SECRET)
+    assert b.bind(Identity(claim=sign_claim("assured", time.time() - 3600, SECRET))).tenant == "opp"
+    assert b.bind(Identity(claim=sign_claim("assured", time.time() + 3600, SECRET))).tenant == "assured"

@@ -178,11 +178,11 @@ def identity_attempts() -> tuple[list[dict[str, str]], str]:
     Unknown key, tampered / forged / expired claims, tenant-looking headers,
     a Basic scheme; send them with ``"user"``/``"tenant"`` body fields too.
     """
-    good = sign_claim("assured", 1e9, SECRET)
+    good = sign_claim("assured", time.time() + 3600, SECRET)
     body_, _, sig = good.partition(".")
-    forged = sign_claim("assured", 1e9, b"another-secret-of-16+")
+    forged = sign_claim("assured", time.time() + 3600, b"another-secret-of-16+")
     tampered = body_[:-2] + ("A" if body_[-2] != "A" else "B") + body_[-1] + "." + sig
-    expired = sign_claim("assured", 0.0, SECRET)
+    expired = sign_claim("assured", time.time() - 3600, SECRET)
     attempts: list[dict[str, str]] = [
         auth("sk-unknown"),
         {"x-rvguard-claim": tampered},

@@ -22,8 +22,8 @@ def test_keys_file_round_trip(tmp_path: Path) -> None:
     assert cfg.keys == {"k1": "assured", "k2": "opportunistic"}
     assert cfg.claim_secret == b"0123456789abcdefXYZ" and cfg.unauthenticated == "reject"
     binder = cfg.binder(contract())
-    assert binder.bind(identity_from_headers({"authorization": "Bearer k1"}), 0.0).tenant == "assured"
-    assert binder.bind(identity_from_headers({}), 0.0).tenant is None
+    assert binder.bind(identity_from_headers({"authorization": "Bearer k1"})).tenant == "assured"
+    assert binder.bind(identity_from_headers({})).tenant is None
 
 
 @pytest.mark.parametrize(
