@@ -13,6 +13,7 @@ going backwards, a missing optional dependency.
     │   └── UnknownTenantError            an event names a tenant the contract lacks
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
+        └── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "EnforcementError",
     "MissingExtraError",
     "RvguardError",
+    "SinkError",
     "SpecError",
     "TraceError",
     "TraceFormatError",
@@ -108,3 +110,24 @@ class EnforcementError(RvguardError, RuntimeError):
     def __init__(self, message: str, *, status_hint: int = 500) -> None:
         self.status_hint = status_hint
         super().__init__(message)
+
+
+class SinkError(EnforcementError):
+    """An event sink (trace writer, monitor, metrics) raised on an event.
+
+    The guard applies every decision whatever its sinks do (a slot is never
+    leaked, a caller never left waiting), feeds the event to the other sinks,
+    and then raises this to the caller of the request the event belongs to:
+    the trace may now lack that event, which must not pass unnoticed.
+
+    Attributes:
+        outcome: the request's outcome, applied regardless (``None`` when the
+            failure is not tied to one request, e.g. closing a sink).
+        event: the event the sink failed on (``None`` likewise).
+        status_hint: 500.
+    """
+
+    def __init__(self, message: str, *, outcome: Any = None, event: Any = None) -> None:
+        self.outcome = outcome
+        self.event = event
+        super().__init__(message, status_hint=500)

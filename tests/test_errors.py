@@ -16,6 +16,7 @@ from rvguard import errors
         (errors.TraceProtocolError, ValueError),
         (errors.UnknownTenantError, ValueError),
         (errors.EnforcementError, RuntimeError),
+        (errors.SinkError, RuntimeError),
     ],
 )
 def test_every_error_is_an_rvguard_error_and_its_builtin(cls: type, builtin: type) -> None:
@@ -39,3 +40,9 @@ def test_missing_extra_names_the_extra() -> None:
 
 def test_enforcement_errors_carry_a_status_hint() -> None:
     assert errors.EnforcementError("closed", status_hint=503).status_hint == 503
+
+
+def test_sink_errors_are_enforcement_errors_with_context() -> None:
+    err = errors.SinkError("trace full", outcome="o", event="e")
+    assert isinstance(err, errors.EnforcementError)
+    assert (err.status_hint, err.outcome, err.event) == (500, "o", "e")

@@ -11,7 +11,13 @@ per admitted request whatever happens around it:
 * the client cancels its ``submit`` → ``fail("cancelled")``: a queued request
   leaves the queue, a running one has its task cancelled and its slot freed;
 * shutdown drains (waits for every live request, up to ``drain_timeout``)
-  and then fails what is left with ``fail("shutdown")``.
+  and then fails what is left with ``fail("shutdown")``;
+* a sink that raises (a trace writer on a full disk) changes none of this:
+  every event still reaches the other sinks in order and its effects (a
+  dispatch started, a caller's outcome set) are applied; then the ``submit``
+  of the request the event belongs to raises `SinkError` (carrying the
+  outcome), and ``statistics().sink_errors`` counts it. A learner that raises
+  or answers garbage is a learner decision (`learners.consult`).
 
 A request the identity layer refuses never reaches the core (no tenant to
 put in a trace); its outcome is ``rejected`` with the binding's reason.
@@ -27,7 +33,7 @@ from typing import Any, Literal
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..errors import EnforcementError
+from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .core import DecisionCore, DispatchPolicy
@@ -64,6 +70,7 @@ class GuardStatistics:
     tasks: int
     in_flight: int
     queue_depth: int
+    sink_errors: int
 
 
 class JsonlSink:
@@ -162,6 +169,8 @@ class Guard:
         self._open = False
         self._submitted = 0
         self._unauth = 0
+        self._sink_errors = 0
+        self._sink_failures: dict[str, SinkError] = {}  # rid -> the first sink failure on its events
 
     async def __aenter__(self) -> Guard:
         self._open = True
@@ -177,6 +186,8 @@ class Guard:
         Raises:
             EnforcementError: the guard is closed (503), or the core refuses the
                 request (unknown tenant, live duplicate rid).
+            SinkError: a sink raised on one of this request's events; the request
+                was decided and finished regardless (``err.outcome``).
             asyncio.CancelledError: the caller was cancelled (the request is failed first).
         """
         if not self._open:
@@ -196,7 +207,7 @@ class Guard:
         self._requests[request.rid] = request
         self._handle(events)
         try:
-            return await fut
+            return await fut  # raises SinkError if a sink failed on this request's events
         except asyncio.CancelledError:
             self._cancel(request.rid, "cancelled")
             raise
@@ -213,13 +224,27 @@ class Guard:
         self._handle(self.core.fail_queued(now, "shutdown"))
         for rid in list(self._tasks):
             self._cancel(rid, "shutdown")
+        self._close_sinks()
+
+    def _close_sinks(self) -> None:
+        """Close every closable sink; raise `SinkError` for the first that failed, after all."""
+        first: SinkError | None = None
         for sink in self._sinks:
             close = getattr(sink, "close", None)
-            if callable(close):
+            if not callable(close):
+                continue
+            try:
                 close()
+            except Exception as exc:  # noqa: BLE001 - re-raised below, once every sink is closed
+                self._sink_errors += 1
+                err = SinkError(f"sink {sink!r} failed to close: {type(exc).__name__}: {exc}")
+                err.__cause__ = exc
+                first = first or err
+        if first is not None:
+            raise first from first.__cause__
 
     def statistics(self) -> GuardStatistics:
-        """Counters now: submitted, identity rejects, live requests, tasks, slots, queue."""
+        """Counters now: submitted, identity rejects, live requests, tasks, slots, queue, sink failures."""
         return GuardStatistics(
             submitted=self._submitted,
             unauthenticated_rejects=self._unauth,
@@ -227,6 +252,7 @@ class Guard:
             tasks=len(self._tasks),
             in_flight=self.core.in_flight,
             queue_depth=self.core.queue_depth,
+            sink_errors=self._sink_errors,
         )
 
     # -- internals ---------------------------------------------------------------
@@ -240,14 +266,29 @@ class Guard:
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)
 
     def _handle(self, events: list[Event]) -> None:
+        """Feed ``events`` to every sink in order, then apply them; a sink failure skips nothing."""
         for ev in events:
             for sink in self._sinks:
-                sink(ev)
+                try:
+                    sink(ev)
+                except Exception as exc:  # noqa: BLE001 - raised to the request's caller by submit
+                    self._sink_failed(sink, ev, exc)
         for ev in events:
             if isinstance(ev, Dispatch):
                 self._start(ev.rid)
             elif isinstance(ev, Reject | Complete | Drop | Fail):
                 self._resolve(ev)
+
+    def _sink_failed(self, sink: Sink, ev: Event, exc: Exception) -> None:
+        self._sink_errors += 1
+        if ev.rid in self._sink_failures:
+            return  # the first failure is the one reported
+        kind = ev.kind.value
+        err = SinkError(
+            f"sink {sink!r} failed on {kind} of {ev.rid!r}: {type(exc).__name__}: {exc}", event=ev
+        )
+        err.__cause__ = exc
+        self._sink_failures[ev.rid] = err
 
     def _start(self, rid: str) -> None:
         request = self._requests[rid]  # bound in submit: tenant, arrival time and capped tokens
@@ -289,6 +330,13 @@ class Guard:
         self._requests.pop(ev.rid, None)
         response = self._responses.pop(ev.rid, None)
         error = self._errors.pop(ev.rid, None)
+        failure = self._sink_failures.pop(ev.rid, None)  # counted in statistics either way
         reason = "" if isinstance(ev, Complete) else ev.reason
-        if fut is not None and not fut.done():
-            fut.set_result(Outcome(ev.rid, _status(ev), reason, response, error))
+        outcome = Outcome(ev.rid, _status(ev), reason, response, error)
+        if fut is None or fut.done():
+            return
+        if failure is None:
+            fut.set_result(outcome)
+        else:
+            failure.outcome = outcome
+            fut.set_exception(failure)

@@ -12,11 +12,11 @@ import pytest
 
 from rvguard.clock import ManualClock
 from rvguard.enforce.dispatch import MockDispatcher, Response
-from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink
+from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink, Outcome, _status
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
 from rvguard.enforce.learners import RejectAll
 from rvguard.enforce.request import Request
-from rvguard.errors import EnforcementError
+from rvguard.errors import EnforcementError, SinkError
 from rvguard.events import Arrive, Event, Proposal, event_from_dict
 from rvguard.monitors import Monitor
 
@@ -288,3 +288,66 @@ async def test_issue_expired_claims_are_refused_whatever_the_guard_clock(guard_s
         await g.submit(req("stale", "assured"), stale)
         await g.submit(req("fresh", "opp"), fresh)
     assert {e.rid: e.tenant for e in trace if isinstance(e, Arrive)} == {"stale": "opp", "fresh": "assured"}
+
+
+class _FullDisk:
+    """A sink that fails on some events (a trace writer on a full disk)."""
+
+    def __init__(self, kinds: frozenset[str]) -> None:
+        self.kinds = kinds
+        self.seen: list[Event] = []
+
+    def __call__(self, ev: Event) -> None:
+        self.seen.append(ev)
+        if ev.kind.value in self.kinds:
+            raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize(
+    "kinds", [frozenset({"arrive"}), frozenset({"dispatch"}), frozenset({"complete", "reject"})]
+)
+async def test_issue_a_failing_sink_never_hangs_submit_nor_skips_effects(kinds: frozenset[str]) -> None:
+    contract = make_contract(slots=1, floor=2)
+    before: list[Event] = []
+    after: list[Event] = []
+    disk = _FullDisk(kinds)
+    sinks = [before.append, disk, after.append]
+    async with Guard(contract, MockDispatcher(ok), sinks=sinks, learner=RejectAll()) as guard:
+        rids = ["a", "b", "c", "o"]
+        tasks = [asyncio.create_task(guard.submit(req(r, "opp" if r == "o" else "assured"))) for r in rids]
+        done = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5.0)
+    for rid, got in zip(rids, done, strict=True):
+        evs = [e for e in before if e.rid == rid]
+        touched = any(e.kind.value in kinds for e in evs)
+        if touched:
+            assert isinstance(got, SinkError), (rid, got)
+            assert got.status_hint == 500 and isinstance(got.__cause__, OSError)
+            assert isinstance(got.outcome, Outcome) and got.outcome.rid == rid
+            assert got.outcome.status == _status(evs[-1])  # the outcome the guard applied regardless
+        else:
+            assert isinstance(got, Outcome), (rid, got)
+    assert after == before == disk.seen  # every sink saw every event, in order
+    assert_conserved(before, guard)
+    assert guard.statistics().sink_errors == sum(e.kind.value in kinds for e in before) > 0
+
+
+async def test_a_sink_failing_on_close_does_not_stop_the_others_closing() -> None:
+    class Closing:
+        def __init__(self, fail: bool) -> None:
+            self.fail, self.closed = fail, False
+
+        def __call__(self, ev: Event) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed = True
+            if self.fail:
+                raise OSError("flush failed")
+
+    sinks = [Closing(True), Closing(False)]
+    guard = Guard(make_contract(), MockDispatcher(ok), sinks=sinks)
+    await guard.__aenter__()
+    with pytest.raises(SinkError, match="flush failed"):
+        await guard.aclose()
+    assert [s.closed for s in sinks] == [True, True]
+    assert guard.statistics().sink_errors == 1
