@@ -62,7 +62,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class GuardStatistics:
-    """The Guard's own counters next to the core's."""
+    """The Guard's own counters next to the core's (``uncertain`` is the core's, repeated here)."""
 
     submitted: int
     unauthenticated_rejects: int
@@ -71,6 +71,7 @@ class GuardStatistics:
     in_flight: int
     queue_depth: int
     sink_errors: int
+    uncertain: int
 
 
 class JsonlSink:
@@ -244,7 +245,8 @@ class Guard:
             raise first from first.__cause__
 
     def statistics(self) -> GuardStatistics:
-        """Counters now: submitted, identity rejects, live requests, tasks, slots, queue, sink failures."""
+        """Counters now: submitted, identity rejects, live requests, tasks, slots, queue, sink
+        failures, and dispatches the U-gate found uncertain (``gate_upper``; the core's count)."""
         return GuardStatistics(
             submitted=self._submitted,
             unauthenticated_rejects=self._unauth,
@@ -253,6 +255,7 @@ class Guard:
             in_flight=self.core.in_flight,
             queue_depth=self.core.queue_depth,
             sink_errors=self._sink_errors,
+            uncertain=self.core.statistics().uncertain,
         )
 
     # -- internals ---------------------------------------------------------------

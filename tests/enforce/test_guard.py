@@ -351,3 +351,22 @@ async def test_a_sink_failing_on_close_does_not_stop_the_others_closing() -> Non
         await guard.aclose()
     assert [s.closed for s in sinks] == [True, True]
     assert guard.statistics().sink_errors == 1
+
+
+async def test_statistics_report_the_u_gates_uncertain_dispatches() -> None:
+    contract = make_contract(slots=1, floor=10, deadline=1.0, upper=0.8)
+    clock = ManualClock()
+    gate = asyncio.Event()
+
+    async def held(request: Request) -> Response:
+        await gate.wait()
+        return Response()
+
+    async with Guard(contract, MockDispatcher(held), clock=clock, gate_upper=True) as guard:
+        first = asyncio.create_task(guard.submit(req("a")))
+        second = asyncio.create_task(guard.submit(req("b")))
+        await asyncio.sleep(0)
+        clock.advance(0.5)  # b waits: dispatched at 0.5, 0.5 + U = 1.3 > its deadline 1.0
+        gate.set()
+        await asyncio.gather(first, second)
+    assert guard.statistics().uncertain == guard.core.statistics().uncertain == 1
