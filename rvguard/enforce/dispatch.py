@@ -4,7 +4,10 @@ A `Dispatcher` has one coroutine, ``dispatch(request) -> Response``. It does
 not catch what it cannot handle: exceptions propagate to the `Guard`, which
 turns them into a ``fail`` event and frees the slot. `VLLMDispatcher` maps
 transport failures to `DispatchError` with the HTTP status (or 502/504), so
-the reason in the trace names what went wrong.
+the reason in the trace names what went wrong; a stream that breaks after a
+200 (a malformed chunk, an ``error`` chunk, no ``[DONE]``) fails the request
+too. It opens one connection per request (`fresh_connections`, shared with
+the gateway).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "MockDispatcher",
     "Response",
     "VLLMDispatcher",
+    "fresh_connections",
 ]
 
 
@@ -96,6 +100,23 @@ class MockDispatcher:
 Endpoint = Literal["completions", "chat"]
 
 
+def fresh_connections() -> httpx.Limits:
+    """httpx limits that open one connection per request and keep none idle.
+
+    Why not keep-alive: a reused connection can fail a request that was never
+    wrong. The server may close an idle connection just as a request is sent
+    on it (uvicorn's keep-alive), and httpcore 1.0.9's pool can close an idle
+    connection it has just handed to a queued request (encode/httpcore#1110):
+    both surface as a bare ``ReadError`` — a lost request the gateway would
+    report as an upstream failure, or the load generator as a transport error.
+    With no idle connection kept, neither can happen; a loopback or LAN
+    connect costs well under a millisecond against a generation's hundreds.
+    """
+    import httpx
+
+    return httpx.Limits(max_connections=None, max_keepalive_connections=0)
+
+
 class VLLMDispatcher:
     """vLLM's OpenAI-compatible API over httpx, streaming, with the guard's cap and tier.
 
@@ -110,7 +131,8 @@ class VLLMDispatcher:
         contract: gives the output cap and the tenants' tiers.
         endpoint: ``completions`` (``payload["prompt"]``) or ``chat`` (``payload["messages"]``).
         connect_timeout, read_timeout: seconds.
-        client: an ``httpx.AsyncClient`` to reuse (else one is created and owned).
+        client: an ``httpx.AsyncClient`` to reuse (else one is created and owned,
+            with `fresh_connections`: one connection per request).
         clock: for the timings (default `MonotonicClock`).
     """
 
@@ -141,7 +163,8 @@ class VLLMDispatcher:
         self._endpoint = endpoint
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._owned = client is None
-        self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
+        limits = fresh_connections()
+        self._client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
 
     async def aclose(self) -> None:
@@ -165,7 +188,7 @@ class VLLMDispatcher:
         return body
 
     async def dispatch(self, request: Request) -> Response:
-        """POST, stream, time; HTTP errors and resets raise `DispatchError` with the status."""
+        """POST, stream, time; HTTP errors, resets and broken streams raise `DispatchError` (status kept)."""
         httpx = self._httpx
         start = self._clock.now()
         try:
@@ -183,19 +206,23 @@ class VLLMDispatcher:
         parts: list[str] = []
         first: float | None = None
         usage: Mapping[str, Any] = {}
+        done = False
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                done = True
                 break
-            chunk = json.loads(data)
+            chunk = _chunk(data)
             usage = chunk.get("usage") or usage
             text = _chunk_text(chunk)
             if text:
                 if first is None:
                     first = self._clock.now() - start
                 parts.append(text)
+        if not done:
+            raise DispatchError("stream ended before [DONE]", status_hint=502)
         total = self._clock.now() - start
         return Response(
             text="".join(parts),
@@ -206,6 +233,28 @@ class VLLMDispatcher:
             status=resp.status_code,
             raw=MappingProxyType(dict(usage)),
         )
+
+
+def _chunk(data: str) -> Mapping[str, Any]:
+    """One SSE chunk as an object; a malformed or ``error`` chunk raises `DispatchError`.
+
+    vLLM reports a failure after the 200 as ``{"error": {"message", "code", ...}}``
+    (older releases: the error object itself, ``"object": "error"``); its
+    ``code`` becomes the status when it is an HTTP error status.
+    """
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, Mapping):
+        raise DispatchError(f"malformed chunk: {data[:80]!r}", status_hint=502)
+    err = chunk.get("error") if "error" in chunk else (chunk if chunk.get("object") == "error" else None)
+    if err is None:
+        return chunk
+    message = err.get("message", err) if isinstance(err, Mapping) else err
+    code = err.get("code") if isinstance(err, Mapping) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else 502
+    raise DispatchError(f"error chunk: {str(message)[:200]}", status_hint=status)
 
 
 def _chunk_text(chunk: Mapping[str, Any]) -> str:

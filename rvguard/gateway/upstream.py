@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatch import DispatchError, Response
+from ..enforce.dispatch import DispatchError, Response, fresh_connections
 from ..enforce.request import Request
 from ..errors import MissingExtraError, SpecError
 
@@ -170,23 +170,6 @@ def upstream_url(url: str) -> str:
     except ValueError as err:
         raise SpecError(f"upstream {url!r}: {err}", field="upstream", value=url) from None
     return url.rstrip("/")
-
-
-def fresh_connections() -> httpx.Limits:
-    """httpx limits that open one connection per request and keep none idle.
-
-    Why not keep-alive: a reused connection can fail a request that was never
-    wrong. The server may close an idle connection just as a request is sent
-    on it (uvicorn's keep-alive), and httpcore 1.0.9's pool can close an idle
-    connection it has just handed to a queued request (encode/httpcore#1110):
-    both surface as a bare ``ReadError`` — a lost request the gateway would
-    report as an upstream failure, or the load generator as a transport error.
-    With no idle connection kept, neither can happen; a loopback or LAN
-    connect costs well under a millisecond against a generation's hundreds.
-    """
-    import httpx
-
-    return httpx.Limits(max_connections=None, max_keepalive_connections=0)
 
 
 class UpstreamDispatcher:

@@ -9,7 +9,9 @@ configured delay and a final usage chunk; ``500``/``429`` answer that status;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,14 +39,37 @@ class Server:
     delay: float = 0.01
     tokens: int = 4
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    keep_alive: bool = False  # chunked answers on a connection kept open (as uvicorn does)
+    connections: int = 0
 
 
 def _sse(obj: object) -> bytes:
     return f"data: {json.dumps(obj)}\n\n".encode()
 
 
+# Streams that go wrong after a 200: a garbled chunk, an error chunk (vLLM's two forms), no [DONE].
+_BROKEN: dict[str, bytes] = {
+    "garbled": b"data: {not json\n\n",
+    "not-an-object": b"data: [1, 2]\n\n",
+    "error": _sse({"error": {"object": "error", "message": "out of KV cache", "code": 503}}),
+    "error-flat": _sse({"object": "error", "message": "bad prompt", "type": "BadRequestError", "code": 400}),
+    "truncated": b"",
+}
+
+
 async def _serve(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    head = await reader.readuntil(b"\r\n\r\n")
+    server.connections += 1
+    while await _serve_one(server, reader, writer) and server.keep_alive:
+        pass
+    writer.close()
+
+
+async def _serve_one(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Answer one request; False when the connection is done."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return False
     length = next(
         int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
     )
@@ -53,30 +78,40 @@ async def _serve(server: Server, reader: asyncio.StreamReader, writer: asyncio.S
     mode = body.get("prompt") or body["messages"][-1]["content"]
     if mode == "reset":
         writer.transport.abort()
-        return
+        return False
     if mode == "hang":
         await server.stop.wait()
-        writer.close()
-        return
+        return False
     if mode in ("500", "429"):
         msg = b'{"error": "no"}'
-        writer.write(
-            f"HTTP/1.1 {mode} X\r\nContent-Length: {len(msg)}\r\nConnection: close\r\n\r\n".encode() + msg
-        )
+        close = "" if server.keep_alive else "Connection: close\r\n"
+        writer.write(f"HTTP/1.1 {mode} X\r\nContent-Length: {len(msg)}\r\n{close}\r\n".encode() + msg)
         await writer.drain()
-        writer.close()
-        return
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        return True
+    framing = "Transfer-Encoding: chunked" if server.keep_alive else "Connection: close"
+    writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{framing}\r\n\r\n".encode())
+
+    async def send(data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if server.keep_alive else data)
+        await writer.drain()
+
     chat = "messages" in body
     for _ in range(min(server.tokens, body["max_tokens"])):
         await asyncio.sleep(server.delay)
         choice = {"delta": {"content": "tok "}} if chat else {"text": "tok "}
-        writer.write(_sse({"choices": [choice]}))
+        await send(_sse({"choices": [choice]}))
+    if mode in _BROKEN:
+        if _BROKEN[mode]:
+            await send(_BROKEN[mode])
+        if mode != "truncated":
+            await send(b"data: [DONE]\n\n")
+    else:
+        usage = {"prompt_tokens": 3, "completion_tokens": min(server.tokens, body["max_tokens"])}
+        await send(_sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+    if server.keep_alive:
+        writer.write(b"0\r\n\r\n")
         await writer.drain()
-    usage = {"prompt_tokens": 3, "completion_tokens": min(server.tokens, body["max_tokens"])}
-    writer.write(_sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
-    await writer.drain()
-    writer.close()
+    return True
 
 
 @pytest.fixture
@@ -168,3 +203,47 @@ async def test_mock_and_callable_dispatchers_pass_exceptions_through() -> None:
         await CallableDispatcher(boom).dispatch(Request("b", "opp", 0.0))
     with pytest.raises(ConnectionError):
         await MockDispatcher(boom).dispatch(Request("b", "opp", 0.0))
+
+
+async def test_issue_one_connection_per_request(server: Server) -> None:
+    """A kept-alive connection can be closed under a request (encode/httpcore#1110): never reuse one."""
+    server.keep_alive = True
+    d = vllm(server)
+    try:
+        for i, mode in enumerate(["429", "500", "ok"]):  # an error answer is read whole: reusable
+            with contextlib.suppress(DispatchError):
+                await d.dispatch(Request(f"r{i}", "opp", 0.0, payload={"prompt": mode}))
+    finally:
+        await d.aclose()
+    assert server.connections == 3
+
+
+def test_fresh_connections_is_one_helper_for_enforce_and_gateway() -> None:
+    from rvguard.enforce import dispatch
+    from rvguard.gateway import upstream
+
+    assert upstream.fresh_connections is dispatch.fresh_connections
+    limits = dispatch.fresh_connections()
+    assert (limits.max_connections, limits.max_keepalive_connections) == (None, 0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "text"),
+    [
+        ("garbled", 502, "malformed chunk"),
+        ("not-an-object", 502, "malformed chunk"),
+        ("error", 503, "out of KV cache"),
+        ("error-flat", 400, "bad prompt"),
+        ("truncated", 502, "before [DONE]"),
+    ],
+)
+async def test_issue_a_broken_stream_after_200_fails_the_request(
+    server: Server, mode: str, status: int, text: str
+) -> None:
+    d = vllm(server)
+    try:
+        with pytest.raises(DispatchError, match=re.escape(text)) as err:
+            await d.dispatch(Request("r", "opp", 0.0, payload={"prompt": mode}))
+    finally:
+        await d.aclose()
+    assert err.value.status_hint == status
