@@ -26,8 +26,9 @@ The edit rules come from the properties they must never break:
   rank, basis ``demoted``, if the learner admits it). Unfloored tenants: the
   learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
   well-typed `Proposal` (a learner that raised or returned garbage, see
-  `learners.consult`) counts as a reject, traced as ``learner_error`` on the
-  arrive and ``learner-error: …`` as the reject reason.
+  `learners.consult`) counts as a reject, traced as ``learner_error`` (type
+  and message) on the arrive and ``learner-error: <ExceptionType>`` as the
+  reject reason (bounded: reasons become metrics labels).
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
   sequence). The hint only reorders surplus within a tier (lower first; a
@@ -186,7 +187,9 @@ _REJECT = Proposal(admit=False)
 
 
 def _learner_reason(p: Proposal) -> str:
-    return f"learner-error: {p.reason}" if isinstance(p, LearnerFailure) else "learner"
+    if isinstance(p, LearnerFailure):  # the type only: reasons are metrics labels, messages unbounded
+        return f"learner-error: {p.reason.partition(':')[0]}"
+    return "learner"
 
 
 class DecisionCore:

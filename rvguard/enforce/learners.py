@@ -81,8 +81,8 @@ class LearnerFailure(Proposal):
 
     It rejects the surplus and gives no hint (the floor never depends on the
     learner); ``reason`` is ``"<ExceptionType>: <message>"``, which the core
-    writes on the arrive event (``learner_error``) and in a learner reject
-    (``learner-error: <reason>``).
+    writes on the arrive event (``learner_error``); a learner reject says
+    ``learner-error: <ExceptionType>`` (the type only: a bounded reason).
     """
 
     admit: bool = False
