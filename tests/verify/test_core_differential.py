@@ -254,9 +254,12 @@ def _symbolic_assured_start(ties: Ties) -> set[int]:
     solver, v = model_solver(p, "any", extra=pins)
     assert list(v.tenants) == tenants
     seen: set[int] = set()
+    # Exclude each value as it is found. (Excluding max(seen) looped for ever whenever z3 offered the
+    # larger start first, which depends on the global z3 context's history, i.e. on earlier tests.)
     while solver.check() == z3.sat:
-        seen.add(solver.model().eval(v.start[0]).as_long())
-        solver.add(v.start[0] != max(seen))
+        start = solver.model().eval(v.start[0]).as_long()
+        seen.add(start)
+        solver.add(v.start[0] != start)
     return seen
 
 
