@@ -18,6 +18,7 @@ from .errors import MissingExtraError, RvguardError, SpecError, TraceError
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+MAX_PHASES = 10_000  # the sweep re-judges the whole trace once a phase
 
 
 def _add_check(sub: Any) -> None:
@@ -41,6 +42,14 @@ def _run_check(args: argparse.Namespace) -> int:
 
     contract = load_contract(args.contract)
     props = [p.strip() for p in args.properties.split(",") if p.strip()]
+    if not props:
+        raise SpecError("--properties names no property: give some of AF, SF, DR, WF, ND", field="properties")
+    if args.phase_sweep is not None and not 1 <= args.phase_sweep <= MAX_PHASES:
+        raise SpecError(
+            f"--phase-sweep wants 1..{MAX_PHASES} phases, got {args.phase_sweep} (each re-judges the trace)",
+            field="phase_sweep",
+            value=args.phase_sweep,
+        )
     report = check_trace(
         args.trace,
         contract,

@@ -327,12 +327,48 @@ def _spec_error(err: pydantic.ValidationError, source: str) -> SpecError:
     return SpecError(f"{where}{field or 'contract'}: {msg}{shown}", field=field, value=value)
 
 
+def _first_bool(data: Any, path: str = "") -> tuple[str, bool] | None:
+    """The first boolean in ``data`` (a contract has no boolean field: ``slots: true`` is a slip)."""
+    if isinstance(data, bool):
+        return path, data
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            found = _first_bool(value, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    return None
+
+
 def contract_from_mapping(data: Mapping[str, Any], *, source: str = "") -> Contract:
     """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`."""
+    slip = _first_bool(data)
+    if slip is not None:
+        where = f"{source}: " if source else ""
+        field, value = slip
+        raise SpecError(f"{where}{field}: expected a number, got {value!r}", field=field, value=value)
     try:
         return Contract.model_validate(dict(data))
     except pydantic.ValidationError as err:
         raise _spec_error(err, source) from None
+
+
+def _line_of(text: str, field: str) -> int | None:
+    """The 1-based line of ``field`` (a dotted path) in YAML/JSON ``text``: its deepest key found."""
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in field.split(".") if field else []:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
 
 
 def load_contract(path: str | Path) -> Contract:
@@ -354,4 +390,11 @@ def load_contract(path: str | Path) -> Contract:
         raise SpecError(f"{p}: not valid {p.suffix.lstrip('.').upper() or 'YAML'}: {err}") from None
     if not isinstance(data, Mapping):
         raise SpecError(f"{p}: a contract must be a mapping, got {type(data).__name__}")
-    return contract_from_mapping(data, source=str(p))
+    try:
+        return contract_from_mapping(data, source=str(p))
+    except SpecError as err:
+        line = _line_of(text, err.field)
+        if line is None:
+            raise
+        located = str(err).replace(f"{p}: ", f"{p}:{line}: ", 1)
+        raise SpecError(located, field=err.field, value=err.value) from None

@@ -179,6 +179,21 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     assert code == 0 and err == "", err
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--properties", ""], "--properties names no property"),
+        (["--properties", " , "], "--properties names no property"),
+        (["--phase-sweep", "100000000"], "--phase-sweep wants 1..10000"),
+    ],
+)
+def test_options_that_would_check_nothing_or_run_for_ever_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], said: str
+) -> None:
+    assert main(["check", write(tmp_path, GOOD), "--contract", MARQUEE, *extra]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
     p = tmp_path / "x.jsonl"
     p.write_text("[1, 2]\n")

@@ -128,3 +128,30 @@ def test_token_credits_use_the_weight_prefix() -> None:
 def test_shipped_specs_load() -> None:
     for p in SPECS.glob("*.yaml"):
         assert isinstance(load_contract(p), Contract)
+
+
+def test_a_boolean_where_a_number_belongs_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"slots: expected a number, got True") as info:
+        contract_from_mapping(base(slots=True))
+    assert info.value.field == "slots"
+    with pytest.raises(SpecError, match=r"tenants\.a\.floor"):
+        contract_from_mapping(base(tenants={"a": {"floor": True, "deadline": 1}}))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("epoch: 0\nwindow: 1\nslots: 0\n", ":3: slots:"),
+        (
+            "epoch: 0\nwindow: 1\nslots: 4\nservice: {s_max: 1, s_max_opp: 1, lower: 0.1}\n"
+            "tenants:\n  a:\n    floor: -3\n    deadline: 1\n",
+            ":7: tenants.a.floor:",
+        ),
+    ],
+)
+def test_contract_errors_name_the_line(tmp_path: Path, text: str, where: str) -> None:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_contract(p)
+    assert str(info.value).startswith(f"{p}{where}")

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         if args.synthesize is not None:
             synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None), options=options)
     except (SpecError, MissingExtraError) as exc:
-        print(f"rvguard verify: {exc}", file=err)
+        print(f"rvguard verify: error: {exc}", file=err)
         return EXIT_INPUT
     if args.json:
         doc = _as_json(results, synthesis)

@@ -85,6 +85,13 @@ def test_bad_contract_exits_two_naming_the_field(tmp_path: Path, body: str, fiel
     assert field in err
 
 
+def test_errors_say_error_like_every_other_command(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("window: -1\n")
+    code, _, err = run(str(bad))
+    assert code == 2 and err.startswith(f"rvguard verify: error: {bad}:1: window:")
+
+
 def test_unknown_tenant_exits_two() -> None:
     code, _, err = run(str(SPECS / "marquee.yaml"), "--synthesize", "deadline", "--tenant", "ghost")
     assert code == 2 and "tenants.ghost" in err
