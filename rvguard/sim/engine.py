@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..enforce.learners import Learner, LoadView
+from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
 from ..events import Arrive, Dispatch, Event, Proposal
 from .backend import Backend, ServiceModel
@@ -128,7 +128,7 @@ class Simulator:
     def _on_arrival(self, req: Request, now: float) -> None:
         p = self._policy
         view = LoadView(now=now, in_flight=p.in_flight, queue_depth=p.queue_depth, slots=self._slots)
-        proposal = self._learner.propose(req, view)
+        proposal = consult(self._learner, req, view)  # a raising learner rejects only the surplus
         self._emit(p.arrive(req, proposal, now), now)
 
     def _on_completion(self, rid: str, version: int, now: float) -> None:

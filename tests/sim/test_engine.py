@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from rvguard.events import Dispatch, EventKind
@@ -54,3 +56,26 @@ def test_never_more_than_c_in_flight() -> None:
             running -= 1
         assert running <= MARQUEE.slots
     assert running == 0  # drained
+
+
+class _Raising:
+    """A learner that always raises: the guard must still serve the floor, and the run must not stop."""
+
+    def propose(self, request: object, view: object) -> object:
+        raise ValueError("model file missing")
+
+
+def test_a_raising_learner_rejects_only_the_surplus() -> None:
+    from rvguard.enforce.core import DecisionCore
+    from rvguard.monitors import Monitor
+    from rvguard.sim.backend import ExponentialService
+    from rvguard.sim.engine import Simulator
+
+    result = Simulator(
+        DecisionCore(MARQUEE), _Raising(), ExponentialService(4.0), random.Random(0), slots=4
+    ).run(marquee_arrivals(0))
+    monitor = Monitor(MARQUEE, ("AF", "DR", "WF"))
+    assert monitor.feed_all(result.events) == []
+    rejects = {e.reason for e in result.events if e.kind is EventKind.REJECT}
+    assert "learner-error: ValueError" in rejects
+    assert any(e.kind is EventKind.ADMIT and e.basis.value == "floor" for e in result.events)
