@@ -35,6 +35,7 @@ __all__ = [
     "Response",
     "VLLMDispatcher",
     "fresh_connections",
+    "parse_chunk",
 ]
 
 
@@ -214,7 +215,7 @@ class VLLMDispatcher:
             if data == "[DONE]":
                 done = True
                 break
-            chunk = _chunk(data)
+            chunk = parse_chunk(data)
             usage = chunk.get("usage") or usage
             text = _chunk_text(chunk)
             if text:
@@ -235,7 +236,7 @@ class VLLMDispatcher:
         )
 
 
-def _chunk(data: str) -> Mapping[str, Any]:
+def parse_chunk(data: str) -> Mapping[str, Any]:
     """One SSE chunk as an object; a malformed or ``error`` chunk raises `DispatchError`.
 
     vLLM reports a failure after the 200 as ``{"error": {"message", "code", ...}}``

@@ -10,7 +10,8 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 * ``hang`` — read the request, never answer (until `FakeUpstream.close`);
 * ``reset`` — abort the connection;
 * ``500`` / ``400`` — answer that status;
-* ``midfail`` — stream two chunks, then abort.
+* ``midfail`` — stream two chunks, then abort;
+* ``miderror`` — (streamed) two chunks, then an ``{"error": …}`` chunk and ``[DONE]``.
 
 It counts what a test needs to see a leak: ``active`` (generating now),
 ``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
@@ -121,7 +122,9 @@ class FakeUpstream:
             return False
         if mode[:3] in ("500", "400"):
             return await _send_json(writer, int(mode[:3]), {"error": {"message": "fake failure"}})
-        return await self._generate(body, writer, midfail=mode.startswith("midfail"))
+        return await self._generate(
+            body, writer, midfail=mode.startswith("midfail"), miderror=mode.startswith("miderror")
+        )
 
     async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""
@@ -135,19 +138,23 @@ class FakeUpstream:
             writer, 200, {"count": count, "max_model_len": 2048, "tokens": list(range(count))}
         )
 
-    async def _generate(self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool) -> bool:
+    async def _generate(
+        self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool, miderror: bool = False
+    ) -> bool:
         async with self._sem if self._sem is not None else contextlib.nullcontext():
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             try:
-                return await self._emit(body, writer, midfail=midfail)
+                return await self._emit(body, writer, midfail=midfail, miderror=miderror)
             except ConnectionError:
                 self.aborted += 1
                 return False
             finally:
                 self.active -= 1
 
-    async def _emit(self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool) -> bool:
+    async def _emit(
+        self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool, miderror: bool = False
+    ) -> bool:
         self._ids += 1
         n = int(body.get("max_tokens") or 16)
         chat = "messages" in body
@@ -160,9 +167,8 @@ class FakeUpstream:
         for i in range(n):
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
-            if midfail and i == 2:
-                writer.transport.abort()
-                return False
+            if i == 2 and (midfail or (miderror and stream)):
+                return await _fail_midway(writer, abort=midfail)
             if body.get("logprobs"):
                 lp.append(_logprobs(f"t{i} ", -0.01 * (i + 1), sum(map(len, parts)), chat=chat))
             parts.append(f"t{i} ")
@@ -184,6 +190,18 @@ class FakeUpstream:
         await _chunk(writer, b"data: [DONE]\n\n")
         await _chunk(writer, b"")
         return True
+
+
+async def _fail_midway(writer: asyncio.StreamWriter, *, abort: bool) -> bool:
+    """``midfail``: abort the connection; ``miderror``: vLLM's error chunk after the 200, then [DONE]."""
+    if abort:
+        writer.transport.abort()
+        return False
+    err = {"error": {"message": "fake engine error", "type": "InternalServerError", "code": 500}}
+    await _chunk(writer, f"data: {json.dumps(err)}\n\n".encode())
+    await _chunk(writer, b"data: [DONE]\n\n")
+    await _chunk(writer, b"")
+    return True
 
 
 def _token_choice(token: str, chat: bool, *, last: bool, logprobs: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,7 +18,6 @@ Transport failures become `DispatchError` with 502 (reset/refused) or 504
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatch import DispatchError, Response, fresh_connections
+from ..enforce.dispatch import DispatchError, Response, fresh_connections, parse_chunk
 from ..enforce.request import Request
 from ..errors import MissingExtraError, SpecError
 
@@ -254,12 +253,7 @@ class UpstreamDispatcher:
             if data == "[DONE]":
                 done = True
                 break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise DispatchError(
-                    f"upstream sent a malformed chunk: {data[:80]!r}", status_hint=502
-                ) from None
+            chunk = parse_chunk(data)  # malformed or {"error": …} after the 200: DispatchError
             if reading.take(chunk) and reading.first is None:
                 reading.first = self._clock.now() - start
             channel = self.channels.get(rid)

@@ -73,7 +73,9 @@ async def test_every_request_gets_its_own_connection() -> None:
     assert up.served == 3 and up.connections == 6
 
 
-@pytest.mark.parametrize(("prompt", "status"), [("reset", 502), ("500", 500), ("400", 400), ("midfail", 502)])
+@pytest.mark.parametrize(
+    ("prompt", "status"), [("reset", 502), ("500", 500), ("400", 400), ("midfail", 502), ("miderror", 500)]
+)
 async def test_failures_carry_a_status(prompt: str, status: int) -> None:
     async with FakeUpstream() as up:
         d = UpstreamDispatcher(up.url, contract=contract())
