@@ -253,7 +253,7 @@ class Gateway:
             deferred_drop=settings.deferred_drop,
             watch=settings.watch,
         )
-        self.metrics.watch_core(self.guard.core)
+        self.metrics.watch_guard(self.guard)
         self._ids = itertools.count()
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self.app = Starlette(routes=self._routes(), lifespan=self._lifespan)

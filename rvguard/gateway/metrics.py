@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from ..enforce.core import DecisionCore
+    from ..enforce.guard import Guard
 
 __all__ = ["MetricsSink"]
 
@@ -91,6 +92,22 @@ class MetricsSink:
         Gauge("rvguard_watch_alerts", "Assumption-watch alerts raised", registry=r).set_function(
             lambda: len(core.alerts)
         )
+        Gauge(
+            "rvguard_uncertain_dispatches",
+            "Dispatches the U gate could not call sure (U unknown)",
+            registry=r,
+        ).set_function(lambda: core.statistics().uncertain)
+
+    def watch_guard(self, guard: Guard) -> None:
+        """The core's gauges (`watch_core`) and the Guard's sink failures."""
+        from prometheus_client import Gauge
+
+        self.watch_core(guard.core)
+        Gauge(
+            "rvguard_sink_errors",
+            "Events a sink (trace file, metrics) failed to take",
+            registry=self.registry,
+        ).set_function(lambda: guard.statistics().sink_errors)
 
     def __call__(self, event: Event) -> None:
         """Count ``event``."""

@@ -268,6 +268,7 @@ async def test_models_metrics_and_health(tmp_path: Path) -> None:
     assert 'rvguard_completed_total{basis="floor",tenant="assured"} 1.0' in metrics
     assert 'rvguard_floor_credits{tenant="assured"} 2.0' in metrics
     assert "rvguard_in_flight 0.0" in metrics and "rvguard_sojourn_seconds_count" in metrics
+    assert "rvguard_uncertain_dispatches 0.0" in metrics and "rvguard_sink_errors 0.0" in metrics
     assert health == {"status": "ok", "live": 0, "in_flight": 0, "queue_depth": 0}
     assert down.status_code == 502 and down.json()["error"]["code"] == 502
 
