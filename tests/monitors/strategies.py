@@ -11,9 +11,10 @@ from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
 
 
-def small_contract(credit: str = "count") -> Contract:
+def small_contract(credit: str = "count", epoch: float = 0.0) -> Contract:
     return contract_from_mapping(
         {
+            "epoch": epoch,  # an origin off 0 moves every window edge away from the steps' grid
             "window": 1.0,
             "slots": 2,
             "output_cap": 8,
@@ -35,9 +36,9 @@ _NEXT = {
 }
 
 
-def _event(kind: str, t: float, rid: str) -> Event:
+def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS) -> Event:
     if kind == "admit":
-        return Admit(t, rid, Basis.SURPLUS)
+        return Admit(t, rid, basis)
     if kind == "reject":
         return Reject(t, rid, "r")
     if kind == "dispatch":
@@ -71,7 +72,8 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
             continue
         rid = draw(st.sampled_from(sorted(live)))
         kind = draw(st.sampled_from(_NEXT[live[rid]]))
-        events.append(_event(kind, t, rid))
+        basis = draw(st.sampled_from(list(Basis))) if kind == "admit" else Basis.SURPLUS
+        events.append(_event(kind, t, rid, basis))
         if kind in ("complete", "fail", "drop", "reject"):
             del live[rid]
         else:

@@ -16,7 +16,12 @@ from rvguard.monitors.offline import check_offline
 from .brute_force import brute_force
 from .strategies import small_contract, wellformed_traces
 
-CONTRACTS = {"count": small_contract("count"), "tokens": small_contract("tokens")}
+CONTRACTS = {
+    "count": small_contract("count"),
+    "tokens": small_contract("tokens"),
+    "count, epoch 0.3": small_contract("count", epoch=0.3),
+    "tokens, epoch 0.7": small_contract("tokens", epoch=0.7),
+}
 PROPS = ("AF", "SF", "DR", "WF", "ND")
 
 
@@ -37,7 +42,7 @@ def _metrics(d: dict[str, object]) -> dict[str, object]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(wellformed_traces(), st.sampled_from(["count", "tokens"]))
+@given(wellformed_traces(), st.sampled_from(sorted(CONTRACTS)))
 def test_online_and_offline_agree(events: list[Event], credit: str) -> None:
     online = _online(events, credit)
     offline = check_offline(ColumnarTrace.from_events(events), CONTRACTS[credit], PROPS)
@@ -57,7 +62,7 @@ def test_online_and_offline_agree(events: list[Event], credit: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(wellformed_traces(), st.sampled_from(["count", "tokens"]))
+@given(wellformed_traces(), st.sampled_from(sorted(CONTRACTS)))
 def test_monitor_agrees_with_brute_force(events: list[Event], credit: str) -> None:
     found = {(v.property, v.rid, v.t) for v in _online(events, credit).violations() if v.property != "ND"}
     assert found == brute_force(events, CONTRACTS[credit])
