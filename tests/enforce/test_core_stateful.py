@@ -92,9 +92,15 @@ class CoreMachine(RuleBasedStateMachine):
         policy=st.sampled_from(["priority", "fifo"]),
         drop=st.booleans(),
         lower=st.sampled_from([0.0, 0.1, 0.4]),
+        credit=st.sampled_from(["count", "tokens"]),
     )
-    def setup(self, slots: int, floor: int, excess: str, policy: str, drop: bool, lower: float) -> None:
-        self.contract = make_contract(slots=slots, floor=floor, excess=excess, lower=lower, s_max=0.5)
+    def setup(
+        self, slots: int, floor: int, excess: str, policy: str, drop: bool, lower: float, credit: str
+    ) -> None:
+        b = floor if credit == "count" else floor * 40  # token credits: w = capped max_tokens (≤ 48)
+        self.contract = make_contract(
+            slots=slots, floor=b, excess=excess, lower=lower, s_max=0.5, credit=credit
+        )
         self.core = DecisionCore(self.contract, dispatch_policy=policy, deferred_drop=drop)  # type: ignore[arg-type]
         self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF"))
 
@@ -158,7 +164,9 @@ class CoreMachine(RuleBasedStateMachine):
         for ev in self.trace:
             if isinstance(ev, Admit) and ev.basis is Basis.FLOOR:
                 a = arrive[ev.rid]
-                used[a.tenant, self.contract.window_index(a.t)] += 1.0
+                used[a.tenant, self.contract.window_index(a.t)] += self.contract.weight(
+                    a.prompt_tokens, a.max_tokens
+                )
         assert all(u <= self.contract.tenants[tn].floor for (tn, _), u in used.items())
 
     def teardown(self) -> None:
