@@ -77,6 +77,8 @@ class GatewaySettings:
         deferred_drop: drop doomed requests at dispatch time (503).
         drain_timeout: seconds shutdown waits for live requests.
         watch: the assumption watch (``None``: off).
+        send_priority: send the tier as vLLM's ``priority`` (the engine must run
+            ``--scheduling-policy priority``); the gateway dispatches by tier either way.
     """
 
     upstream: str
@@ -89,6 +91,7 @@ class GatewaySettings:
     deferred_drop: bool = False
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
+    send_priority: bool = True
 
     def __post_init__(self) -> None:
         upstream_url(self.upstream)
@@ -235,6 +238,7 @@ class Gateway:
             connect_timeout=settings.connect_timeout,
             read_timeout=settings.read_timeout,
             clock=self.clock,
+            send_priority=settings.send_priority,
         )
         self._binder = settings.keys.binder(contract)
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())

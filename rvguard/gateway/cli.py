@@ -28,6 +28,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one upstream call may take")
     p.add_argument("--read-timeout", type=float, default=60.0, help="seconds the upstream may stay silent")
     p.add_argument("--deferred-drop", action="store_true", help="drop doomed requests at dispatch (503)")
+    p.add_argument(
+        "--no-priority",
+        action="store_true",
+        help="send no vLLM priority (an engine without --scheduling-policy priority refuses any); "
+        "the gateway still dispatches by tier, at most C at a time",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
     p.set_defaults(run=run_serve)
 
@@ -64,6 +70,7 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,
+        send_priority=not args.no_priority,
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)

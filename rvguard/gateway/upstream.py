@@ -91,16 +91,16 @@ class Channel:
         return await self._q.get()
 
 
-def forced_body(body: Mapping[str, Any], *, max_tokens: int, priority: int) -> dict[str, Any]:
-    """The client's body with the fields the floor depends on forced (see module doc)."""
+def forced_body(body: Mapping[str, Any], *, max_tokens: int, priority: int | None) -> dict[str, Any]:
+    """The client's body with the fields the floor depends on forced (see module doc).
+
+    ``priority=None`` sends none (the client's is dropped all the same): for an
+    engine not started with ``--scheduling-policy priority``, which refuses any.
+    """
     out = {k: v for k, v in body.items() if k not in _FORCED_OUT}
-    out.update(
-        max_tokens=max_tokens,
-        priority=priority,
-        n=1,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
+    out.update(max_tokens=max_tokens, n=1, stream=True, stream_options={"include_usage": True})
+    if priority is not None:
+        out["priority"] = priority
     return out
 
 
@@ -180,6 +180,8 @@ class UpstreamDispatcher:
         client: an ``httpx.AsyncClient`` to reuse (else one is created and owned).
         connect_timeout, read_timeout: seconds (a silent upstream fails after ``read_timeout``).
         clock: for the client-side timings.
+        send_priority: send the tenant's tier as vLLM's ``priority`` (needs an engine started
+            with ``--scheduling-policy priority``; off: none is sent).
 
     ``request.payload`` holds ``endpoint`` (``completions``|``chat``) and ``body``
     (the client's JSON object). ``Response.raw`` holds ``usage``, ``finish_reason``,
@@ -196,12 +198,14 @@ class UpstreamDispatcher:
         connect_timeout: float = 2.0,
         read_timeout: float = 60.0,
         clock: Clock | None = None,
+        send_priority: bool = True,
     ) -> None:
         try:
             import httpx
         except ImportError:  # pragma: no cover - the gateway extra brings httpx
             raise MissingExtraError("httpx", "gateway") from None
         self._httpx = httpx
+        self.send_priority = send_priority
         self.base_url = base_url.rstrip("/")
         self._contract = contract
         self._owned = client is None
@@ -222,7 +226,7 @@ class UpstreamDispatcher:
         return forced_body(
             client_body,
             max_tokens=self._contract.capped_tokens(request.max_tokens),
-            priority=self._contract.tier_of(request.tenant),
+            priority=self._contract.tier_of(request.tenant) if self.send_priority else None,
         )
 
     async def dispatch(self, request: Request) -> Response:

@@ -78,6 +78,20 @@ async def test_completion_is_proxied_with_cap_tier_and_one_sequence(tmp_path: Pa
     assert r.headers["x-rvguard-rid"] == events[0]["rid"]
 
 
+async def test_no_priority_sends_none_but_still_dispatches_by_tier(tmp_path: Path) -> None:
+    """For an engine without --scheduling-policy priority: no priority field, the client's dropped too."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    async with (
+        FakeUpstream() as up,
+        gateway(c, settings(up.url, trace, send_priority=False)) as (gw, url),
+        httpx.AsyncClient() as client,
+    ):
+        body = {"prompt": "hi", "max_tokens": 2, "priority": -5}
+        r = await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
+    assert r.status_code == 200 and "priority" not in up.bodies[-1]
+    assert_sound(trace, c, gw)
+
+
 async def _sse(client: httpx.AsyncClient, url: str, body: dict[str, Any], key: str) -> tuple[int, list[str]]:
     lines: list[str] = []
     async with client.stream("POST", url, json=body, headers=auth(key)) as r:
