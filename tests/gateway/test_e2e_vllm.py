@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -37,7 +38,8 @@ from ._support import (
 from .conftest import Engine
 
 KEYS = {"assured": "sk-assured", "opportunistic": "sk-opp"}
-RATE, N, CAP = 40.0, 200, 96  # ≈ 5 s of arrivals at ~1.7× the 4 slots' capacity (≈ 0.17 s per 96 tokens)
+N, CAP = 300, 96
+OVERLOAD = 2.5  # offered rate / the engine's measured capacity at CAP tokens
 SLICE = SHARED_TRACES / "azure_conv_slice.csv"
 
 
@@ -49,6 +51,25 @@ async def _poll(cond: object, seconds: float = 10.0) -> bool:
     return False
 
 
+async def _capacity(engine: Engine) -> float:
+    """Requests/s the engine sustains at CAP tokens: C concurrent requests timed, the fastest of 3.
+
+    The load is set from this, not from a constant: at a fixed 40 req/s a faster machine saw
+    1.3× overload instead of 1.7×, the queue barely grew, and the direct side's miss fell to 0.2.
+    """
+    body = {"model": engine.model, "prompt": "x", "max_tokens": CAP, "ignore_eos": True}
+    best = float("inf")
+    async with httpx.AsyncClient(timeout=60.0) as client:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            answers = await asyncio.gather(
+                *(client.post(engine.url + "/v1/completions", json=body) for _ in range(engine.slots))
+            )
+            assert all(a.status_code == 200 for a in answers)
+            best = min(best, time.perf_counter() - t0)
+    return engine.slots / best
+
+
 def _miss(results: list[Result], deadline: float) -> float:
     """Share of requests not answered (200) within the deadline: an error is a miss too."""
     return sum(r.status != 200 or r.latency > deadline for r in results) / len(results)
@@ -57,16 +78,17 @@ def _miss(results: list[Result], deadline: float) -> float:
 async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
     engine: Engine, tmp_path: Path
 ) -> None:
-    """``rvguard serve`` (own process) + vLLM + a real trace slice at ~1.7× capacity; RejectAssured."""
+    """``rvguard serve`` (own process) + vLLM + a real trace slice at 2.5× capacity; RejectAssured."""
     c = contract(output_cap=CAP)
     deadline = c.tenants["assured"].deadline
+    rate = OVERLOAD * await _capacity(engine)
     shots = shots_from_trace(
         SLICE,
-        rate=RATE,
+        rate=rate,
         limit=N,
         tenant_rule=FractionRule(0.3, seed=7),
         output_cap=CAP,
-        min_tokens=8,
+        min_tokens=CAP,  # every request CAP tokens long: the capacity measured above is the one offered
         stream_every=5,
     )
     learner = "tests.gateway._support:RejectAssured"
@@ -106,12 +128,16 @@ async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
     done = {e["rid"]: e["t"] for e in events if e["kind"] == "complete"}
     due = {e["rid"]: e["deadline"] for e in events if e["kind"] == "arrive"}
     late = sum(done.get(rid, float("inf")) > due[rid] for rid in entitled)  # the gateway's own view (SF)
-    print(f"\nentitled={len(entitled)} miss: guarded {g_miss:.3f} (trace: {late} late) direct {d_miss:.3f}")
+    d_all = _miss([d for d in direct if d.shot.tenant == "assured"], deadline)
+    print(f"\nrate={rate:.1f}/s entitled={len(entitled)} miss: guarded {g_miss:.3f} (trace: {late} late) "
+          f"direct {d_miss:.3f} (all assured {d_all:.3f})")  # fmt: skip
     # The guarded side is judged on the gateway's own trace (its clock, as SF is): the client's view
     # also holds the client's and the gateway's CPU waits on 2 cores shared with the engine, which
     # made the client-measured guarded miss swing between 0.0 and 0.45 from run to run.
-    assert d_miss >= 0.3
-    assert late / len(entitled) < d_miss
+    # The engine alone was overwhelmed: judged on every assured request (≈ 90), not on the ≈ 10
+    # entitled ones, whose miss fraction is too noisy to hold to a threshold.
+    assert d_all >= 0.3, d_all
+    assert late / len(entitled) < d_miss  # the floor's own requests: fewer late through the guard
 
 
 async def test_client_disconnect_mid_stream_frees_gateway_and_engine_slots(
