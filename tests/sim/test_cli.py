@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rvguard.cli import main
+from rvguard.sim.catalog import EXPERIMENTS as CATALOG
 
 SPEC = Path(__file__).resolve().parents[2] / "specs" / "marquee.yaml"
 
@@ -82,16 +83,7 @@ def test_simulate_a_contract_with_other_tenant_names(
     assert tenants <= {"gold", "silver", "opportunistic"} and {"gold", "silver"} <= tenants
 
 
-EXPERIMENTS = [
-    "beta-sweep",
-    "fifo-ablation",
-    "deadline-sweep",
-    "floor-sweep",
-    "stress",
-    "trace-replay",
-    "gaie-fault",
-    "capacity-drop",
-]
+EXPERIMENTS = sorted(CATALOG)  # every registered experiment (test_catalog pins the names)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
