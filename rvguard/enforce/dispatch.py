@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -36,6 +36,7 @@ __all__ = [
     "VLLMDispatcher",
     "fresh_connections",
     "parse_chunk",
+    "sse_lines",
 ]
 
 
@@ -208,7 +209,7 @@ class VLLMDispatcher:
         first: float | None = None
         usage: Mapping[str, Any] = {}
         done = False
-        async for line in resp.aiter_lines():
+        async for line in sse_lines(resp):
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
@@ -234,6 +235,24 @@ class VLLMDispatcher:
             status=resp.status_code,
             raw=MappingProxyType(dict(usage)),
         )
+
+
+async def sse_lines(resp: Any) -> AsyncIterator[str]:
+    """The lines of a streamed (SSE) body, split where SSE splits them: at LF (CR LF, CR stripped).
+
+    Not ``httpx.Response.aiter_lines``: it splits like ``str.splitlines``, also at U+2028, U+0085
+    and the like, which a model can emit and a JSON encoder may leave raw inside a chunk; the chunk
+    then arrives cut in two and the request failed as "malformed" (seen with the random-weight
+    test model in CI).
+    """
+    rest = ""
+    async for text in resp.aiter_text():
+        rest += text
+        *lines, rest = rest.split("\n")
+        for line in lines:
+            yield line.removesuffix("\r")
+    if rest:
+        yield rest.removesuffix("\r")
 
 
 def parse_chunk(data: str) -> Mapping[str, Any]:

@@ -11,7 +11,8 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 * ``reset`` — abort the connection;
 * ``500`` / ``400`` — answer that status;
 * ``midfail`` — stream two chunks, then abort;
-* ``miderror`` — (streamed) two chunks, then an ``{"error": …}`` chunk and ``[DONE]``.
+* ``miderror`` — (streamed) two chunks, then an ``{"error": …}`` chunk and ``[DONE]``;
+* ``linesep`` — every token carries U+2028 and U+0085, left raw in the JSON (as a model may).
 
 It counts what a test needs to see a leak: ``active`` (generating now),
 ``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
@@ -163,6 +164,7 @@ class FakeUpstream:
         if stream:
             _start(writer, 200, "text/event-stream", chunked=True)
         parts: list[str] = []
+        sep = "\u2028\x85" if str(body.get("prompt") or "").startswith("linesep") else ""  # Unicode line ends
         lp: list[dict[str, Any]] = []  # per token, in the endpoint's shape (when asked for)
         for i in range(n):
             if self.token_delay:
@@ -170,11 +172,12 @@ class FakeUpstream:
             if i == 2 and (midfail or (miderror and stream)):
                 return await _fail_midway(writer, abort=midfail)
             if body.get("logprobs"):
-                lp.append(_logprobs(f"t{i} ", -0.01 * (i + 1), sum(map(len, parts)), chat=chat))
-            parts.append(f"t{i} ")
+                lp.append(_logprobs(f"t{i}{sep} ", -0.01 * (i + 1), sum(map(len, parts)), chat=chat))
+            parts.append(f"t{i}{sep} ")
             if stream:
                 choice = _token_choice(parts[-1], chat, last=i == n - 1, logprobs=lp[-1] if lp else None)
-                await _chunk(writer, f"data: {json.dumps({**head, 'choices': [choice]})}\n\n".encode())
+                data = json.dumps({**head, "choices": [choice]}, ensure_ascii=False)  # raw U+2028 stays raw
+                await _chunk(writer, f"data: {data}\n\n".encode())
         usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
         self.served += 1
         if not stream:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, MonotonicClock
+from ..enforce.dispatch import sse_lines
 from ..io.public import FractionRule, TenantRule, read_public, to_arrivals
 from .upstream import fresh_connections
 
@@ -115,7 +116,7 @@ async def _send(
             rid = resp.headers.get("x-rvguard-rid", "")
             return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
         async with client.stream("POST", url, json=body, headers=headers) as resp:
-            async for line in resp.aiter_lines():
+            async for line in sse_lines(resp):
                 if line.startswith("data:") and '"error"' not in line and "[DONE]" not in line:
                     tokens += 1
             rid = resp.headers.get("x-rvguard-rid", "")

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatch import DispatchError, Response, fresh_connections, parse_chunk
+from ..enforce.dispatch import DispatchError, Response, fresh_connections, parse_chunk, sse_lines
 from ..enforce.request import Request
 from ..errors import MissingExtraError, SpecError
 
@@ -250,7 +250,7 @@ class UpstreamDispatcher:
     async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
         reading = _Reading()
         done = False
-        async for line in resp.aiter_lines():
+        async for line in sse_lines(resp):
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()

@@ -24,6 +24,7 @@ from rvguard.enforce.dispatch import (
     MockDispatcher,
     Response,
     VLLMDispatcher,
+    sse_lines,
 )
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.request import Request
@@ -247,3 +248,21 @@ async def test_issue_a_broken_stream_after_200_fails_the_request(
     finally:
         await d.aclose()
     assert err.value.status_hint == status
+
+
+class _Pieces:
+    """A response whose text arrives in the given pieces (for `sse_lines`)."""
+
+    def __init__(self, *pieces: str) -> None:
+        self.pieces = pieces
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        for piece in self.pieces:
+            yield piece
+
+
+async def test_sse_lines_split_at_lf_only() -> None:
+    """U+2028, U+0085 and a lone CR inside a line stay in it; CR LF ends a line; pieces may cut anywhere."""
+    body = 'data: {"t": "a\u2028b\x85c"}\r\n\r\ndata: [DO', "NE]\n\nda", "ta: x\ry"
+    got = [line async for line in sse_lines(_Pieces(*body))]
+    assert got == ['data: {"t": "a\u2028b\x85c"}', "", "data: [DONE]", "", "data: x\ry"]

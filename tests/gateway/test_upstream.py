@@ -99,3 +99,12 @@ async def test_silent_upstream_is_504_and_refused_connection_502() -> None:
         await d.aclose()
     assert hang.value.status_hint == 504 and refused.value.status_hint == 502
     assert status == 200 and models["data"][0]["id"] == "fake"
+
+
+async def test_unicode_line_separators_inside_chunks_do_not_cut_them() -> None:
+    """U+2028 / U+0085 raw in a chunk's JSON: SSE splits at LF only (httpx's aiter_lines cut it)."""
+    async with FakeUpstream() as up:
+        d = UpstreamDispatcher(up.url, contract=contract())
+        resp = await d.dispatch(req("linesep", max_tokens=5))
+        await d.aclose()
+    assert resp.output_tokens == 5 and resp.text == "".join(f"t{i}\u2028\x85 " for i in range(5))
