@@ -44,6 +44,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
+from ..enforce.core import DispatchPolicy
 from ..enforce.dispatch import DispatchError
 from ..enforce.guard import Guard, Outcome
 from ..enforce.identity import Identity
@@ -79,6 +80,8 @@ class GatewaySettings:
         watch: the assumption watch (``None``: off).
         send_priority: send the tier as vLLM's ``priority`` (the engine must run
             ``--scheduling-policy priority``); the gateway dispatches by tier either way.
+        dispatch_policy: the core's dispatch order: ``priority`` (tier, then arrival) or
+            ``fifo`` (arrival only: the study's ablation, for experiments).
     """
 
     upstream: str
@@ -92,6 +95,7 @@ class GatewaySettings:
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
     send_priority: bool = True
+    dispatch_policy: DispatchPolicy = "priority"
 
     def __post_init__(self) -> None:
         upstream_url(self.upstream)
@@ -256,6 +260,7 @@ class Gateway:
             drain_timeout=settings.drain_timeout,
             deferred_drop=settings.deferred_drop,
             watch=settings.watch,
+            dispatch_policy=settings.dispatch_policy,
         )
         self.metrics.watch_guard(self.guard)
         self._ids = itertools.count()
