@@ -20,23 +20,16 @@ __all__ = ["build_parser", "main"]
 EXPERIMENT = "experiment"
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("rvguard")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
-
-
 class _Version(argparse.Action):
-    """``--version``: looks the version up only when asked (importlib.metadata costs start-up time)."""
+    """``--version``: the package's ``__version__`` (pyproject.toml reads the same attribute)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print rvguard's version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        print(f"rvguard {_version()}")
+        from .. import __version__
+
+        print(f"rvguard {__version__}")
         parser.exit()
 
 

@@ -26,7 +26,7 @@ from ..contract import Contract, load_contract
 from ..errors import SpecError, TraceError
 from ..events import Complete, Dispatch
 from .model import ServiceDistribution
-from .screen import ScreenResult, Workload, screen
+from .predict import ScreenResult, Workload, screen
 
 __all__ = ["add_arguments", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
 

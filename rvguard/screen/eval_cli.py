@@ -28,7 +28,7 @@ from .evaluate import (
     in_sample_rows,
     small_grid,
 )
-from .screen import CAVEAT, LABEL
+from .predict import CAVEAT, LABEL
 
 __all__ = ["add_arguments", "dial_curve", "plot_precision_coverage", "render_eval", "run"]
 

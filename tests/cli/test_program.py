@@ -29,6 +29,24 @@ def _loaded(argv: list[str]) -> dict[str, object]:
     return doc
 
 
+def test_help_lists_every_command_and_imports_none() -> None:
+    doc = _loaded(["--help"])
+    modules = doc["modules"]
+    assert doc["code"] == 0 and isinstance(modules, list)
+    assert not [m for m in COMMAND_MODULES if m in modules]
+    assert not [m for m in ("pydantic", "z3", "numpy", "asyncio", "httpx") if m in modules]
+
+
+def test_verify_loads_neither_the_simulator_nor_the_gateway() -> None:
+    doc = _loaded(["verify", SPEC, "--json"])
+    modules = doc["modules"]
+    assert doc["code"] == 1 and isinstance(modules, list)  # the marquee fails one obligation
+    assert "rvguard.verify.cli" in modules and "z3" in modules
+    loaded = [m for m in modules if m.startswith(("rvguard.sim.", "rvguard.gateway.", "rvguard.screen."))]
+    assert loaded == ["rvguard.gateway.commands", "rvguard.screen.commands", "rvguard.sim.commands"]
+    assert not [m for m in ("numpy", "asyncio", "httpx", "uvicorn", "matplotlib") if m in modules]
+
+
 def test_an_unknown_command_exits_2_and_imports_no_command(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _loaded(["verfy", SPEC])
     assert doc["code"] == 2 and not [m for m in COMMAND_MODULES if m in doc["modules"]]  # type: ignore[operator]
