@@ -14,7 +14,7 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.dispatch import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink, Outcome, _status
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
-from rvguard.enforce.learners import RejectAll
+from rvguard.enforce.learners import LearnerFailure, RejectAll
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, SinkError
 from rvguard.events import Arrive, Event, Proposal, event_from_dict
@@ -213,6 +213,15 @@ class _Boom:
         raise ValueError("boom")
 
 
+class _Raising(Proposal):
+    """A `Proposal` subclass whose ``admit`` raises when read."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "admit":
+            raise RuntimeError("admit exploded")
+        return super().__getattribute__(name)
+
+
 class _Returns:
     """A learner that returns ``value`` (ill-typed on purpose)."""
 
@@ -230,6 +239,9 @@ class _Returns:
         (_Returns(None), "TypeError: propose returned NoneType, not a Proposal"),
         (_Returns(Proposal(admit="yes")), "TypeError: Proposal.admit must be a bool"),  # type: ignore[arg-type]
         (_Returns(Proposal(priority_hint="high")), "TypeError: Proposal.priority_hint"),  # type: ignore[arg-type]
+        (_Returns(LearnerFailure(priority_hint="x", reason="ValueError: mine")), "ValueError: mine"),  # type: ignore[arg-type]
+        (_Returns(LearnerFailure(reason=None)), "TypeError: LearnerFailure.reason"),  # type: ignore[arg-type]
+        (_Returns(_Raising()), "RuntimeError: admit exploded"),
     ],
 )
 async def test_issue_learner_failure_cannot_take_the_floor(learner: object, why: str) -> None:
