@@ -382,3 +382,23 @@ async def test_statistics_report_the_u_gates_uncertain_dispatches() -> None:
         gate.set()
         await asyncio.gather(first, second)
     assert guard.statistics().uncertain == guard.core.statistics().uncertain == 1
+
+
+async def test_issue_10_8_the_guard_refuses_a_rid_reused_after_it_ended() -> None:
+    """A second 'a' after the first ended used to be served: the trace then failed WF (failed before)."""
+    contract = make_contract(floor=10)
+    trace: list[Event] = []
+    monitor = Monitor(contract, properties=("WF",))
+    async with Guard(contract, MockDispatcher(ok), sinks=[trace.append, MonitorSink(monitor)]) as guard:
+        assert (await guard.submit(req("a"))).status == "completed"
+        assert (await guard.submit(req("o", "opp"))).status == "completed"
+        for rid in ("a", "o"):
+            with pytest.raises(EnforcementError, match="already ended") as err:
+                await guard.submit(req(rid))
+            assert err.value.status_hint == 409
+        with pytest.raises(EnforcementError, match="deadline") as late:
+            await guard.submit(req("b", deadline=-1.0))
+        assert late.value.status_hint == 400
+    assert monitor.violations() == []
+    assert [e.rid for e in trace if isinstance(e, Arrive)] == ["a", "o"]
+    assert_conserved(trace, guard)
