@@ -16,8 +16,9 @@ its `Stage`), each paired with the `Action` its change of stage takes on the
 core's shared state (`ACTIONS`). Every
 state change goes through `DecisionCore._apply`, which looks the edge up; a
 missing edge raises `EnforcementError` before anything changes (rejection is
-atomic). A request is forgotten once it reaches ``DONE``, so memory is
-O(live requests). At import the table is derived and checked: a move whose
+atomic). A request is forgotten once it reaches ``DONE`` but its rid is kept
+(`rids.SpentRids`): a rid is used once, as WF demands of a whole trace, so a
+reused one is refused. At import the table is derived and checked: a move whose
 change of stage has no action must be listed in `NOT_EMITTED` with the
 reason, or the import fails naming it (so a stage or kind added to the
 lifecycle is decided here too).
@@ -55,7 +56,8 @@ The edit rules come from the properties they must never break:
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
 lazy deletion of cancelled entries, compacted when they exceed half the
-heap); memory O(n) for n live requests plus O(tenants).
+heap); memory O(n) for n live requests plus O(tenants), plus the ended rids
+(O(1) for counter rids that end roughly in order, ~100 bytes each otherwise).
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ from ..events import (
 from ..lifecycle import MOVES, Stage
 from .learners import LearnerFailure, checked_proposal
 from .request import Request
+from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
 
 __all__ = [
@@ -270,6 +273,7 @@ class DecisionCore:
             tuple[str, int | None, int | None], tuple[float, int, float, float | None, float]
         ] = {}
         self._live: dict[str, _Entry] = {}
+        self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
         self._floor_used: dict[str, tuple[int, float]] = {}
         self._now = -math.inf
@@ -308,14 +312,14 @@ class DecisionCore:
         `learners.checked_proposal`).
 
         Raises:
-            EnforcementError: unknown tenant, or a rid that is still live.
+            EnforcementError: unknown tenant (403), a rid seen before, live or
+                ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
         self._check_time(now)
         if request.tenant not in self._tiers:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
-        if request.rid in self._live:
-            raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
+        self._check_new(request, now)
         entry, capped = self._entry(request)
         self._advance(now)
         proposal = _sanitised(checked_proposal(proposal))
@@ -418,6 +422,20 @@ class DecisionCore:
         assert live_heap == self._queued
 
     # -- decisions -------------------------------------------------------------
+    def _check_new(self, request: Request, now: float) -> None:
+        """Refuse a rid seen before (live or ended: WF allows one arrive per rid) and a deadline
+        before the arrival (or not a number)."""
+        rid, deadline = request.rid, request.deadline
+        if rid in self._live:
+            raise EnforcementError(f"request {rid!r} is already live", status_hint=409)
+        if rid in self._spent:
+            raise EnforcementError(f"request {rid!r} already ended: a rid is used once", status_hint=409)
+        if deadline is not None and not (now <= deadline < math.inf):
+            raise EnforcementError(
+                f"request {rid!r}: deadline {deadline!r} is not a time at or after its arrival {now!r}",
+                status_hint=400,
+            )
+
     def _shape(self, request: Request) -> tuple[float, int, float, float | None, float]:
         """The contract's facts for a request's shape, cached: pydantic lookups cost microseconds."""
         key = (request.tenant, request.max_tokens, request.prompt_tokens)
@@ -532,6 +550,7 @@ class DecisionCore:
             self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
+            self._spent.add(rid)
             self._counts["rejected"] += 1
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
@@ -544,6 +563,7 @@ class DecisionCore:
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
         """The terminal edges out of ADMITTED (DEQUEUE) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
+        self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._maybe_compact()
