@@ -18,7 +18,11 @@ def _no_work(*_: object, **__: object) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["demo", "--reps", "1"], ["experiment", "beta-sweep", "--reps", "1"], ["screen-eval", "--grid", "small"]],
+    [
+        ["demo", "--reps", "1"],
+        ["experiment", "beta-sweep", "--reps", "1"],
+        ["screen-eval", "--grid", "small"],
+    ],
 )
 def test_missing_matplotlib_is_refused_before_simulating(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
