@@ -12,6 +12,7 @@ going backwards, a missing optional dependency.
     │   ├── TraceProtocolError            the record breaks the WF protocol (strict reading)
     │   └── UnknownTenantError            an event names a tenant the contract lacks
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
+    ├── LifecycleError (RuntimeError)     the lifecycle table, or a consumer derived from it, disagrees
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
         └── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "EnforcementError",
+    "LifecycleError",
     "MissingExtraError",
     "RvguardError",
     "SinkError",
@@ -98,6 +100,14 @@ class MissingExtraError(RvguardError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(f"{package} is not installed: pip install 'rvguard[{extra}]'")
+
+
+class LifecycleError(RvguardError, RuntimeError):
+    """The request lifecycle table, or a table derived from it, is inconsistent.
+
+    Raised at import (a programming error, never a user's): the message names
+    the stages, kinds or edges that disagree.
+    """
 
 
 class EnforcementError(RvguardError, RuntimeError):

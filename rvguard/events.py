@@ -2,7 +2,9 @@
 
 A trace is a sequence of events in non-decreasing time. Every event has
 ``t`` (float seconds), ``rid`` and its ``kind``; the other fields depend on
-the kind. Unknown fields read from a file are kept in ``extra`` (never an
+the kind. The kinds, their codes and which sequences of them are legal are
+defined once, in `rvguard.lifecycle`; this module gives each kind its
+record. Unknown fields read from a file are kept in ``extra`` (never an
 error, never lost). `event_from_dict` / `event_to_dict` are the one mapping
 between records and objects; the readers in `rvguard.io` build on them.
 """
@@ -16,9 +18,13 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
 from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
-from .errors import TraceFormatError
+from .errors import LifecycleError, TraceFormatError
+from .lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, KINDS, REJECT
+from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
+from .lifecycle import EventKind as EventKind
 
 __all__ = [
+    "EVENT_CLASSES",
     "TERMINAL_KINDS",
     "Admit",
     "Arrive",
@@ -42,31 +48,12 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-class EventKind(StrEnum):
-    """The seven event kinds of DESIGN §2.
-
-    Each event class also carries ``code``, the kind's position in this enum,
-    so hot paths index tables by a small int instead of hashing an Enum.
-    """
-
-    ARRIVE = "arrive"
-    ADMIT = "admit"
-    REJECT = "reject"
-    DISPATCH = "dispatch"
-    COMPLETE = "complete"
-    DROP = "drop"
-    FAIL = "fail"
-
-
 class Basis(StrEnum):
     """Why a request was admitted."""
 
     FLOOR = "floor"
     SURPLUS = "surplus"
     DEMOTED = "demoted"
-
-
-TERMINAL_KINDS = frozenset({EventKind.REJECT, EventKind.COMPLETE, EventKind.DROP, EventKind.FAIL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +81,7 @@ class Arrive:
     proposal: Proposal | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ARRIVE
-    code: ClassVar[int] = 0
+    code: ClassVar[int] = ARRIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +93,7 @@ class Admit:
     basis: Basis = Basis.SURPLUS
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ADMIT
-    code: ClassVar[int] = 1
+    code: ClassVar[int] = ADMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +105,7 @@ class Reject:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.REJECT
-    code: ClassVar[int] = 2
+    code: ClassVar[int] = REJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +116,7 @@ class Dispatch:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DISPATCH
-    code: ClassVar[int] = 3
+    code: ClassVar[int] = DISPATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +127,7 @@ class Complete:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.COMPLETE
-    code: ClassVar[int] = 4
+    code: ClassVar[int] = COMPLETE
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +139,7 @@ class Drop:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DROP
-    code: ClassVar[int] = 5
+    code: ClassVar[int] = DROP
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,20 +151,27 @@ class Fail:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.FAIL
-    code: ClassVar[int] = 6
+    code: ClassVar[int] = FAIL
 
 
 Event: TypeAlias = Arrive | Admit | Reject | Dispatch | Complete | Drop | Fail
 
-_CLASSES: dict[str, type[Event]] = {
-    "arrive": Arrive,
-    "admit": Admit,
-    "reject": Reject,
-    "dispatch": Dispatch,
-    "complete": Complete,
-    "drop": Drop,
-    "fail": Fail,
-}
+#: the record class of each kind (the core and the columnar form build events through it)
+EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
+    {cls.kind: cls for cls in (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)}
+)
+_CLASSES: dict[str, type[Event]] = {k.value: cls for k, cls in EVENT_CLASSES.items()}
+
+
+def _check_classes() -> None:
+    """Import-time: one record class per lifecycle kind, each carrying its kind's code."""
+    missing = [k.value for k in KINDS if k not in EVENT_CLASSES]
+    wrong = [c.__name__ for c in EVENT_CLASSES.values() if c.code != CODE[c.kind]]
+    if missing or wrong:
+        raise LifecycleError(f"events: no record for kinds {missing}; wrong code on {wrong}")
+
+
+_check_classes()
 _KNOWN: dict[str, frozenset[str]] = {
     "arrive": frozenset(
         {"t", "kind", "rid", "tenant", "deadline", "prompt_tokens", "max_tokens", "proposal"}

@@ -17,10 +17,11 @@ import numpy.typing as npt
 from ..contract import Contract
 from ..events import Event
 from ..io.columnar import ColumnarTrace
+from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
 from . import af, dr, sf
 from .automaton import Instance, TimedAutomaton
-from .offline import COMPLETE, DROP, FAIL, REJECT, RequestTable
+from .offline import RequestTable
 
 __all__ = ["offline_violations"]
 
