@@ -76,7 +76,7 @@ class TraceError(RvguardError, ValueError):
         self.field = field
         self.reason = message
         where = f"{path}:{line}" if line else path
-        what = f" field '{field}'" if field else ""
+        what = f" field {field!r}" if field else ""  # repr: a field name read from a file may hold escapes
         super().__init__(f"{where}:{what} {message}")
 
     def located(self, *, path: str, line: int) -> TraceError:
