@@ -37,7 +37,7 @@ from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response
+from .dispatch import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView, consult
 from .request import Request
@@ -318,7 +318,7 @@ class Guard:
             self._handle(self.core.finish(rid, now))
         else:
             self._errors[rid] = exc
-            reason = "timeout" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            reason = failure_reason(exc)
             self._handle(self.core.finish(rid, now, failed=True, reason=reason))
 
     def _cancel(self, rid: str, reason: str) -> None:
