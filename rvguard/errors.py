@@ -14,7 +14,8 @@ going backwards, a missing optional dependency.
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
     ├── LifecycleError (RuntimeError)     the lifecycle table, or a consumer derived from it, disagrees
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
-        └── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
+        ├── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
+        └── DispatchError                 the backend failed a request: .status_hint, .error, .reason
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "DispatchError",
     "EnforcementError",
     "LifecycleError",
     "MissingExtraError",
@@ -148,3 +150,20 @@ class SinkError(EnforcementError):
         self.outcome = outcome
         self.event = event
         super().__init__(message, status_hint=500)
+
+
+class DispatchError(EnforcementError):
+    """The backend failed the request.
+
+    Attributes:
+        status_hint: the backend's HTTP status (502/504 for transport failures).
+        error: the backend's own error object (OpenAI's ``message``, ``type``, ``param``,
+            ``code``), kept so an edge can relay it as it came; ``None`` when it sent none.
+        reason: the ``fail`` reason the Guard records; ``""`` for the default
+            ``DispatchError: <message>`` (see `rvguard.enforce.dispatch.failure_reason`).
+    """
+
+    def __init__(self, message: str, *, status_hint: int = 502, error: Any = None, reason: str = "") -> None:
+        self.error = error
+        self.reason = reason
+        super().__init__(message, status_hint=status_hint)
