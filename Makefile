@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck engine unit bench clean
+.PHONY: demo test lint typecheck engine promtool unit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,10 +31,18 @@ engine:
 		{ echo "engine: scripts/vllm_env.sh failed (see build/vllm_env.log); the engine tests will fail"; \
 		  tail -n 20 build/vllm_env.log; }
 
+# promtool (from Debian's prometheus package, as root) for the tests of deploy/prometheus's rules. A
+# failure does not stop `make test`: those tests then fail with the reason.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { mkdir -p build; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		  prometheus; } >> build/promtool.log 2>&1 || \
+		echo "promtool: installing Debian's prometheus package failed (see build/promtool.log)"; }
+
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck engine unit
+test: lint typecheck engine promtool unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

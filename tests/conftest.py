@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from rvguard.contract import Contract, load_contract
+from rvguard.data import TRACES as BUNDLED_TRACES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
-SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
+TRACES = BUNDLED_TRACES  # the public trace slices rvguard ships (rvguard/data/traces)
+SHARED_TRACES = TRACES  # their old name, from when they lived in ../shared/data/traces
 
 
 @pytest.fixture
@@ -21,3 +23,11 @@ def marquee() -> Contract:
 @pytest.fixture
 def two_tenants() -> Contract:
     return load_contract(SPECS / "two_tenants.yaml")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/goldens/ from the current code (see tests/test_goldens.py)",
+    )

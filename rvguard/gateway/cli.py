@@ -1,7 +1,8 @@
 """``rvguard serve`` and ``rvguard calibrate``: thin drivers over `Gateway` and `calibrate`.
 
-Exit codes (DESIGN §8): 0 ok, 2 bad input (bad contract or keys file, an
-unreachable upstream for ``calibrate``).
+Declared in `rvguard.gateway.commands`; `Serve` and `Calibrate` follow the CLI's plugin
+protocol. Bad input (a bad contract or keys file, a port that cannot be served, an
+unreachable upstream for ``calibrate``) is raised and mapped to exit 2 by `rvguard.cli`.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
 
-__all__ = ["add_parser", "run_calibrate", "run_serve"]
+__all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve"]
+
+#: where ``serve`` reads the upstream's API key by default (a key never goes on the command line)
+UPSTREAM_KEY_ENV = "RVGUARD_UPSTREAM_API_KEY"
+_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``serve`` and ``calibrate`` on the ``rvguard`` subparsers."""
-    p = sub.add_parser("serve", help="run the guarded OpenAI-compatible gateway in front of an upstream")
+def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="contract file (.yaml or .json)")
     p.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -34,10 +36,34 @@ def add_parser(sub: Any) -> None:
         help="send no vLLM priority (an engine without --scheduling-policy priority refuses any); "
         "the gateway still dispatches by tier, at most C at a time",
     )
-    p.add_argument("--log-level", default="warning", help="uvicorn log level")
-    p.set_defaults(run=run_serve)
+    p.add_argument("--max-body", type=int, default=4 << 20, help="largest request body in bytes (413 above)")
+    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's headers may take")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request's body may take (408)")
+    p.add_argument(
+        "--upstream-key-env",
+        metavar="VAR",
+        help=f"environment variable holding the upstream's API key (default {UPSTREAM_KEY_ENV}, if set)",
+    )
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
+    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
-    c = sub.add_parser("calibrate", help="measure an upstream's service times and suggest an envelope")
+
+def _upstream_key(var: str | None) -> str | None:
+    """The upstream API key from the environment; a variable named with ``--upstream-key-env`` must be set."""
+    import os
+
+    from ..errors import SpecError
+
+    if var is None:
+        return os.environ.get(UPSTREAM_KEY_ENV) or None
+    if not os.environ.get(var):
+        raise SpecError(
+            f"--upstream-key-env: the environment variable {var} is not set", field="upstream_key_env"
+        )
+    return os.environ[var]
+
+
+def _add_calibrate(c: argparse.ArgumentParser) -> None:
     c.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     c.add_argument("--model", help="model name (default: the first the upstream lists)")
     c.add_argument("--slots", type=int, default=4, help="C: the batch size to measure besides 1")
@@ -47,18 +73,20 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--prompt", default="Calibrate the service envelope.", help="prompt text")
     c.add_argument("--out", help="write the suggestion as YAML here")
     c.add_argument("--json", action="store_true", help="print the full result as JSON")
-    c.set_defaults(run=run_calibrate)
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    """Serve until interrupted."""
+def run_serve(args: argparse.Namespace) -> bool:
+    """Serve until interrupted; True on a clean stop."""
     import uvicorn
 
     from ..contract import load_contract
     from ..errors import SpecError
-    from .app import KEEP_ALIVE_S, Gateway, GatewaySettings
+    from .app import Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
+    from .logs import configure
+    from .server import uvicorn_config
 
+    configure(args.log_format, args.log_level)
     contract = load_contract(args.spec)
     if not 0 <= args.port <= 65535:
         raise SpecError(f"--port must be in 0..65535, got {args.port}", field="port", value=args.port)
@@ -71,36 +99,42 @@ def run_serve(args: argparse.Namespace) -> int:
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,
         send_priority=not args.no_priority,
+        upstream_api_key=_upstream_key(args.upstream_key_env),
+        max_body=args.max_body,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
+    config = uvicorn_config(
+        gateway.app,
+        host=args.host,
+        port=args.port,
+        header_timeout=args.header_timeout,
+        log_level=args.log_level,
+    )
     try:
-        uvicorn.run(
-            gateway.app,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level,
-            lifespan="on",
-            timeout_keep_alive=KEEP_ALIVE_S,
-        )
+        uvicorn.Server(config).run()
     except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
         if stop.code in (0, None):
-            return 0
-        where = f"{args.host}:{args.port}"
-        print(f"rvguard serve: error: could not serve on {where} (see above)", file=sys.stderr)
-        return 2
-    return 0
+            return True
+        raise SpecError(
+            f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
+        ) from None
+    return True
 
 
-def run_calibrate(args: argparse.Namespace) -> int:
-    """Measure, print the suggestion (or JSON), optionally write it as YAML."""
+def run_calibrate(args: argparse.Namespace) -> bool:
+    """Measure, print the suggestion (or JSON), optionally write it as YAML; True once done."""
+    from ..errors import SpecError
     from .calibrate import calibrate
 
     try:
         lengths = sorted({int(x) for x in args.lengths.split(",") if x.strip()})
     except ValueError:
-        print(f"rvguard calibrate: error: --lengths must be integers, got {args.lengths!r}", file=sys.stderr)
-        return 2
+        raise SpecError(
+            f"--lengths must be integers, got {args.lengths!r}", field="lengths", value=args.lengths
+        ) from None
     result = asyncio.run(
         calibrate(
             args.upstream,
@@ -117,4 +151,18 @@ def run_calibrate(args: argparse.Namespace) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
     print(json.dumps(result.to_dict(), indent=2) if args.json else text)
-    return 0
+    return True
+
+
+class Serve:
+    """``rvguard serve``: the guarded gateway until interrupted."""
+
+    add_arguments = staticmethod(_add_serve)
+    run = staticmethod(run_serve)
+
+
+class Calibrate:
+    """``rvguard calibrate``: measure an upstream and suggest a service envelope."""
+
+    add_arguments = staticmethod(_add_calibrate)
+    run = staticmethod(run_calibrate)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import progress
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Arrive, Complete, Dispatch, Event
@@ -24,7 +25,7 @@ from ..io.columnar import ColumnarTrace
 from ..monitors.phase import phase_sweep
 from .backend import ServiceModel
 from .loads import marquee_arrivals
-from .record import Condition, record_run
+from .record import Condition, RunRecord, record_run
 from .run import run_once
 
 __all__ = ["Arm", "Arrivals", "Runner", "mean_assured_service", "run_arms", "with_floored", "with_tenant"]
@@ -96,6 +97,17 @@ def _load_key(arm: Arm) -> Hashable:
     return tuple(sorted((k, repr(v)) for k, v in arm.load.items()))
 
 
+def _one(arm: Arm, arrivals: list[Request], seed: int, model: ServiceModel | None) -> RunRecord:
+    """One run of ``arm``, reduced to its record (with the phase sweep when the arm asks)."""
+    kwargs = arm.run if model is None or "model" in arm.run else {**arm.run, "model": model}
+    out = run_once(arm.contract, arrivals, seed=seed, **kwargs)
+    worst = None
+    if arm.phase:
+        sweep = phase_sweep(ColumnarTrace.from_events(out.result.events), arm.contract, PHASE_STEPS)
+        worst = sweep.worst_attainment
+    return record_run(arm.contract, out.result.events, out.metrics, out.violations, phase_worst=worst)
+
+
 def run_arms(
     arms: Sequence[Arm],
     *,
@@ -110,21 +122,15 @@ def run_arms(
     """
     draw = arrivals or _marquee
     records: list[list[Any]] = [[] for _ in arms]
-    for rep in range(reps):
-        cache: dict[Hashable, list[Request]] = {}
-        for arm, acc in zip(arms, records, strict=True):
-            key = _load_key(arm)
-            if key not in cache:
-                cache[key] = draw(arm, seed, rep)
-            kwargs = arm.run if model is None or "model" in arm.run else {**arm.run, "model": model}
-            out = run_once(arm.contract, cache[key], seed=seed * 1000 + rep, **kwargs)
-            worst = None
-            if arm.phase:
-                sweep = phase_sweep(ColumnarTrace.from_events(out.result.events), arm.contract, PHASE_STEPS)
-                worst = sweep.worst_attainment
-            acc.append(
-                record_run(arm.contract, out.result.events, out.metrics, out.violations, phase_worst=worst)
-            )
+    with progress.task("runs", total=reps * len(arms), unit="run") as advance:
+        for rep in range(reps):
+            cache: dict[Hashable, list[Request]] = {}
+            for arm, acc in zip(arms, records, strict=True):
+                key = _load_key(arm)
+                if key not in cache:
+                    cache[key] = draw(arm, seed, rep)
+                acc.append(_one(arm, cache[key], seed * 1000 + rep, model))
+                advance(1)
     return [
         Condition(arm.params, tuple(runs), {"slots": arm.contract.slots})
         for arm, runs in zip(arms, records, strict=True)

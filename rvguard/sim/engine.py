@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .. import progress
 from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
 from ..events import Arrive, Dispatch, Event, Proposal
@@ -114,23 +115,29 @@ class Simulator:
 
     def run(self, arrivals: Iterable[Request]) -> SimResult:
         """Simulate until every arrival has been decided and every admitted request has ended."""
-        n = 0
+        n, last = 0, 0.0
         for req in arrivals:
             self._schedule(req.t, ARRIVAL, req)
-            n += 1
-        end = 0.0
-        while self._heap:
-            now, priority, _, event = heapq.heappop(self._heap)
-            if priority == ARRIVAL:
-                assert isinstance(event, Request)
-                self._on_arrival(event, now)
-            elif event == self._wake:
-                self._wake_t = None
-                self._on_wake(now)
-            else:
-                continue  # a wake-up a later dispatch superseded
-            end = now
-            self._rearm(now)
+            n, last = n + 1, max(last, req.t)
+        end = shown = 0.0
+        steps = 0
+        with progress.task("simulating", total=last, unit="s") as advance:  # in simulated seconds
+            while self._heap:
+                now, priority, _, event = heapq.heappop(self._heap)
+                if priority == ARRIVAL:
+                    assert isinstance(event, Request)
+                    self._on_arrival(event, now)
+                elif event == self._wake:
+                    self._wake_t = None
+                    self._on_wake(now)
+                else:
+                    continue  # a wake-up a later dispatch superseded
+                end = now
+                self._rearm(now)
+                steps += 1
+                if not steps & 0x3FF:  # every 1024 events, cheap in the hot loop
+                    advance(min(now, last) - shown)
+                    shown = min(now, last)
         return SimResult(tuple(self._trace), end, n)
 
     def _rearm(self, now: float) -> None:

@@ -281,6 +281,7 @@ async def path_capacity(
 
     from ..contract import contract_from_mapping
     from ..gateway.app import Gateway, GatewaySettings, serving
+    from ..gateway.config import KeysConfig
 
     contract = contract_from_mapping(
         {
@@ -291,15 +292,19 @@ async def path_capacity(
             "tenants": {"probe": {"floor": 0, "deadline": 600.0}},
         }
     )
-    gw = Gateway(contract, GatewaySettings(upstream=upstream, send_priority=False))
+    settings = GatewaySettings(
+        upstream=upstream, keys=KeysConfig(keys={"sk-probe": "probe"}), send_priority=False
+    )
+    gw = Gateway(contract, settings)
     body = {"model": model, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True}
+    auth = {"authorization": "Bearer sk-probe"}
     done: list[float] = []
     async with serving(gw.app) as url, httpx.AsyncClient(timeout=120.0) as client:
         start = time.perf_counter()
 
         async def worker() -> None:
             while time.perf_counter() - start < seconds:
-                resp = await client.post(url + "/v1/completions", json=body)
+                resp = await client.post(url + "/v1/completions", json=body, headers=auth)
                 if resp.status_code != 200:
                     raise SpecError(f"capacity probe: http {resp.status_code}", field="--backend")
                 done.append(time.perf_counter() - start)

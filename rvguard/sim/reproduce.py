@@ -29,9 +29,8 @@ from .claim_answers import Docs, Shape, fmt
 from .claims import CLAIMS, Claim, engine_note
 from .loads import MARQUEE_CONTRACT
 
-__all__ = ["REPRODUCE", "render", "reproduce"]
+__all__ = ["render", "reproduce"]
 
-REPRODUCE = "reproduce"
 QUICK_KWARGS: dict[str, dict[str, Any]] = {
     "trace-replay": {"duration": 60.0},
     "demote-vs-reject": {"duration": 100.0},

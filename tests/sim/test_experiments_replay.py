@@ -1,4 +1,4 @@
-"""trace-replay on the shared public traces (short replays: shapes only)."""
+"""trace-replay on the bundled public traces: guard (reject, demote) vs admit-all, short replays."""
 
 from __future__ import annotations
 
@@ -10,10 +10,6 @@ from rvguard.sim.experiments_replay import REPLAY_CONTRACT, TRACES, trace_replay
 
 @pytest.fixture(scope="module")
 def result():  # type: ignore[no-untyped-def]
-    try:
-        traces_dir()
-    except SpecError:
-        pytest.skip("public trace slices not available")
     return trace_replay(REPLAY_CONTRACT, reps=1, seed=0, duration=60.0)
 
 
@@ -43,10 +39,12 @@ def test_guard_vs_admit_all_and_demote(result) -> None:  # type: ignore[no-untyp
 
 
 def test_missing_traces_name_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import rvguard.sim.experiments_replay as mod
-
     monkeypatch.setenv("RVGUARD_TRACES", str(tmp_path))
-    monkeypatch.setattr(mod, "__file__", str(tmp_path / "a" / "b" / "c.py"))
-    monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="RVGUARD_TRACES"):
         traces_dir()
+
+
+def test_the_bundled_slices_serve_without_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RVGUARD_TRACES", raising=False)
+    for file, _ in TRACES.values():
+        assert (traces_dir() / file).is_file()
