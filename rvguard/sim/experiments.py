@@ -185,7 +185,7 @@ def beta_sweep(
         series,
         x_key="beta",
         group_keys=("guard", "learner", "assured"),
-        info=learner_fit(contract, seed),
+        info=learner_fit(contract, seed) if runner is None else {},
     )
 
 

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import Contract
-from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll
+from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_least_squares
 from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import read_events
@@ -211,6 +211,13 @@ class LiveRunner:
                 self._samples = await profile_engine(
                     self.upstream, self.model, slots=contract.slots, tokens=self.tokens
                 )
+                a, b, r2 = fit_least_squares(self._samples)
+                self.info["learner_fit"] = {
+                    "samples": len(self._samples),
+                    "intercept": a,
+                    "slope": b,
+                    "r2": r2,
+                }
             beta = float(arm.run.get("beta", 1.0))
             if name == "lsq-agnostic":
                 return LSQLearner.from_contract(contract, self._samples, beta=beta, mode="class-agnostic")
