@@ -36,5 +36,5 @@ def test_render_has_a_row_per_claim_and_the_engine_column(tmp_path: Path) -> Non
     fifo = next(r for r in rows if "FIFO dispatch" in r)
     cells = [c.strip() for c in fifo.split("|")]
     assert cells[5].startswith("ρ̂") and cells[6].startswith("ρ̂")  # simulator and engine both answered
-    assert "## Engine runs" in table and "http://engine" in table
+    assert "## Engine runs" in table and "| fifo-ablation | dispatch=priority opp_rate=5.0" in table
     assert _load_engine(tmp_path / "missing") == {}
