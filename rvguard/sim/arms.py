@@ -28,7 +28,16 @@ from .loads import marquee_arrivals
 from .record import Condition, RunRecord, record_run
 from .run import run_once
 
-__all__ = ["Arm", "Arrivals", "Runner", "mean_assured_service", "run_arms", "with_floored", "with_tenant"]
+__all__ = [
+    "Arm",
+    "Arrivals",
+    "Runner",
+    "default_arrivals",
+    "mean_assured_service",
+    "run_arms",
+    "with_floored",
+    "with_tenant",
+]
 
 PHASE_STEPS = 8
 
@@ -57,7 +66,8 @@ Arrivals = Callable[[Arm, int, int], list[Request]]  # (arm, seed, rep) → arri
 Runner = Callable[..., list[Condition]]  # run_arms, or rvguard.sim.live.LiveRunner
 
 
-def _marquee(arm: Arm, seed: int, rep: int) -> list[Request]:
+def default_arrivals(arm: Arm, seed: int, rep: int) -> list[Request]:
+    """The marquee load with the arm's overrides (`rvguard.sim.loads.marquee_arrivals`)."""
     return marquee_arrivals(arm.contract, seed, rep, **arm.load)
 
 
@@ -120,7 +130,7 @@ def run_arms(
 
     ``model`` is the backend of every arm that does not set its own (``--profile``).
     """
-    draw = arrivals or _marquee
+    draw = arrivals or default_arrivals
     records: list[list[Any]] = [[] for _ in arms]
     with progress.task("runs", total=reps * len(arms), unit="run") as advance:
         for rep in range(reps):

@@ -22,10 +22,11 @@ slot busy) over the study's at 16 tokens; every time in the contract and in
 the arrivals is multiplied by k, so the load keeps the study's proportions
 (offered rate × service / C). The k a ``rvguard calibrate`` run alone gives
 (`rvguard.sim.profiles.time_scale`, batches in isolation) is reported
-beside it: on this 2-core machine it was about half, because the relay of
-128 streamed tokens through the gateway and the engine's API server costs
-CPU the isolated batches do not load, and a contract scaled from it
-overloaded the engine (ρ_eff 1.2–1.5 at the marquee's floor).
+beside it: on this shared 2-core machine it was a quarter to a half of the
+measured one, because the relay of 128 streamed tokens through the gateway
+and the engine's API server costs CPU the isolated batches do not load,
+and a contract scaled from it overloaded the engine (ρ_eff 1.2–1.5 at the
+marquee's floor).
 
 Modes, as the gateway can run them:
 
@@ -53,12 +54,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..clock import MonotonicClock
 from ..contract import Contract
 from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_least_squares
 from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import read_events
-from .arms import Arm, Arrivals, _marquee
+from .arms import Arm, Arrivals, default_arrivals
 from .profiling import PER_LOAD, WARMUP_ROUNDS
 from .record import Condition, record_run
 from .run import judge
@@ -73,17 +75,16 @@ PROMPT = "Tell me about the admission floor."
 
 async def _closed_loop(client: Any, url: str, body: dict[str, Any], load: int, count: int) -> list[float]:
     """``count`` latencies at ``load`` requests kept outstanding (each completion sends the next)."""
-    import time
-
+    clock = MonotonicClock()
     out: list[float] = []
     skip = WARMUP_ROUNDS * load
 
     async def worker() -> None:
         nonlocal skip
         while len(out) < count:
-            t0 = time.perf_counter()
+            t0 = clock.now()
             resp = await client.post(url, json=body)
-            latency = time.perf_counter() - t0
+            latency = clock.now() - t0
             if resp.status_code != 200:
                 raise SpecError(f"profiling: upstream http {resp.status_code}", field="backend")
             if skip:
@@ -176,7 +177,7 @@ class LiveRunner:
                     f"--backend: mode {mode!r} has no gateway form (only {', '.join(LIVE_MODES)})",
                     field="--backend",
                 )
-        draw = arrivals or _marquee
+        draw = arrivals or default_arrivals
         records: list[list[Any]] = [[] for _ in arms]
         for rep in range(reps):
             cache: dict[str, list[Request]] = {}
@@ -282,8 +283,6 @@ async def path_capacity(
     load against a *measured* sustainable capacity (μ_sat), so this is what
     the time scale is set from.
     """
-    import time
-
     import httpx
 
     from ..contract import contract_from_mapping
@@ -307,14 +306,14 @@ async def path_capacity(
     auth = {"authorization": "Bearer sk-probe"}
     done: list[float] = []
     async with serving(gw.app) as url, httpx.AsyncClient(timeout=120.0) as client:
-        start = time.perf_counter()
+        clock = MonotonicClock()
 
         async def worker() -> None:
-            while time.perf_counter() - start < seconds:
+            while clock.now() < seconds:
                 resp = await client.post(url + "/v1/completions", json=body, headers=auth)
                 if resp.status_code != 200:
                     raise SpecError(f"capacity probe: http {resp.status_code}", field="--backend")
-                done.append(time.perf_counter() - start)
+                done.append(clock.now())
 
         await asyncio.gather(*(worker() for _ in range(2 * slots)))
     warm = seconds / 4
