@@ -63,11 +63,21 @@ def reproduce(
     seed: int = 0,
     engine: str | Path | None = None,
     quick: bool = False,
+    sim: str | Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> Path:
-    """Run everything, write ``out/sim/*.json`` and ``out/reproduction.md``; return the table's path."""
+    """Run everything, write ``out/sim/*.json`` and ``out/reproduction.md``; return the table's path.
+
+    ``sim`` names a directory of simulator documents an earlier run wrote
+    (its ``sim/``): they are read instead of rerun (to re-render the table
+    after new engine runs; the simulator is deterministic).
+    """
     root = Path(out)
     (root / "sim").mkdir(parents=True, exist_ok=True)
+    if sim is not None:
+        saved = _load_docs(sim)
+        (root / "reproduction.md").write_text(render(saved, _load_engine(engine), reps=reps, seed=seed))
+        return root / "reproduction.md"
     docs: dict[str, Mapping[str, Any]] = {}
     timings: dict[str, float] = {}
     for name, fn in EXPERIMENTS.items():
@@ -95,15 +105,20 @@ def reproduce(
     return table
 
 
-def _load_engine(path: str | Path | None) -> dict[str, Mapping[str, Any]]:
-    if path is None or not Path(path).is_dir():
-        return {}
+def _load_docs(path: str | Path, *, need: tuple[str, ...] = ()) -> dict[str, Mapping[str, Any]]:
+    """Every ``*.json`` experiment document in ``path`` by its ``experiment`` name."""
     out: dict[str, Mapping[str, Any]] = {}
     for f in sorted(Path(path).glob("*.json")):
         doc = json.loads(f.read_text(encoding="utf-8"))
-        if isinstance(doc, dict) and "experiment" in doc and "conditions" in doc:
+        if isinstance(doc, dict) and "experiment" in doc and all(k in doc for k in need):
             out[str(doc["experiment"])] = doc
     return out
+
+
+def _load_engine(path: str | Path | None) -> dict[str, Mapping[str, Any]]:
+    if path is None or not Path(path).is_dir():
+        return {}
+    return _load_docs(path, need=("conditions",))
 
 
 def _verdict(claim: Claim, sim: Shape, eng: Shape) -> tuple[str, str]:

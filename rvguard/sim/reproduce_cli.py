@@ -15,7 +15,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``--out DIR`` (required), ``--reps``, ``--seed``, ``--engine-results DIR``, ``--quick``."""
+    """The options: ``--out DIR`` (required), reps, seed, engine and earlier simulator results, quick."""
     p.add_argument("--out", required=True, help="directory for sim/*.json and reproduction.md")
     p.add_argument("--reps", type=int, default=None, help="runs per condition (default: each experiment's)")
     p.add_argument("--seed", type=int, default=0)
@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--engine-results", default=None, help="DIR of `rvguard experiment NAME --backend URL --json` outputs"
     )
     p.add_argument("--quick", action="store_true", help="1 rep and short replays: the table's shape only")
+    p.add_argument(
+        "--sim-results", default=None, help="DIR of an earlier run's sim/*.json: re-render, not rerun"
+    )
 
 
 def run(args: argparse.Namespace) -> bool:
@@ -37,14 +40,16 @@ def run(args: argparse.Namespace) -> bool:
     if args.reps is not None and args.reps < 1:
         raise SpecError(f"--reps must be at least 1, got {args.reps}", field="reps")
     check_out_dir(args.out)
-    if args.engine_results is not None and not Path(args.engine_results).is_dir():
-        raise SpecError(f"--engine-results {args.engine_results}: not a directory", field="--engine-results")
+    for option, value in (("--engine-results", args.engine_results), ("--sim-results", args.sim_results)):
+        if value is not None and not Path(value).is_dir():
+            raise SpecError(f"{option} {value}: not a directory", field=option)
     table = reproduce(
         args.out,
         reps=args.reps,
         seed=args.seed,
         engine=args.engine_results,
         quick=args.quick,
+        sim=args.sim_results,
         progress=lambda s: print(f"reproduce: {s}", file=sys.stderr, flush=True),
     )
     print(f"table: {table}")

@@ -38,3 +38,16 @@ def test_render_has_a_row_per_claim_and_the_engine_column(tmp_path: Path) -> Non
     assert cells[5].startswith("ρ̂") and cells[6].startswith("ρ̂")  # simulator and engine both answered
     assert "## Engine runs" in table and "| fifo-ablation | dispatch=priority opp_rate=5.0" in table
     assert _load_engine(tmp_path / "missing") == {}
+
+
+def test_sim_results_re_render_without_rerunning(tmp_path: Path) -> None:
+    from rvguard.sim.reproduce import reproduce
+
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "fifo-ablation.json").write_text(json.dumps(fifo_ablation(MARQUEE, reps=1, seed=0).to_dict()))
+    table = reproduce(tmp_path / "out", sim=saved).read_text()
+    fifo = next(line for line in table.splitlines() if "FIFO dispatch" in line)
+    assert "reproduced in shape" in fifo
+    beta = next(line for line in table.splitlines() if "guarded assured miss at every β" in line)
+    assert "not reproduced" in beta  # no beta-sweep document was saved, and none was run
