@@ -5,7 +5,7 @@ exceptions. Exceptions mean misuse: a bad contract, a bad trace record, time
 going backwards, a missing optional dependency.
 
     RvguardError
-    ├── SpecError (ValueError)            a contract field is wrong: .field, .value
+    ├── SpecError (ValueError)            a contract field is wrong: .field, .value (.errors: all)
     ├── TraceError (ValueError)           a trace record is wrong: .path, .line, .field
     │   ├── TraceFormatError              malformed JSON/CSV, missing or mistyped field
     │   ├── TraceOrderError               a timestamp earlier than the one before
@@ -19,6 +19,7 @@ going backwards, a missing optional dependency.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -46,11 +47,17 @@ class SpecError(RvguardError, ValueError):
     Attributes:
         field: dotted path of the offending field, e.g. ``tenants.assured.floor``.
         value: the offending value (``None`` when the field is missing).
+        errors: every problem found at once, each a `SpecError` naming one field (a
+            contract with three bad fields reports all three); ``(self,)`` for one.
+            ``field`` and ``value`` are the first's.
     """
 
-    def __init__(self, message: str, *, field: str = "", value: Any = None) -> None:
+    def __init__(
+        self, message: str, *, field: str = "", value: Any = None, errors: Sequence[SpecError] = ()
+    ) -> None:
         self.field = field
         self.value = value
+        self.errors: tuple[SpecError, ...] = tuple(errors) or (self,)
         super().__init__(message)
 
 

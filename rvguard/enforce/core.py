@@ -16,8 +16,9 @@ its `Stage`), each paired with the `Action` its change of stage takes on the
 core's shared state (`ACTIONS`). Every
 state change goes through `DecisionCore._apply`, which looks the edge up; a
 missing edge raises `EnforcementError` before anything changes (rejection is
-atomic). A request is forgotten once it reaches ``DONE``, so memory is
-O(live requests). At import the table is derived and checked: a move whose
+atomic). A request is forgotten once it reaches ``DONE`` but its rid is kept
+(`rids.SpentRids`): a rid is used once, as WF demands of a whole trace, so a
+reused one is refused. At import the table is derived and checked: a move whose
 change of stage has no action must be listed in `NOT_EMITTED` with the
 reason, or the import fails naming it (so a stage or kind added to the
 lifecycle is decided here too).
@@ -55,7 +56,8 @@ The edit rules come from the properties they must never break:
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
 lazy deletion of cancelled entries, compacted when they exceed half the
-heap); memory O(n) for n live requests plus O(tenants).
+heap); memory O(n) for n live requests plus O(tenants), plus the ended rids
+(O(1) for counter rids that end roughly in order, ~100 bytes each otherwise).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ from ..facts import FactsCache, RequestFacts
 from ..lifecycle import MOVES, Stage
 from .learners import LearnerFailure, checked_proposal
 from .request import Request
+from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
 
 __all__ = [
@@ -269,6 +272,7 @@ class DecisionCore:
         #: each request's contract facts, by shape (the one cache, `rvguard.facts`)
         self.facts = FactsCache(contract)
         self._live: dict[str, _Entry] = {}
+        self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
         self._floor_used: dict[str, tuple[int, float]] = {}
         self._now = -math.inf
@@ -307,14 +311,14 @@ class DecisionCore:
         `learners.checked_proposal`).
 
         Raises:
-            EnforcementError: unknown tenant, or a rid that is still live.
+            EnforcementError: unknown tenant (403), a rid seen before, live or
+                ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
         self._check_time(now)
         if request.tenant not in self.contract.tenants:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
-        if request.rid in self._live:
-            raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
+        self._check_new(request, now)
         entry = self._entry(request)
         capped = entry.facts.capped_tokens
         self._advance(now)
@@ -418,6 +422,20 @@ class DecisionCore:
         assert live_heap == self._queued
 
     # -- decisions -------------------------------------------------------------
+    def _check_new(self, request: Request, now: float) -> None:
+        """Refuse a rid seen before (live or ended: WF allows one arrive per rid) and a deadline
+        before the arrival (or not a number)."""
+        rid, deadline = request.rid, request.deadline
+        if rid in self._live:
+            raise EnforcementError(f"request {rid!r} is already live", status_hint=409)
+        if rid in self._spent:
+            raise EnforcementError(f"request {rid!r} already ended: a rid is used once", status_hint=409)
+        if deadline is not None and not (now <= deadline < math.inf):
+            raise EnforcementError(
+                f"request {rid!r}: deadline {deadline!r} is not a time at or after its arrival {now!r}",
+                status_hint=400,
+            )
+
     def _entry(self, request: Request) -> _Entry:
         facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
         return _Entry(request, facts, facts.deadline(request.t, request.deadline))
@@ -516,6 +534,7 @@ class DecisionCore:
             self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
+            self._spent.add(rid)
             self._counts["rejected"] += 1
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
@@ -528,6 +547,7 @@ class DecisionCore:
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
         """The terminal edges out of ADMITTED (DEQUEUE) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
+        self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._maybe_compact()
