@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.errors import TraceOrderError, UnknownTenantError
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.monitors import wf
 from rvguard.monitors.offline import check_offline, protocol_is_clean, row_index, window_indices
 from tests.monitors.strategies import wellformed_traces
