@@ -22,6 +22,7 @@ FLOORS: dict[str, int] = {
     "errors": 0,
     "clock": 0,
     "lifecycle": 0,
+    "exact": 0,
     "progress": 0,
     "data": 0,
     "contract": 1,
@@ -46,6 +47,7 @@ FLOORS: dict[str, int] = {
 #: modules that must import nothing impure, however indirectly (STYLE 4)
 PURE = (
     "rvguard.lifecycle",
+    "rvguard.exact",
     "rvguard.events",
     "rvguard.contract",
     "rvguard.verdict",

@@ -13,6 +13,7 @@ PURE = [p for p in MODULES if p.parent.name == "monitors"] + [
     PKG / name
     for name in (
         "lifecycle.py",
+        "exact.py",
         "contract.py",
         "events.py",
         "verdict.py",

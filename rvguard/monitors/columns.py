@@ -22,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..columnar import ColumnarTrace
-from ..contract import Contract, CreditMode, Entitlement
+from ..contract import Contract, CreditMode
+from ..exact import near_edge, window_index
 from ..facts import fact_columns
 from ..lifecycle import ADMIT, ARRIVE, DISPATCH, INITIAL, KINDS, MOVES, N_KINDS, NEXT, STAGES, TERMINAL_KINDS
 from ..lifecycle import CODE as KIND_CODE
@@ -53,6 +54,7 @@ class RequestTable:
     lower: F64
     upper: F64
     weight: F64
+    weight_units: npt.NDArray[Any]  # exact credit units (int64, or Python ints when large)
     floored: B1
     t_admit: F64
     t_dispatch: F64
@@ -219,6 +221,7 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         lower=spread(facts.lower, np.nan),
         upper=spread(facts.upper, np.nan),
         weight=spread(facts.weight, 1.0),
+        weight_units=spread(facts.weight_units, 1),
         floored=spread(facts.floored, False),
         t_admit=_times(trace, rows.admit),
         t_dispatch=_times(trace, rows.dispatch),
@@ -239,33 +242,26 @@ def _times(trace: ColumnarTrace, rows: I64) -> F64:
 
 
 def window_indices(t: F64, origin: float, window: float) -> I64:
-    """Vectorised `rvguard.contract.window_index`, exact at boundaries in the same way."""
+    """Vectorised `rvguard.exact.window_index`: the float estimate, and its exact rule near an edge."""
     k = np.floor((t - origin) / window).astype(np.int64)
-    k += origin + (k + 1) * window <= t
-    k -= origin + k * window > t
+    for i in np.flatnonzero(near_edge(t, origin, window)).tolist():
+        k[i] = window_index(float(t[i]), origin, window)
     return k
 
 
 def entitlement_columns(
     req: RequestTable, trace: ColumnarTrace, contract: Contract, *, origin: float | None = None
 ) -> tuple[I64, B1, I64, F64]:
-    """Per request: window, entitled, rank, credit used (same prefix rule as `Entitlement`)."""
+    """Per request: window, entitled, rank, credit used (same prefix rule as `Entitlement`, exact)."""
     o = contract.epoch if origin is None else origin
     r = req.tenant.shape[0]
     rids = req.arrivals
-    counted = contract.credit is CreditMode.COUNT  # every weight is 1: credit used = rank
-    if not counted and rids.size:
-        weights = req.weight[rids]
-        if not np.all(weights == np.round(weights)):
-            return _entitlement_loop(req, trace, contract, rids, o)
     win = np.zeros(r, dtype=np.int64)
     entitled = np.zeros(r, dtype=bool)
     rank = np.zeros(r, dtype=np.int64)
     used = np.zeros(r)
     if rids.size == 0:
         return win, entitled, rank, used
-    names = trace.tenant_names
-    floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
     k = window_indices(req.t_arrive[rids], o, contract.window)
     ten = req.tenant[rids]
     order = _by_tenant_then_window(ten, k)
@@ -286,16 +282,25 @@ def entitlement_columns(
     del group
     np.subtract(np.arange(1, rids.size + 1), rank_s, out=rank_s)
     rank[out] = rank_s
-    if counted:
-        used_s = rank_s.astype(np.float64)
-    else:
-        cs = np.cumsum(req.weight[rids][order])
-        used_s = cs - np.concatenate(([0.0], cs))[np.arange(rids.size) - rank_s + 1]
+    used_units = _used_units(req.weight_units[rids][order], rank_s, contract.credit is CreditMode.COUNT)
     del rank_s
-    used[out] = used_s
+    units = contract.credit_units()
+    used[out] = used_units / units.scale
+    big = max(units.floors.values(), default=0) >= 2**62
+    floors = np.array([units.floors[n] for n in trace.tenant_names], dtype=object if big else np.int64)
     fl = floors[ts]
-    entitled[out] = (fl > 0) & (used_s <= fl)
+    entitled[out] = (fl > 0) & (used_units <= fl)
     return win, entitled, rank, used
+
+
+def _used_units(weights: npt.NDArray[Any], rank: I64, counted: bool) -> npt.NDArray[Any]:
+    """Credit units used by each arrival's window so far, itself included (arrivals grouped in order)."""
+    if counted:  # every weight is one unit: the credit used is the rank
+        return rank
+    cs = np.cumsum(weights)
+    before = np.concatenate((np.zeros(1, dtype=cs.dtype), cs))
+    used: npt.NDArray[Any] = cs - before[np.arange(weights.size) - rank + 1]
+    return used
 
 
 def _by_tenant_then_window(ten: I64, k: I64) -> I64:
@@ -309,21 +314,3 @@ def _by_tenant_then_window(ten: I64, k: I64) -> I64:
         return np.lexsort((np.arange(ten.size), k, ten))
     small = np.int16 if int(ten.max()) < np.iinfo(np.int16).max else np.int64
     return np.argsort(ten.astype(small), kind="stable")
-
-
-def _entitlement_loop(
-    req: RequestTable, trace: ColumnarTrace, contract: Contract, rids: I64, origin: float
-) -> tuple[I64, B1, I64, F64]:
-    """Fractional token weights: sum in arrival order exactly as the online path does."""
-    r = req.tenant.shape[0]
-    win = np.zeros(r, dtype=np.int64)
-    entitled = np.zeros(r, dtype=bool)
-    rank = np.zeros(r, dtype=np.int64)
-    used = np.zeros(r)
-    ent = Entitlement(contract, origin=origin)
-    for rid in rids.tolist():
-        name = trace.tenant_names[int(req.tenant[rid])]
-        win[rid], entitled[rid], rank[rid], used[rid] = ent.arrive(
-            name, float(req.t_arrive[rid]), float(req.weight[rid])
-        )
-    return win, entitled, rank, used
