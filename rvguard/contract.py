@@ -15,7 +15,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pydantic
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -33,6 +33,9 @@ from .bounds import (
     shown,
 )
 from .errors import SpecError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = [
     "INT_MAX",
@@ -84,9 +87,13 @@ class Bound(BaseModel, frozen=True, extra="forbid"):
     def _check_finite(cls, v: float) -> float:
         return _finite(v, "bound")
 
-    def at(self, tokens: int | None) -> float:
-        """The bound for ``tokens`` output tokens (``None`` counts as 0)."""
-        return self.base + self.per_token * (tokens or 0)
+    @overload
+    def at(self, tokens: int | None) -> float: ...
+    @overload
+    def at(self, tokens: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def at(self, tokens: int | npt.NDArray[Any] | None) -> float | npt.NDArray[Any]:
+        """The bound for ``tokens`` output tokens (``None`` counts as 0; an array gives an array)."""
+        return self.base + self.per_token * (0 if tokens is None else tokens)
 
 
 def _bound_from_number(v: Any) -> Any:
@@ -248,8 +255,18 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         """Credit a request spends: 1 with count credits, w(R) with token credits."""
         if self.credit is CreditMode.COUNT:
             return 1.0
+        return self.token_weight(prompt_tokens or 0, self.capped_tokens(max_tokens))
+
+    @overload
+    def token_weight(self, prompt: int, capped: int) -> float: ...
+    @overload
+    def token_weight(self, prompt: npt.NDArray[Any], capped: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def token_weight(
+        self, prompt: int | npt.NDArray[Any], capped: int | npt.NDArray[Any]
+    ) -> float | npt.NDArray[Any]:
+        """w(R) = prompt · prompt_tokens + output · capped output tokens (scalars or arrays alike)."""
         w = self.token_weights
-        return w.prompt * (prompt_tokens or 0) + w.output * self.capped_tokens(max_tokens)
+        return w.prompt * prompt + w.output * capped
 
     def window_index(self, t: float, *, origin: float | None = None) -> int:
         """Index k of the tumbling window ``[t0 + kW, t0 + (k+1)W)`` holding ``t``."""
