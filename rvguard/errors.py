@@ -12,6 +12,7 @@ going backwards, a missing optional dependency.
     │   ├── TraceProtocolError            the record breaks the WF protocol (strict reading)
     │   └── UnknownTenantError            an event names a tenant the contract lacks
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
+    ├── StoreUnavailableError (ConnectionError)  the shared credit store did not answer in time
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
         └── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
 """
@@ -26,6 +27,7 @@ __all__ = [
     "RvguardError",
     "SinkError",
     "SpecError",
+    "StoreUnavailableError",
     "TraceError",
     "TraceFormatError",
     "TraceOrderError",
@@ -98,6 +100,22 @@ class MissingExtraError(RvguardError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(f"{package} is not installed: pip install 'rvguard[{extra}]'")
+
+
+class StoreUnavailableError(RvguardError, ConnectionError):
+    """The shared credit store (Redis) did not answer, or not in time, or answered nonsense.
+
+    `rvguard.fleet.credits` catches it and falls back to the replica's static
+    share, saying so in its statistics and its log; it never reaches a caller.
+
+    Attributes:
+        maybe_run: ``False`` only when the call surely never reached the store
+            (the connection was refused); otherwise it may have taken effect.
+    """
+
+    def __init__(self, message: str, *, maybe_run: bool = True) -> None:
+        self.maybe_run = maybe_run
+        super().__init__(message)
 
 
 class EnforcementError(RvguardError, RuntimeError):
