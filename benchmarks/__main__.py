@@ -22,6 +22,7 @@ def commands(full: bool) -> list[list[str]]:
     gateway = ["--requests", "300"] if full else ["--requests", "100"]
     return [
         ["bench_verify.py"],
+        ["bench_cli.py", *([] if full else ["--reps", "7"])],
         ["bench_enforce.py"],
         ["bench_sim.py"],
         ["bench_monitors.py", *monitors],

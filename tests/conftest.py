@@ -21,3 +21,11 @@ def marquee() -> Contract:
 @pytest.fixture
 def two_tenants() -> Contract:
     return load_contract(SPECS / "two_tenants.yaml")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/goldens/ from the current code (see tests/test_goldens.py)",
+    )

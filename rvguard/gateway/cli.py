@@ -1,7 +1,8 @@
 """``rvguard serve`` and ``rvguard calibrate``: thin drivers over `Gateway` and `calibrate`.
 
-Exit codes (DESIGN §8): 0 ok, 2 bad input (bad contract or keys file, an
-unreachable upstream for ``calibrate``).
+Declared in `rvguard.gateway.commands`; `Serve` and `Calibrate` follow the CLI's plugin
+protocol. Bad input (a bad contract or keys file, a port that cannot be served, an
+unreachable upstream for ``calibrate``) is raised and mapped to exit 2 by `rvguard.cli`.
 """
 
 from __future__ import annotations
@@ -10,14 +11,11 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
 
-__all__ = ["add_parser", "run_calibrate", "run_serve"]
+__all__ = ["Calibrate", "Serve", "run_calibrate", "run_serve"]
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``serve`` and ``calibrate`` on the ``rvguard`` subparsers."""
-    p = sub.add_parser("serve", help="run the guarded OpenAI-compatible gateway in front of an upstream")
+def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="contract file (.yaml or .json)")
     p.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -35,9 +33,9 @@ def add_parser(sub: Any) -> None:
         "the gateway still dispatches by tier, at most C at a time",
     )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
-    p.set_defaults(run=run_serve)
 
-    c = sub.add_parser("calibrate", help="measure an upstream's service times and suggest an envelope")
+
+def _add_calibrate(c: argparse.ArgumentParser) -> None:
     c.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
     c.add_argument("--model", help="model name (default: the first the upstream lists)")
     c.add_argument("--slots", type=int, default=4, help="C: the batch size to measure besides 1")
@@ -47,11 +45,10 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--prompt", default="Calibrate the service envelope.", help="prompt text")
     c.add_argument("--out", help="write the suggestion as YAML here")
     c.add_argument("--json", action="store_true", help="print the full result as JSON")
-    c.set_defaults(run=run_calibrate)
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    """Serve until interrupted."""
+def run_serve(args: argparse.Namespace) -> bool:
+    """Serve until interrupted; True on a clean stop."""
     import uvicorn
 
     from ..contract import load_contract
@@ -85,22 +82,24 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
         if stop.code in (0, None):
-            return 0
-        where = f"{args.host}:{args.port}"
-        print(f"rvguard serve: error: could not serve on {where} (see above)", file=sys.stderr)
-        return 2
-    return 0
+            return True
+        raise SpecError(
+            f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
+        ) from None
+    return True
 
 
-def run_calibrate(args: argparse.Namespace) -> int:
-    """Measure, print the suggestion (or JSON), optionally write it as YAML."""
+def run_calibrate(args: argparse.Namespace) -> bool:
+    """Measure, print the suggestion (or JSON), optionally write it as YAML; True once done."""
+    from ..errors import SpecError
     from .calibrate import calibrate
 
     try:
         lengths = sorted({int(x) for x in args.lengths.split(",") if x.strip()})
     except ValueError:
-        print(f"rvguard calibrate: error: --lengths must be integers, got {args.lengths!r}", file=sys.stderr)
-        return 2
+        raise SpecError(
+            f"--lengths must be integers, got {args.lengths!r}", field="lengths", value=args.lengths
+        ) from None
     result = asyncio.run(
         calibrate(
             args.upstream,
@@ -117,4 +116,18 @@ def run_calibrate(args: argparse.Namespace) -> int:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
     print(json.dumps(result.to_dict(), indent=2) if args.json else text)
-    return 0
+    return True
+
+
+class Serve:
+    """``rvguard serve``: the guarded gateway until interrupted."""
+
+    add_arguments = staticmethod(_add_serve)
+    run = staticmethod(run_serve)
+
+
+class Calibrate:
+    """``rvguard calibrate``: measure an upstream and suggest a service envelope."""
+
+    add_arguments = staticmethod(_add_calibrate)
+    run = staticmethod(run_calibrate)

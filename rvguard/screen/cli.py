@@ -1,7 +1,7 @@
 """``rvguard screen SPEC --rate … --service-sample FILE``: the P95 screen at the command line.
 
-`rvguard.cli` finds this module and calls `add_parser`; ``run`` returns the
-exit code: 0 = the screen accepts, 1 = it rejects, 2 = bad input. Every
+Declared in `rvguard.screen.commands`; ``run`` is True when the screen accepts
+(exit 0) and False when it rejects (exit 1); bad input raises (exit 2). Every
 output, text or JSON, carries the "screen, not a guarantee" label.
 
 Workload options: ``--rate TENANT=R`` per tenant (repeatable), or one bare
@@ -21,24 +21,20 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 from ..contract import Contract, load_contract
 from ..errors import SpecError, TraceError
 from ..events import Complete, Dispatch
 from .model import ServiceDistribution
-from .screen import LABEL, ScreenResult, Workload, screen
+from .predict import ScreenResult, Workload, screen
 
-__all__ = ["add_parser", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
+__all__ = ["add_arguments", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
 
 _TRACE_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Register ``screen`` on the main CLI's subparsers."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "screen", help=f"predict the assured P95 sojourn and accept/reject ({LABEL})"
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rvguard screen``."""
     p.add_argument("spec", help="contract file (.yaml or .json)")
     p.add_argument(
         "--rate",
@@ -59,8 +55,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-gating", action="store_true", help="do not apply the floor admission")
     p.add_argument("--deadline", type=float, help="screen this deadline (s) for every floored tenant")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(run=run)
-    return p
 
 
 def parse_rates(items: list[str], contract: Contract) -> dict[str, float]:
@@ -218,8 +212,8 @@ def render_screen(result: ScreenResult) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run ``rvguard screen``: 0 accept, 1 reject (both labelled), 2 bad input."""
+def run(args: argparse.Namespace) -> bool:
+    """Run ``rvguard screen``: True when it accepts, False when it rejects (both labelled)."""
     contract = load_contract(args.spec)
     rates = parse_rates(args.rate, contract)
     if args.service_sample is not None:
@@ -239,4 +233,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
         print(render_screen(result))
-    return 0 if result.accept else 1
+    return result.accept

@@ -1,9 +1,9 @@
-"""``rvguard experiment screen-eval``: the screen's evaluation table, JSON and precision-vs-coverage PNG.
+"""``rvguard screen-eval``: the screen's evaluation table, JSON and precision-vs-coverage PNG.
 
-Registration: `rvguard.sim.cli` lists ``screen-eval`` among the experiment
-names (with its ``--folds``/``--grid`` options) and routes that name here;
-the evaluation is a screen concern and its result is not an
-`ExperimentResult` (no miss plot), so its code lives with the screen.
+Declared in `rvguard.screen.commands`, also as the experiment ``rvguard experiment
+screen-eval`` (the CLI routes that name here; the simulator's command does not know it):
+the evaluation is a screen concern and its result is not an `ExperimentResult` (no miss
+plot), so its code lives with the screen.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import SpecError
+from ..sim.plots import check_out_dir
 from .evaluate import (
     CURVE,
     DIALS,
@@ -27,9 +28,9 @@ from .evaluate import (
     in_sample_rows,
     small_grid,
 )
-from .screen import CAVEAT, LABEL
+from .predict import CAVEAT, LABEL
 
-__all__ = ["dial_curve", "plot_precision_coverage", "render_eval", "run_screen_eval"]
+__all__ = ["add_arguments", "dial_curve", "plot_precision_coverage", "render_eval", "run"]
 
 NAME = "screen-eval"
 DEFAULT_REPS = 10
@@ -104,23 +105,40 @@ def dial_curve(result: EvalResult) -> dict[str, list[Row]]:
     }
 
 
-def run_screen_eval(args: argparse.Namespace) -> int:
-    """Run the evaluation; print the table (or JSON) and write the PNG. Exit 0."""
-    reps = DEFAULT_REPS if getattr(args, "reps", None) is None else int(args.reps)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rvguard screen-eval`` (``rvguard experiment screen-eval``)."""
+    p.add_argument("--reps", type=int, default=None, help=f"runs per configuration (default {DEFAULT_REPS})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="results", help="directory for the PNG plot")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--folds", type=int, default=None, help="held-out folds (default: reps)")
+    p.add_argument("--grid", choices=("default", "small"), default=None, help="the grid of configurations")
+
+
+def _options(args: argparse.Namespace) -> tuple[int, int | None]:
+    """(reps, folds), checked before anything runs; the plot directory too."""
+    check_out_dir(args.out)
+    reps = DEFAULT_REPS if args.reps is None else int(args.reps)
     if reps < 2:
         raise SpecError(f"screen-eval needs --reps ≥ 2 (held-out folds), got {reps}", field="reps")
-    folds = getattr(args, "folds", None)
+    folds = args.folds
     if folds is not None and not 1 <= folds <= reps:
         raise SpecError(
             f"--folds must be between 1 and --reps ({reps}): each fold calibrates on one rep, got {folds}",
             field="folds",
         )
-    grid = small_grid() if getattr(args, "grid", "default") == "small" else default_grid()
+    return reps, folds
+
+
+def run(args: argparse.Namespace) -> bool:
+    """Run the evaluation; print the table (or JSON) and write the PNG. A measurement: always True."""
+    reps, folds = _options(args)
+    grid = small_grid() if args.grid == "small" else default_grid()
     started = time.monotonic()
-    result = evaluate(grid, reps=reps, folds=folds, seed=int(getattr(args, "seed", 0)))
+    result = evaluate(grid, reps=reps, folds=folds, seed=args.seed)
     curve = dial_curve(result)
-    plot = plot_precision_coverage(result, curve, getattr(args, "out", "results"))
-    if getattr(args, "json", False):
+    plot = plot_precision_coverage(result, curve, args.out)
+    if args.json:
         doc = {
             "experiment": NAME,
             "label": LABEL,
@@ -139,4 +157,4 @@ def run_screen_eval(args: argparse.Namespace) -> int:
     else:
         print(render_eval(result))
         print(f"plot: {plot}  ({time.monotonic() - started:.1f} s)")
-    return 0
+    return True

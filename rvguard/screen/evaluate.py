@@ -44,8 +44,8 @@ from ..sim.run import run_once
 from ..sim.stats import pooled_interval
 from ..sim.workloads import poisson
 from .model import ServiceDistribution
+from .predict import Workload, screen
 from .scoring import Confusion, Score, score
-from .screen import Workload, screen
 
 __all__ = [
     "DIALS",

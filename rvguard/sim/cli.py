@@ -1,8 +1,9 @@
 """``rvguard simulate | experiment | demo``: thin drivers over `rvguard.sim` (DESIGN §8).
 
-`rvguard.cli` finds this module and calls `add_parser`; each subcommand sets
-``run`` to a function returning the exit code (0 ok / holds, 1 fails,
-2 bad input — errors are raised as `RvguardError`s and mapped by the main CLI).
+Declared in `rvguard.sim.commands`: `Simulate`, `Experiment` and `Demo` follow the CLI's
+plugin protocol (``add_arguments`` and ``run``, True when it holds); bad input is raised as
+an `RvguardError` and mapped to exit 2 by `rvguard.cli`. The experiment names come from the
+registry, `rvguard.sim.catalog.EXPERIMENTS`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,11 @@ from ..io import TraceWriter
 from .backend import BackendModel
 from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 from .experiments import ExperimentResult
+from .plots import check_out_dir, plot_experiment
 from .run import LEARNERS, run_once
 from .workloads import bursty, floor_rate, poisson, replay, split_rate
 
-__all__ = ["add_parser"]
-
-#: the P95 screen's evaluation harness (rvguard.screen.eval_cli), run through the simulator
-SCREEN_EVAL = "screen-eval"
+__all__ = ["Demo", "Experiment", "Simulate", "render_table"]
 
 DEMO_REPS = 40
 #: a synthetic workload expecting more arrivals (rate × duration) is refused unless --max-arrivals says so
@@ -37,9 +36,7 @@ MAX_ARRIVALS = 10_000_000
 BETA_LEARNERS = ("lsq", "lsq-agnostic")
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``simulate``, ``experiment`` and ``demo`` on the main CLI's subparsers."""
-    p = sub.add_parser("simulate", help="simulate a workload under the guard (or a baseline)")
+def _add_simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="contract file (.yaml or .json)")
     p.add_argument("--workload", default="poisson", help="poisson | bursty | a public trace FILE")
     p.add_argument(
@@ -61,23 +58,20 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="trace to write (.jsonl, .csv or .parquet)")
-    p.set_defaults(run=_run_simulate)
 
-    e = sub.add_parser("experiment", help="regenerate one of the reference study's experiments")
-    e.add_argument("name", choices=sorted([*EXPERIMENTS, SCREEN_EVAL]))
+
+def _add_experiment(e: argparse.ArgumentParser) -> None:
+    e.add_argument("name", choices=sorted(EXPERIMENTS))
     e.add_argument("--spec", default=None, help="contract (default: the marquee contract)")
     e.add_argument("--reps", type=int, default=None, help="runs per condition (default: the experiment's)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default="results", help="directory for the PNG plot")
     e.add_argument("--json", action="store_true")
-    e.add_argument("--folds", type=int, default=None, help="screen-eval only: held-out folds (default: reps)")
-    e.add_argument("--grid", choices=("default", "small"), default=None, help="screen-eval only: its grid")
-    e.set_defaults(run=_run_experiment)
 
-    d = sub.add_parser("demo", help="the beta-sweep (40 reps a condition) on the embedded simulator")
+
+def _add_demo(d: argparse.ArgumentParser) -> None:
     d.add_argument("--reps", type=int, default=DEMO_REPS)
     d.add_argument("--out", default=None, help="directory for the plot (default: a temp dir)")
-    d.set_defaults(run=_run_demo)
 
 
 def _positive(option: str, value: float, *, zero: bool = False) -> None:
@@ -135,7 +129,7 @@ def _arrivals(args: argparse.Namespace, contract: Contract) -> list[Request]:
         raise SpecError(f"--workload: {err}", field="workload") from err
 
 
-def _run_simulate(args: argparse.Namespace) -> int:
+def _run_simulate(args: argparse.Namespace) -> bool:
     _check_simulate(args)
     contract = load_contract(args.spec)
     mode = "unguarded" if args.no_guard else ("gated-fifo" if args.fifo else "guarded")
@@ -156,7 +150,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
         f"  assured admitted miss {_fmt(m.admitted_miss)} ({m.admitted_missed}/{m.admitted_judged}), "
         f"floor attainment {_fmt(m.floor_attainment)}, violated: {', '.join(props) or 'none'}"
     )
-    return 0
+    return True
 
 
 def _fmt(x: float | None) -> str:
@@ -199,8 +193,6 @@ def _extras(extras: dict[str, Any]) -> str:
 def _experiment(
     name: str, spec: str | None, reps: int | None, seed: int, out: str
 ) -> tuple[ExperimentResult, Path]:
-    from .plots import plot_experiment
-
     if reps is not None and reps < 1:
         raise SpecError(f"--reps must be at least 1, got {reps}", field="reps")
     contract = load_contract(spec) if spec else DEFAULT_CONTRACTS.get(name) or _marquee()
@@ -209,47 +201,21 @@ def _experiment(
     return result, plot_experiment(result, out)
 
 
-def _check_out(out: str | None) -> None:
-    """Refuse a plot directory that cannot be one before the experiment runs, not after."""
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise SpecError(f"--out {out}: exists and is not a directory", field="--out")
-
-
-def _check_experiment(args: argparse.Namespace) -> None:
-    """Refuse options that do not apply to the named experiment (exit 2), rather than ignore them."""
-    _check_out(args.out)
-    if args.name == SCREEN_EVAL:
-        if args.spec is not None:
-            raise SpecError(
-                "--spec does not apply to screen-eval: it builds its own contracts (the marquee's at "
-                "each C of its --grid)",
-                field="--spec",
-            )
-        return
-    for option, value in (("--folds", args.folds), ("--grid", args.grid)):
-        if value is not None:
-            raise SpecError(f"{option} applies only to screen-eval, not {args.name}", field=option)
-
-
-def _run_experiment(args: argparse.Namespace) -> int:
-    _check_experiment(args)
-    if args.name == SCREEN_EVAL:  # the P95 screen's evaluation lives with the screen
-        from ..screen.eval_cli import run_screen_eval
-
-        return run_screen_eval(args)
+def _run_experiment(args: argparse.Namespace) -> bool:
+    check_out_dir(args.out)
     result, plot = _experiment(args.name, args.spec, args.reps, args.seed, args.out)
     if args.json:
         print(json.dumps({**result.to_dict(), "plot": str(plot)}, indent=2))
     else:
         print(render_table(result))
         print(f"plot: {plot}")
-    return 0
+    return True
 
 
-def _run_demo(args: argparse.Namespace) -> int:
+def _run_demo(args: argparse.Namespace) -> bool:
     if args.reps < 1:
         raise SpecError(f"--reps must be at least 1, got {args.reps}", field="reps")
-    _check_out(args.out)
+    check_out_dir(args.out)
     out = args.out or tempfile.mkdtemp(prefix="rvguard-demo-")
     print(f"rvguard demo: beta-sweep on the embedded simulator, {args.reps} reps a condition …", flush=True)
     result, plot = _experiment("beta-sweep", None, args.reps, 0, out)
@@ -264,4 +230,25 @@ def _run_demo(args: argparse.Namespace) -> int:
     holds = max(guarded) == 0.0 and min(unguarded) >= 0.8
     if not holds:
         print("the reference study's shape did NOT reproduce", file=sys.stderr)
-    return 0 if holds else 1
+    return holds
+
+
+class Simulate:
+    """``rvguard simulate``: one seeded run written as a trace; True once written."""
+
+    add_arguments = staticmethod(_add_simulate)
+    run = staticmethod(_run_simulate)
+
+
+class Experiment:
+    """``rvguard experiment NAME``: one registered experiment, its table and plot; True once run."""
+
+    add_arguments = staticmethod(_add_experiment)
+    run = staticmethod(_run_experiment)
+
+
+class Demo:
+    """``rvguard demo``: the β sweep; True when the reference study's shape reproduces."""
+
+    add_arguments = staticmethod(_add_demo)
+    run = staticmethod(_run_demo)

@@ -10,10 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingExtraError
+from ..errors import MissingExtraError, SpecError
 from .experiments import ExperimentResult
 
-__all__ = ["plot_experiment", "pyplot"]
+__all__ = ["check_out_dir", "plot_experiment", "pyplot"]
+
+
+def check_out_dir(out: str | None) -> None:
+    """Refuse a plot directory that cannot be one (exit 2) before the experiment runs, not after."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise SpecError(f"--out {out}: exists and is not a directory", field="--out")
 
 
 def pyplot() -> Any:

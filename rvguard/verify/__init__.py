@@ -1,6 +1,7 @@
 """Symbolic verification of a contract's preconditions with Z3 (DESIGN §5).
 
-Importing this package does not import z3: every solver entry point loads
+Importing this package imports none of its modules (each name loads on first
+use, `rvguard._lazy`) and never z3: every solver entry point loads
 it inside the function (`rvguard.verify._z3.load_z3`), and without
 z3-solver it raises `rvguard.errors.MissingExtraError` naming the ``smt``
 extra.
@@ -14,16 +15,21 @@ extra.
 
 from __future__ import annotations
 
-from .check import all_hold as all_hold
-from .check import verify_contract as verify_contract
-from .check import verify_file as verify_file
-from .encoding import VerifyOptions as VerifyOptions
-from .obligations import ObligationResult as ObligationResult
-from .synthesis import SynthesisResult as SynthesisResult
-from .synthesis import synthesize as synthesize
-from .synthesis import synthesize_deadline as synthesize_deadline
-from .synthesis import synthesize_floor as synthesize_floor
-from .synthesis import synthesize_slots as synthesize_slots
+import typing
+
+from .._lazy import attach as _attach
+
+if typing.TYPE_CHECKING:
+    from .check import all_hold as all_hold
+    from .check import verify_contract as verify_contract
+    from .check import verify_file as verify_file
+    from .encoding import VerifyOptions as VerifyOptions
+    from .obligations import ObligationResult as ObligationResult
+    from .synthesis import SynthesisResult as SynthesisResult
+    from .synthesis import synthesize as synthesize
+    from .synthesis import synthesize_deadline as synthesize_deadline
+    from .synthesis import synthesize_floor as synthesize_floor
+    from .synthesis import synthesize_slots as synthesize_slots
 
 __all__ = [
     "ObligationResult",
@@ -37,3 +43,19 @@ __all__ = [
     "verify_contract",
     "verify_file",
 ]
+
+__getattr__, __dir__ = _attach(
+    __name__,
+    {
+        ".check": ("all_hold", "verify_contract", "verify_file"),
+        ".encoding": ("VerifyOptions",),
+        ".obligations": ("ObligationResult",),
+        ".synthesis": (
+            "SynthesisResult",
+            "synthesize",
+            "synthesize_deadline",
+            "synthesize_floor",
+            "synthesize_slots",
+        ),
+    },
+)

@@ -1,11 +1,9 @@
 """``rvguard verify SPEC [--synthesize floor|deadline|slots] [--tenant NAME] [--json]``.
 
-A thin driver over `rvguard.verify.check` and `rvguard.verify.synthesis`;
-the top-level ``rvguard/cli.py`` wires `add_parser` and `run` in.
-
-Exit status (DESIGN §8): 0 every obligation holds, 1 an obligation fails,
-2 bad input (an unreadable or invalid contract, an unknown tenant, or
-z3-solver missing).
+A thin driver over `rvguard.verify.check` and `rvguard.verify.synthesis`, declared in
+`rvguard.verify.commands`. `run` is True when every obligation holds (exit 0) and False
+when one fails (exit 1); an unreadable or invalid contract, an unknown tenant or a missing
+z3-solver raises (exit 2, mapped by `rvguard.cli`).
 """
 
 from __future__ import annotations
@@ -16,31 +14,19 @@ import sys
 from typing import Any, TextIO
 
 from ..contract import load_contract
-from ..errors import MissingExtraError, SpecError
 from .check import STRADDLE_NOTE, all_hold, verify_contract
 from .encoding import VerifyOptions
 from .obligations import ObligationResult
 from .synthesis import PARAMETERS, SynthesisResult, synthesize
 
-__all__ = ["add_parser", "run"]
-
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+__all__ = ["add_arguments", "run"]
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``verify`` sub-command to an ``argparse`` sub-parser collection.
-
-    Args:
-        subparsers: the object returned by ``ArgumentParser.add_subparsers()``.
-
-    Returns:
-        The new sub-parser (the caller may ``set_defaults`` on it).
-    """
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "verify",
-        help="check a contract's preconditions with Z3",
-        description="Prove the contract's preconditions (A4 stability, the deadline bound, the "
-        "service envelope, DR soundness) or show a counterexample and the fields that conflict.",
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rvguard verify``."""
+    p.description = (
+        "Prove the contract's preconditions (A4 stability, the deadline bound, the "
+        "service envelope, DR soundness) or show a counterexample and the fields that conflict."
     )
     p.add_argument("spec", metavar="SPEC", help="contract file (.yaml, .yml or .json)")
     p.add_argument("--synthesize", choices=PARAMETERS, help="optimise one parameter, the others fixed")
@@ -51,24 +37,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="drop the reference study's Q_A ≤ B assumption: also check the two-cohort deadline bound",
     )
-    return p
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``rvguard verify`` with parsed arguments; return the exit status."""
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
+    """Run ``rvguard verify`` with parsed arguments; True when every obligation holds."""
     out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
-    try:
-        contract = load_contract(args.spec)
-        assume = not getattr(args, "no_backlog_assumption", False)
-        options = VerifyOptions(backlog_assumption=assume)
-        results = verify_contract(contract, options=options)
-        synthesis = None
-        if args.synthesize is not None:
-            synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None), options=options)
-    except (SpecError, MissingExtraError) as exc:
-        print(f"rvguard verify: error: {exc}", file=err)
-        return EXIT_INPUT
+    contract = load_contract(args.spec)
+    assume = not getattr(args, "no_backlog_assumption", False)
+    options = VerifyOptions(backlog_assumption=assume)
+    results = verify_contract(contract, options=options)
+    synthesis = None
+    if args.synthesize is not None:
+        synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None), options=options)
     if args.json:
         doc = _as_json(results, synthesis)
         doc["assumptions"] = [STRADDLE_NOTE] if assume else []
@@ -77,7 +57,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, err: TextIO | No
         _print_text(str(args.spec), results, synthesis, out)
         if assume:
             print(f"note: {STRADDLE_NOTE}", file=out)
-    return EXIT_OK if all_hold(results) else EXIT_FAIL
+    return all_hold(results)
 
 
 def _as_json(results: list[ObligationResult], synthesis: SynthesisResult | None) -> dict[str, Any]:

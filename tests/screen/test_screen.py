@@ -11,7 +11,7 @@ import pytest
 from rvguard.contract import contract_from_mapping
 from rvguard.errors import SpecError
 from rvguard.screen import LABEL, ServiceDistribution, Workload, screen
-from rvguard.screen.screen import dial_value, gated_rate
+from rvguard.screen.predict import dial_value, gated_rate
 
 
 def _contract(slots: int = 4, floor: int = 6, deadline: float = 1.82, excess: str = "reject") -> object:

@@ -201,9 +201,9 @@ BAD_EXPERIMENT = [
     (["screen-eval", "--folds", "0"], "--folds must be between 1 and --reps (10)"),
     (["screen-eval", "--folds", "-1"], "--folds"),
     (["screen-eval", "--folds", "5", "--reps", "2"], "--folds must be between 1 and --reps (2)"),
-    (["screen-eval", "--spec", str(SPEC)], "--spec does not apply to screen-eval"),
-    (["beta-sweep", "--folds", "3"], "--folds applies only to screen-eval"),
-    (["floor-sweep", "--grid", "small"], "--grid applies only to screen-eval"),
+    (["screen-eval", "--spec", str(SPEC)], "unrecognized arguments: --spec"),
+    (["beta-sweep", "--folds", "3"], "unrecognized arguments: --folds"),
+    (["floor-sweep", "--grid", "small"], "unrecognized arguments: --grid"),
     (["beta-sweep", "--reps", "0"], "--reps"),
     (["stress", "--reps", "-1"], "--reps"),
 ]

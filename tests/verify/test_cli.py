@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import io
 import json
 from pathlib import Path
 
 import pytest
 
-from rvguard.verify import cli
+from rvguard.cli import main
 
 HEAD = "window: 1\n"
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 
 def run(*argv: str) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="rvguard")
-    cli.add_parser(parser.add_subparsers())
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(parser.parse_args(["verify", *argv]), out=out, err=err)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["verify", *argv])
     return code, out.getvalue(), err.getvalue()
 
 

@@ -1,0 +1,63 @@
+"""``rvguard check TRACE --contract SPEC``: a thin driver over `rvguard.check` (DESIGN §8)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import SpecError
+
+__all__ = ["MAX_PHASES", "add_arguments", "run"]
+
+MAX_PHASES = 10_000  # the sweep re-judges the whole trace once a phase
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rvguard check``."""
+    p.add_argument("trace", help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin)")
+    p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
+    p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--lenient", action="store_true", help="leave bad lines out (reported), check the rest")
+    p.add_argument(
+        "--properties",
+        default="AF,SF,DR,WF",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND); default AF,SF,DR,WF",
+    )
+
+
+def _properties(text: str) -> list[str]:
+    props = [p.strip() for p in text.split(",") if p.strip()]
+    if not props:
+        raise SpecError("--properties names no property: give some of AF, SF, DR, WF, ND", field="properties")
+    return props
+
+
+def run(args: argparse.Namespace) -> bool:
+    """Judge the trace; True when no property is violated."""
+    from ..check import check_trace
+    from ..contract import load_contract
+    from ..report import render_check
+
+    contract = load_contract(args.contract)
+    props = _properties(args.properties)
+    if args.phase_sweep is not None and not 1 <= args.phase_sweep <= MAX_PHASES:
+        raise SpecError(
+            f"--phase-sweep wants 1..{MAX_PHASES} phases, got {args.phase_sweep} (each re-judges the trace)",
+            field="phase_sweep",
+            value=args.phase_sweep,
+        )
+    report = check_trace(
+        args.trace,
+        contract,
+        properties=props,
+        lenient=args.lenient,
+        phase_steps=args.phase_sweep,
+        progress=sys.stderr,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
+    else:
+        print(render_check(report))
+    return report.holds

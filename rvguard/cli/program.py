@@ -1,0 +1,85 @@
+"""The ``rvguard`` program: read argv, build only the parser the command needs, run it, map the exit.
+
+``rvguard --help`` reads the commands' declarations (`registry`) and imports no command's
+code; ``rvguard NAME ...`` imports NAME's module alone. ``rvguard experiment NAME ...`` runs a
+command that a package declared as an experiment (``screen-eval``) as ``rvguard NAME ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Collection, Sequence
+
+from ..errors import RvguardError
+from .exits import EXIT_INPUT, exit_code, report_error
+from .registry import Entry, load_table
+
+__all__ = ["build_parser", "main"]
+
+EXPERIMENT = "experiment"
+
+
+class _Version(argparse.Action):
+    """``--version``: the package's ``__version__`` (pyproject.toml reads the same attribute)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print rvguard's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from .. import __version__
+
+        print(f"rvguard {__version__}")
+        parser.exit()
+
+
+def build_parser(
+    table: dict[str, Entry] | None = None, *, load: Collection[str] | None = None
+) -> argparse.ArgumentParser:
+    """The argument parser: every command listed, the arguments of those in ``load`` (default: all).
+
+    Args:
+        table: the declared commands (default: `registry.load_table()`).
+        load: the commands whose modules are imported and whose arguments are added.
+    """
+    table = load_table() if table is None else table
+    parser = argparse.ArgumentParser(
+        prog="rvguard", description="A trusted floor under an untrusted learner."
+    )
+    parser.add_argument("--version", action=_Version)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for entry in table.values():
+        p = sub.add_parser(entry.name, help=entry.help, description=entry.help)
+        if load is None or entry.name in load:
+            command = entry.load()
+            command.add_arguments(p)
+            p.set_defaults(run=command.run)
+        if entry.name == EXPERIMENT:
+            forwarded = sorted(e.name for e in table.values() if e.experiment)
+            p.epilog = "".join(f"`rvguard experiment {n} ...` runs `rvguard {n} ...`. " for n in forwarded)
+    return parser
+
+
+def _route(argv: list[str], table: dict[str, Entry]) -> tuple[str | None, list[str]]:
+    """The command named in ``argv`` (None: none yet) and the argv to parse for it."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name == EXPERIMENT:
+        rest = argv[argv.index(name) + 1 :]
+        if rest and rest[0] in table and table[rest[0]].experiment:
+            return rest[0], rest
+    return name, argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 holds, 1 fails, 2 bad input)."""
+    table = load_table()
+    name, args_list = _route(list(sys.argv[1:] if argv is None else argv), table)
+    parser = build_parser(table, load=() if name is None else (name,))
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as stop:  # --help, --version (0) or a usage error (2): returned, as every exit is
+        return stop.code if isinstance(stop.code, int) else EXIT_INPUT
+    try:
+        return exit_code(args.run(args))
+    except (RvguardError, OSError) as err:  # bad input; anything else is a bug and keeps its traceback
+        return report_error(args.command, err)
