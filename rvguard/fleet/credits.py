@@ -12,8 +12,10 @@ B. Keys expire a grace period after their window ends.
 
 When the store is unreachable, or slower than ``timeout``, the replica
 decides alone from its `ReplicaLedger`: at most R_r in a window it has not
-joined, nothing in one it may have joined. So the fleet spends at most B per
-tenant per window, store up, down, slow or restarted. A store that lost its
+joined, nothing in one it may have joined; in the window it starts in, it
+neither spends alone nor releases its reserve (its previous life may have
+spent that reserve alone). So the fleet spends at most B per tenant per
+window, store up, down, slow or restarted, replicas restarted. A store that lost its
 state (restart, flush) is noticed by its missing fence marker: the script
 then fences the current and next window (nothing pooled there; replicas
 decide alone) so counts lost with the store are never spent twice.
@@ -262,7 +264,8 @@ class SharedCredits:
         self._totals = {n: sum(_reserve(contract, b, s) for s in shares) for n, b in floors.items()}
         self._reserves = reserves
         self._floors = floors
-        self._ledger = ReplicaLedger(reserves, floors, start_window=self.window(now))
+        self._start = self.window(now)
+        self._ledger = ReplicaLedger(reserves, floors, start_window=self._start)
         self._grace = max(2.0 * contract.window, 10.0)
         self._up = True
         self._counts = dict.fromkeys(_COUNTERS, 0)
@@ -338,13 +341,14 @@ class SharedCredits:
         cfg = self.config
         keys = (f"{cfg.prefix}:pool:{tenant}:{k}", f"{cfg.prefix}:fence")
         w, op = ("0", "0") if weight is None else (repr(weight), "1")
+        release = "0" if k <= self._start else "1"  # the start window's reserve stays held
         args = [
             cfg.replica,
             repr(self._reserves[tenant]),
             repr(self._totals[tenant]),
             repr(self._floors[tenant]),
         ]
-        args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op]
+        args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op, release]
         try:
             reply = await self._store.call(keys, args)
         except StoreUnavailableError as err:

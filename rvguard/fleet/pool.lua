@@ -7,6 +7,8 @@
 -- ARGV[7]  time to live of KEYS[1], ms      ARGV[8]  credit this replica spent statically in k
 -- ARGV[9]  arrival weight it decided statically in k
 -- ARGV[10] '1' for an arrival, '0' to join only (the heartbeat)
+-- ARGV[11] '1' to release this replica's reserve; '0' in the replica's start window, where its
+--          previous life may have spent that reserve alone without reporting it
 --
 -- Returns {verdict, arrived, spent, cap} as strings; verdict is
 --   floor   granted: the arrival is among the first B in pool order and fits the pool
@@ -29,7 +31,7 @@ if k <= tonumber(fence) then
 end
 
 local h, me = KEYS[1], ARGV[1]
-if redis.call('HSETNX', h, 'rel:' .. me, ARGV[2]) == 1 then
+if ARGV[11] == '1' and redis.call('HSETNX', h, 'rel:' .. me, ARGV[2]) == 1 then
   redis.call('HINCRBYFLOAT', h, 'released', ARGV[2])
 end
 
@@ -48,7 +50,7 @@ report('sa:' .. me, 'arrived', ARGV[9])
 local B, w = tonumber(ARGV[4]), tonumber(ARGV[5])
 local spent = tonumber(redis.call('HGET', h, 'spent') or '0')
 local arrived = tonumber(redis.call('HGET', h, 'arrived') or '0')
-local cap = B - (tonumber(ARGV[3]) - tonumber(redis.call('HGET', h, 'released')))
+local cap = B - (tonumber(ARGV[3]) - tonumber(redis.call('HGET', h, 'released') or '0'))
 local verdict = 'joined'
 if ARGV[10] == '1' then
   arrived = tonumber(redis.call('HINCRBYFLOAT', h, 'arrived', ARGV[5]))

@@ -38,6 +38,7 @@ OPS = st.one_of(
     st.tuples(st.just("restart"), R),
 )
 HALF = {"a": 0.5, "b": 0.5}
+RESTARTED = [("arrive", "a", 0, 1, 1, None), ("arrive", "b", 0, 1, 4, None)]
 SHARES = st.sampled_from([HALF, {"a": 0.7, "b": 0.3}, {"a": 0.4, "b": 0.4}, {"a": 1.0, "b": 0.0}])
 
 
@@ -126,8 +127,9 @@ async def _scenario(
     skew=st.sampled_from([0.0, 0.2, 0.45]),
     ops=st.lists(OPS, min_size=1, max_size=40),
 )
-# The shortest breaks of each rule (each fails when its rule is removed):
-# static spending after joining; the store not holding unjoined reserves; a lost answer taken as unjoined.
+# The shortest breaks of each rule (each fails when its rule is removed): static spending after
+# joining; the store not holding unjoined reserves; a lost answer taken as unjoined; a restarted
+# replica releasing, in its start window, the reserve its previous life may have spent.
 @example(
     3,
     HALF,
@@ -136,6 +138,7 @@ async def _scenario(
 )
 @example(2, HALF, 0.0, [("arrive", "a", 0, 1, 2, None), ("arrive", "b", 0, 1, 1, "down")])
 @example(4, HALF, 0.0, [("arrive", "a", 0, 1, 2, "late"), ("arrive", "b", 0, 1, 4, None)])
+@example(4, HALF, 0.0, [("arrive", "a", 0, 1, 2, "down"), ("restart", "a"), *RESTARTED])
 def test_fleet_spends_at_most_b_per_window_count_credits(
     redis_url: str, floor: int, shares: dict[str, float], skew: float, ops: list
 ) -> None:
