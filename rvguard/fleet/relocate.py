@@ -13,16 +13,21 @@ remains: a model conditions on token ids, so with greedy decoding
 output, token for token (tested on the real engine). Sampled decoding
 resumes with the right context but not the same draw.
 
-The client sees one stream: every chunk from the new engine is rewritten to
-the first engine's completion id, creation time and model name; usage, when
-present, is the original prompt's size and the output's total.
+The client sees one stream (`Progress.outgoing`). After a move the text is
+rendered from the output's token ids (the engine's ``/detokenize``), never
+taken from the new engine's stream: an engine prints no text for its
+prompt's tokens and decodes the prompt's last tokens as the prefix of its
+first output, so a prompt ending mid-character or in stray bytes garbles the
+continuation's text (seen on vLLM 0.32: the whole prompt printed again).
+Every chunk carries the first engine's completion id, creation time and
+model name; usage, when present, is the original prompt and the whole output.
 
 Not relocatable (the request then fails once, as a dead engine's requests
 do): chat completions (the continuation is a raw token prompt, which the
 chat endpoint does not take), ``n`` or ``best_of`` above 1, ``echo``,
 ``suffix``, beam search, a prompt that is a list of prompts, and a request
-whose prompt ids never arrived (the engine died before its first chunk:
-such a request is simply dispatched again, from the start).
+that already finished. One whose prompt ids never arrived (the engine died
+before its first chunk) is simply sent again as it was.
 
 Pure: no I/O. `RelocationSlots` bounds concurrent relocations (k).
 """
@@ -33,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NotRelocatable", "Progress", "RelocationSlots", "continuation", "relocatable", "rewrite_chunk"]
+__all__ = ["NotRelocatable", "Progress", "RelocationSlots", "continuation", "relocatable"]
 
 _REFUSED = ("echo", "suffix", "use_beam_search")
 
@@ -44,18 +49,25 @@ class NotRelocatable(ValueError):
 
 @dataclass
 class Progress:
-    """What one streamed completion has produced so far (fed chunk by chunk)."""
+    """What one completion has produced, and what its client has been sent (chunk by chunk).
+
+    Feed every chunk from whichever engine (`feed`), then pass it to the
+    client through `outgoing`.
+    """
 
     prompt_ids: list[int] | None = None
     output_ids: list[int] = field(default_factory=list)
-    text: str = ""
+    text: str = ""  # what the client has been sent
     finished: bool = False
     identity: dict[str, Any] = field(default_factory=dict)  # id, created, model of the first engine
     carried: int = 0  # output tokens produced before the last relocation (set by `moved`)
+    sent_ids: int = 0  # ``output_ids`` the client has (when it asked for them)
+    relocated: bool = False  # once moved, text comes from `outgoing`'s ``rendered``
 
     def moved(self) -> None:
-        """The request is resuming elsewhere: what it produced so far is carried over."""
+        """The request resumes elsewhere: what it produced so far is carried over."""
         self.carried = len(self.output_ids)
+        self.relocated = True
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         """Take one parsed stream chunk (or a whole non-streamed response)."""
@@ -66,9 +78,43 @@ class Progress:
             if self.prompt_ids is None and choice.get("prompt_token_ids") is not None:
                 self.prompt_ids = list(choice["prompt_token_ids"])
             self.output_ids.extend(choice.get("token_ids") or ())
-            self.text += choice.get("text") or ""
             if choice.get("finish_reason") is not None:
                 self.finished = True
+
+    def outgoing(
+        self, chunk: dict[str, Any], *, keep_ids: bool, rendered: str | None = None
+    ) -> dict[str, Any]:
+        """``chunk`` (already fed) as the client gets it, in place, as one stream.
+
+        Before any move the engine's text passes through. After one, the
+        engine's text is not used (an engine garbles text for a prompt that
+        ends mid-character): ``rendered`` must be the whole output's text
+        (the engine's ``/detokenize`` of `output_ids`), and the client gets
+        what it lacks, holding back trailing U+FFFD (bytes of no character
+        yet), as the engine's own streaming does, to the end. The id, creation time and
+        model are the first engine's; usage counts the original prompt and
+        the whole output.
+        """
+        chunk.update(self.identity)
+        for choice in chunk.get("choices") or ():
+            choice.pop("prompt_token_ids", None)
+            if self.relocated:
+                if rendered is None:
+                    raise ValueError("a relocated stream needs the rendered output text")
+                whole = rendered.rstrip("\ufffd")
+                choice["text"] = whole[len(self.text) :] if whole.startswith(self.text) else ""
+            self.text += choice.get("text") or ""
+            if keep_ids:
+                choice["token_ids"] = self.output_ids[self.sent_ids :]
+                self.sent_ids = len(self.output_ids)
+            else:
+                choice.pop("token_ids", None)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict) and self.prompt_ids is not None:
+            usage["prompt_tokens"] = len(self.prompt_ids)
+            usage["completion_tokens"] = int(usage.get("completion_tokens") or 0) + self.carried
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return chunk
 
 
 def relocatable(path: str, body: Mapping[str, Any]) -> str:
@@ -90,39 +136,28 @@ def relocatable(path: str, body: Mapping[str, Any]) -> str:
 def continuation(body: Mapping[str, Any], progress: Progress) -> dict[str, Any]:
     """The request that resumes ``body`` from ``progress`` on another engine.
 
+    A request that produced nothing yet (not even its prompt's ids) is sent
+    again as it was.
+
     Raises:
-        NotRelocatable: the prompt's ids never arrived, or the request is done.
+        NotRelocatable: the request already finished, or has no budget left.
     """
-    if progress.prompt_ids is None:
-        raise NotRelocatable("the prompt's token ids never arrived")
     if progress.finished:
         raise NotRelocatable("the request already finished")
     out = dict(body)
-    out["prompt"] = progress.prompt_ids + progress.output_ids
+    out["return_token_ids"] = True
+    if progress.prompt_ids is None:
+        return out
+    done = progress.output_ids
+    out["prompt"] = progress.prompt_ids + done
     if body.get("max_tokens") is not None:
-        left = int(body["max_tokens"]) - len(progress.output_ids)
+        left = int(body["max_tokens"]) - len(done)
         if left <= 0:
             raise NotRelocatable("no token budget left")
         out["max_tokens"] = left
     if body.get("min_tokens"):
-        out["min_tokens"] = max(int(body["min_tokens"]) - len(progress.output_ids), 0)
-    out["return_token_ids"] = True
+        out["min_tokens"] = max(int(body["min_tokens"]) - len(done), 0)
     return out
-
-
-def rewrite_chunk(chunk: dict[str, Any], progress: Progress, *, keep_ids: bool) -> dict[str, Any]:
-    """A chunk from the resumed engine, dressed as the first engine's (in place; returned)."""
-    chunk.update(progress.identity)
-    for choice in chunk.get("choices") or ():
-        choice.pop("prompt_token_ids", None)
-        if not keep_ids:
-            choice.pop("token_ids", None)
-    usage = chunk.get("usage")
-    if isinstance(usage, dict) and progress.prompt_ids is not None:
-        usage["prompt_tokens"] = len(progress.prompt_ids)
-        usage["completion_tokens"] = int(usage.get("completion_tokens") or 0) + progress.carried
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    return chunk
 
 
 class RelocationSlots:

@@ -16,11 +16,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.gateway.conftest import Engine
+from tests.gateway.conftest import _ensure_env as ensure_engine_env
 
 SERVER = os.environ.get("RVGUARD_REDIS_SERVER", "redis-server")
 READY_TIMEOUT = 10.0
@@ -141,3 +145,22 @@ def redis_url(redis_server: RedisServer) -> str:
     redis_server.resume()
     redis_server.flush()
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def two_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Engine]]:
+    """Two real vLLM CPU servers (started side by side), for the session; fails loudly if they cannot."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not sys.platform.startswith("linux"):
+        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
+    ensure_engine_env()
+    engines = [Engine(tmp_path_factory.mktemp(f"vllm{i}") / "server.log") for i in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            for started in [pool.submit(e.start) for e in engines]:
+                started.result()
+        yield engines
+    finally:
+        for e in engines:
+            e.kill()

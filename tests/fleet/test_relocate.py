@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rvguard.fleet.relocate import (
-    NotRelocatable,
-    Progress,
-    RelocationSlots,
-    continuation,
-    relocatable,
-    rewrite_chunk,
-)
+from rvguard.fleet.relocate import NotRelocatable, Progress, RelocationSlots, continuation, relocatable
 
 BODY = {"model": "tiny", "prompt": "Hello", "max_tokens": 10, "temperature": 0, "stream": True}
 
@@ -33,28 +26,16 @@ def test_the_continuation_is_prompt_then_output_ids_with_the_budget_left() -> No
     assert got["return_token_ids"] is True
     assert (got["temperature"], got["stream"]) == (0, True)
     assert BODY["prompt"] == "Hello"  # the original body is untouched
-    assert p.text == "abc"
 
 
-@pytest.mark.parametrize(
-    ("feed", "why"),
-    [
-        ([], "never arrived"),
-        ([_chunk([5], "a", prompt=[1], finish="length")], "already finished"),
-    ],
-)
-def test_what_cannot_continue(feed: list[dict], why: str) -> None:
+def test_a_request_that_produced_nothing_is_sent_again_as_it_was() -> None:
+    assert continuation(BODY, Progress()) == {**BODY, "return_token_ids": True}
+
+
+def test_a_finished_request_does_not_continue() -> None:
     p = Progress()
-    for c in feed:
-        p.feed(c)
-    with pytest.raises(NotRelocatable, match=why):
-        continuation(BODY, p)
-
-
-def test_no_budget_left() -> None:
-    p = Progress()
-    p.feed(_chunk(list(range(10)), "x" * 10, prompt=[1]))
-    with pytest.raises(NotRelocatable, match="budget"):
+    p.feed(_chunk([5], "a", prompt=[1], finish="length"))
+    with pytest.raises(NotRelocatable, match="already finished"):
         continuation(BODY, p)
 
 
@@ -77,23 +58,50 @@ def test_relocatable_requests() -> None:
     assert relocatable("/v1/completions", {**BODY, "prompt": [1, 2, 3]}) == ""
 
 
+def test_before_a_move_the_engine_text_passes_through() -> None:
+    p = Progress()
+    first = _chunk([5, 6], "ab", prompt=[1, 2])
+    p.feed(first)
+    out = p.outgoing(first, keep_ids=True)
+    assert out["choices"][0] == {"index": 0, "text": "ab", "token_ids": [5, 6], "finish_reason": None}
+    assert p.text == "ab"
+
+
 def test_the_resumed_stream_is_dressed_as_the_first() -> None:
     p = Progress()
     p.feed(_chunk([5, 6], "ab", prompt=[1, 2]))
+    p.outgoing(_chunk([5, 6], "ab", prompt=[1, 2]), keep_ids=False)
     p.moved()
     resumed = {
         "id": "cmpl-b",
         "created": 9,
         "model": "tiny",
-        "choices": [{"index": 0, "text": "c", "token_ids": [7], "prompt_token_ids": [1, 2, 5, 6]}],
+        "choices": [{"index": 0, "text": "GARBLED", "token_ids": [7], "prompt_token_ids": [1, 2, 5, 6]}],
         "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5},
     }
     p.feed(resumed)
-    out = rewrite_chunk(resumed, p, keep_ids=False)
+    out = p.outgoing(resumed, keep_ids=False, rendered="abc")
     assert (out["id"], out["created"]) == ("cmpl-a", 1)
+    assert out["choices"][0]["text"] == "c"  # rendered from the ids, never the new engine's text
     assert "token_ids" not in out["choices"][0] and "prompt_token_ids" not in out["choices"][0]
     assert out["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
     assert p.prompt_ids == [1, 2] and p.output_ids == [5, 6, 7]
+
+
+def test_after_a_move_bytes_of_no_character_are_held_back_as_the_engine_does() -> None:
+    p = Progress()
+    p.feed(_chunk([5], "a", prompt=[1]))
+    p.outgoing(_chunk([5], "a"), keep_ids=True)
+    p.moved()
+    sent = []
+    for ids, rendered in (([6], "a\ufffd"), ([7], "a\ufffdb"), ([8], "a\ufffdb\ufffd")):
+        c = _chunk(ids, "?")
+        p.feed(c)
+        sent.append(p.outgoing(c, keep_ids=True, rendered=rendered)["choices"][0]["text"])
+    assert sent == ["", "\ufffdb", ""]
+    assert p.text == "a\ufffdb" and p.sent_ids == 4
+    with pytest.raises(ValueError, match="rendered"):
+        p.outgoing(_chunk([9], "?"), keep_ids=False)
 
 
 def test_at_most_k_relocations_at_once() -> None:
