@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from rvguard.clock import MonotonicClock  # noqa: E402
 from rvguard.contract import Entitlement  # noqa: E402
+from rvguard.data import TRACES  # noqa: E402
 from rvguard.gateway.calibrate import percentile  # noqa: E402
 from rvguard.gateway.fake import FakeUpstream  # noqa: E402
 from rvguard.gateway.loadgen import replay, shots_from_trace  # noqa: E402
@@ -95,7 +96,7 @@ async def e2e(vllm: str, tmp: Path) -> dict[str, Any]:
     c = contract(output_cap=96)
     deadline = c.tenants["assured"].deadline
     shots = shots_from_trace(
-        ROOT.parent / "shared" / "data" / "traces" / "azure_conv_slice.csv",
+        TRACES / "azure_conv_slice.csv",
         rate=40.0,
         limit=200,
         tenant_rule=FractionRule(0.3, seed=7),

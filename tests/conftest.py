@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from rvguard.contract import Contract, load_contract
+from rvguard.data import TRACES as BUNDLED_TRACES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
-SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
+TRACES = BUNDLED_TRACES  # the public trace slices rvguard ships (rvguard/data/traces)
+SHARED_TRACES = TRACES  # their old name, from when they lived in ../shared/data/traces
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ and offline paths must agree on it.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from rvguard.io.columnar import ColumnarTrace
 from rvguard.io.public import FractionRule, read_public, to_arrivals
 from rvguard.monitors.offline import check_offline
 
-from .conftest import SHARED_TRACES
+from .conftest import TRACES
 
 SLICES = ["azure_code_slice.csv", "azure_conv_slice.csv", "mooncake_conv_slice.jsonl"]
 SERVICE = 0.3
@@ -40,9 +42,25 @@ def admit_all(arrivals: list[Arrive]) -> list[Event]:
 
 
 @pytest.mark.parametrize("name", SLICES)
+def test_the_bundled_slice_is_the_one_its_readme_describes(name: str) -> None:
+    """Byte for byte: the sha256 in the data README's table (the attribution says no value changed)."""
+    readme = (TRACES / "README.md").read_text()
+    [row] = [line for line in readme.splitlines() if line.startswith(f"| `{name}` |")]
+    stated = re.findall(r"`([0-9a-f]{64})`", row)
+    assert stated == [hashlib.sha256((TRACES / name).read_bytes()).hexdigest()]
+
+
+def test_the_licences_and_attribution_ship_with_the_slices() -> None:
+    readme = (TRACES / "README.md").read_text()
+    assert "CC BY 4.0" in readme and "Apache License 2.0" in readme
+    assert "Apache License" in (TRACES / "LICENSE-APACHE-2.0-mooncake.txt").read_text()
+    notice = (Path(__file__).resolve().parents[1] / "NOTICE").read_text()
+    assert all(name in notice for name in SLICES)
+
+
+@pytest.mark.parametrize("name", SLICES)
 def test_real_trace_checks_cleanly(name: str, marquee: Contract, tmp_path: Path) -> None:
-    path = SHARED_TRACES / name
-    assert path.exists(), f"shared trace missing: {path} (the tests need ../shared/data/traces)"
+    path = TRACES / name
     public = read_public(path)
     arrivals = to_arrivals(public, rate=8.0, tenant_rule=FractionRule(0.4, seed=1), contract=marquee)
     assert len(arrivals) == len(public) > 3000

@@ -24,14 +24,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..lifecycle import ADMIT, ARRIVE, COMPLETE, DISPATCH, N_KINDS, REJECT, TERMINAL_CODES
 from .automaton import Instance
 
 if TYPE_CHECKING:
     from .p95 import SojournP95
 
 __all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
-
-_REJECT, _COMPLETE = 2, 4  # event codes (rvguard.events: Reject.code, Complete.code)
 
 # per-window counter columns
 OFFERED, ENTITLED, ADMITTED, REJECTED, ON_TIME, MISSED = range(6)
@@ -157,15 +156,19 @@ class MetricsAccumulator:
         self.p95_sojourns = array("d")
 
         #: ``handlers[code](inst, ev, code)`` accounts one accepted event of that kind
-        self.handlers: tuple[Callable[[Instance, Event, int], None], ...] = (
-            self._arrive,
-            self._admit,
-            self._terminal,
-            self._dispatch,
-            self._terminal,
-            self._terminal,
-            self._terminal,
+        self.handlers: tuple[Callable[[Instance, Event, int], None], ...] = tuple(
+            self._handler(code) for code in range(N_KINDS)
         )
+
+    def _handler(self, code: int) -> Callable[[Instance, Event, int], None]:
+        """The accounting of one kind: terminal kinds judge the request, others count the event."""
+        if code in TERMINAL_CODES:
+            return self._terminal
+        return {ARRIVE: self._arrive, ADMIT: self._admit, DISPATCH: self._dispatch}.get(code, self._count)
+
+    def _count(self, inst: Instance, ev: Event, code: int) -> None:  # pragma: no cover - a kind to come
+        self.events += 1
+        self.last_t = ev.t
 
     def on_event(self, inst: Instance, ev: Event, code: int) -> None:
         """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
@@ -204,17 +207,17 @@ class MetricsAccumulator:
     def _terminal(self, inst: Instance, ev: Event, code: int) -> None:
         self.events += 1
         self.last_t = t = ev.t
-        on_time = code == _COMPLETE and t <= inst.deadline
+        on_time = code == COMPLETE and t <= inst.deadline
         admitted = inst.admitted
         row = inst.row
         assert row is not None
-        if code == _REJECT:
+        if code == REJECT:
             row[REJECTED] += 1
         row[ON_TIME if on_time else MISSED] += 1
         t_dispatch = inst.t_dispatch
         if t_dispatch is not None:
             self.busy += t - t_dispatch
-            if code == _COMPLETE:
+            if code == COMPLETE:
                 self.services[inst.floored].add(t - t_dispatch, inst.lower, self._ceilings[inst.tenant])
         if on_time and admitted and inst.entitled:
             self.entitled_attained += 1
@@ -226,7 +229,7 @@ class MetricsAccumulator:
                 self.admitted_judged += 1
                 self.admitted_missed += not on_time
                 self.p95_windows.append(inst.window)
-                self.p95_sojourns.append(t - inst.t_arrive if code == _COMPLETE else math.inf)
+                self.p95_sojourns.append(t - inst.t_arrive if code == COMPLETE else math.inf)
 
     def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
         """The metrics now; live requests whose deadline has passed count as missed."""

@@ -39,7 +39,7 @@ BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF,
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
 
 _WF = wf.WF.compile()
-#: WF as a flat next-location table: ``_WF_NEXT[loc * 7 + code]``, -1 = illegal
+#: WF (the lifecycle) as a flat next-location table: ``_WF_NEXT[loc * N_KINDS + code]``, -1 = illegal
 _WF_NEXT: list[int] = [-1 if e is None else e[0][0] for e in _WF.table]
 
 

@@ -34,6 +34,7 @@ import os
 from pathlib import Path
 
 from ..contract import Contract, ExcessPolicy, contract_from_mapping
+from ..data import TRACES as BUNDLED_TRACES
 from ..enforce.request import Request
 from ..errors import SpecError
 from .arms import Arm, run_arms
@@ -65,19 +66,20 @@ REPLAY_CONTRACT = contract_from_mapping(
 
 
 def traces_dir() -> Path:
-    """Where the public trace slices are: ``$RVGUARD_TRACES``, else ``../shared/data/traces``.
+    """Where the public trace slices are: ``$RVGUARD_TRACES`` when set, else the ones rvguard ships.
 
     Raises:
-        SpecError: no directory holds the slices.
+        SpecError: ``$RVGUARD_TRACES`` names a directory without the slices.
     """
-    root = Path(__file__).resolve().parents[2]
-    candidates = [Path(p) for p in (os.environ.get("RVGUARD_TRACES"),) if p]
-    candidates += [root.parent / "shared" / "data" / "traces", Path.cwd() / "data" / "traces"]
-    for c in candidates:
-        if (c / TRACES["azure_code"][0]).is_file():
-            return c
-    where = ", ".join(str(c) for c in candidates)
-    raise SpecError(f"trace-replay: no public trace slices in {where}; set RVGUARD_TRACES", field="traces")
+    chosen = os.environ.get("RVGUARD_TRACES")
+    where = Path(chosen) if chosen else BUNDLED_TRACES
+    if not (where / TRACES["azure_code"][0]).is_file():
+        raise SpecError(
+            f"trace-replay: no public trace slices in {where} (RVGUARD_TRACES); "
+            "unset it to use the bundled ones",
+            field="traces",
+        )
+    return where
 
 
 def _arrivals(arm: Arm, seed: int, rep: int) -> list[Request]:

@@ -58,7 +58,7 @@ def settings(upstream: str, trace: Path | None, **over: Any) -> GatewaySettings:
 @contextlib.asynccontextmanager
 async def gateway(c: Contract, s: GatewaySettings) -> AsyncIterator[tuple[Gateway, str]]:
     gw = Gateway(c, s)
-    async with serving(gw.app) as url:
+    async with serving(gw.app, header_timeout=s.header_timeout) as url:
         yield gw, url
 
 

@@ -83,9 +83,9 @@ async def test_serve_process_end_to_end_with_the_fake(tmp_path: Path) -> None:
                 )
                 health = await client.get(url + "/healthz")
             await asyncio.sleep(0.05)
-    assert ok.status_code == 200 and no.status_code == 429 and health.json()["status"] == "ok"
+    assert ok.status_code == 200 and no.status_code == 401 and health.json()["status"] == "ok"
     events = read_trace(trace)
-    assert [e["tenant"] for e in events if e["kind"] == "arrive"] == ["assured", "opportunistic"]
+    assert [e["tenant"] for e in events if e["kind"] == "arrive"] == ["assured"]
     assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
 
 

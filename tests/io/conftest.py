@@ -6,12 +6,10 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+from rvguard.data import TRACES
 
 
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
-    """The folder of real public trace slices (../shared/data/traces); missing is a failure, not a skip."""
-    if not SHARED_TRACES.is_dir():
-        pytest.fail(f"the shared trace slices are missing: {SHARED_TRACES} (see the project README)")
-    return SHARED_TRACES
+    """The folder of real public trace slices rvguard ships (rvguard/data/traces)."""
+    return TRACES

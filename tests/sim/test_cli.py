@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rvguard.cli import main
+from rvguard.data import TRACES
 from rvguard.sim.catalog import EXPERIMENTS as CATALOG
 
 SPEC = Path(__file__).resolve().parents[2] / "specs" / "marquee.yaml"
@@ -65,15 +66,13 @@ def test_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 # --- tenants named by the contract, not by the reference study ---
 
 TWO = SPEC.parent / "two_tenants.yaml"
-AZURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces" / "azure_code_slice.csv"
+AZURE = TRACES / "azure_code_slice.csv"
 
 
 @pytest.mark.parametrize("workload", ["poisson", "bursty", "azure"])
 def test_simulate_a_contract_with_other_tenant_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], workload: str
 ) -> None:
-    if workload == "azure" and not AZURE.is_file():
-        pytest.skip(f"{AZURE} not present")
     out = tmp_path / "t.jsonl"
     load = str(AZURE) if workload == "azure" else workload
     assert main(["simulate", str(TWO), "--workload", load, "--duration", "30", "--out", str(out)]) == 0
@@ -90,8 +89,6 @@ EXPERIMENTS = sorted(CATALOG)  # every registered experiment (test_catalog pins 
 def test_every_experiment_runs_on_a_contract_with_other_tenant_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
-    if name == "trace-replay" and not AZURE.is_file():
-        pytest.skip(f"{AZURE} not present")
     assert (
         main(["experiment", name, "--spec", str(TWO), "--reps", "1", "--out", str(tmp_path), "--json"]) == 0
     )

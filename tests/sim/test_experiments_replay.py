@@ -1,4 +1,4 @@
-"""trace-replay on the shared public traces: reject vs demote, attainment and the phase sweep."""
+"""trace-replay on the bundled public traces: reject vs demote, attainment and the phase sweep."""
 
 from __future__ import annotations
 
@@ -10,10 +10,6 @@ from rvguard.sim.experiments_replay import REPLAY_CONTRACT, TRACES, trace_replay
 
 @pytest.fixture(scope="module")
 def result():  # type: ignore[no-untyped-def]
-    try:
-        traces_dir()
-    except SpecError:
-        pytest.skip("public trace slices not available")
     return trace_replay(REPLAY_CONTRACT, reps=1, seed=0)
 
 
@@ -45,10 +41,12 @@ def test_bursty_trace_is_origin_sensitive(result) -> None:  # type: ignore[no-un
 
 
 def test_missing_traces_name_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import rvguard.sim.experiments_replay as mod
-
     monkeypatch.setenv("RVGUARD_TRACES", str(tmp_path))
-    monkeypatch.setattr(mod, "__file__", str(tmp_path / "a" / "b" / "c.py"))
-    monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="RVGUARD_TRACES"):
         traces_dir()
+
+
+def test_the_bundled_slices_serve_without_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RVGUARD_TRACES", raising=False)
+    for file, _ in TRACES.values():
+        assert (traces_dir() / file).is_file()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rvguard.contract import Contract, contract_from_mapping, load_contract
+from rvguard.data import TRACES
 from rvguard.errors import SpecError
 from rvguard.io.public import FractionRule
 from rvguard.sim.workloads import (
@@ -27,8 +28,6 @@ from rvguard.sim.workloads import (
 )
 
 from ._common import MARQUEE
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -70,8 +69,6 @@ def test_output_tokens_capped() -> None:
 )
 def test_replay_public_trace(name: str) -> None:
     path = TRACES / name
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
     reqs = replay(path, MARQUEE, rate=20.0, duration=30.0, seed=1)
     assert reqs and all(r.t < 30.0 for r in reqs)
     assert all(r.max_tokens is not None and r.max_tokens <= 48 for r in reqs)
@@ -146,8 +143,6 @@ def test_share_rule_is_fraction_rule_for_two_tenants() -> None:
 
 def test_replay_on_named_tenants() -> None:
     path = TRACES / "azure_conv_slice.csv"
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
     reqs = replay(path, _two_tenants(), rate=20.0, seed=1)
     share = {n: sum(r.tenant == n for r in reqs) / len(reqs) for n in ("gold", "silver", "opportunistic")}
     assert share == pytest.approx({"gold": 0.15, "silver": 0.10, "opportunistic": 0.75}, abs=0.05)
