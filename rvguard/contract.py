@@ -10,7 +10,6 @@ and window edges are decided on the decimals as written (`rvguard.exact`).
 
 from __future__ import annotations
 
-import json
 import math
 import types
 import typing
@@ -22,6 +21,18 @@ from typing import TYPE_CHECKING, Any, overload
 import pydantic
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from .bounds import (
+    MAX_FLOOR,
+    MAX_SLOTS,
+    MAX_SPAN,
+    MAX_SPEC_BYTES,
+    MAX_TIER,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_WEIGHT,
+    MIN_WINDOW,
+    shown,
+)
 from .errors import SpecError
 from .exact import CreditUnits, credit_units
 from .exact import window_index as window_index
@@ -71,8 +82,8 @@ class Bound(BaseModel, frozen=True, extra="forbid"):
     A plain number in a contract file means ``{base: number, per_token: 0}``.
     """
 
-    base: float = Field(ge=0.0)
-    per_token: float = Field(default=0.0, ge=0.0)
+    base: float = Field(ge=0.0, le=MAX_SPAN)
+    per_token: float = Field(default=0.0, ge=0.0, le=MAX_SPAN)
 
     @field_validator("base", "per_token")
     @classmethod
@@ -105,8 +116,8 @@ class Service(BaseModel, frozen=True, extra="forbid"):
     no-doomed-dispatch property.
     """
 
-    s_max: float = Field(gt=0.0)
-    s_max_opp: float | None = Field(default=None, gt=0.0)
+    s_max: float = Field(gt=0.0, le=MAX_SPAN)
+    s_max_opp: float | None = Field(default=None, gt=0.0, le=MAX_SPAN)
     lower: Bound = Bound(base=0.0)
     upper: Bound | None = None
 
@@ -133,10 +144,10 @@ class Tenant(BaseModel, frozen=True, extra="forbid"):
     tenant's requests.
     """
 
-    floor: float = Field(default=0, ge=0)
-    deadline: float = Field(gt=0.0)
-    tier: int = Field(default=0, ge=0)
-    s_max: float | None = Field(default=None, gt=0.0)
+    floor: float = Field(default=0, ge=0, le=MAX_FLOOR)
+    deadline: float = Field(gt=0.0, le=MAX_SPAN)
+    tier: int = Field(default=0, ge=0, le=MAX_TIER)
+    s_max: float | None = Field(default=None, gt=0.0, le=MAX_SPAN)
 
     @field_validator("floor", "deadline")
     @classmethod
@@ -152,8 +163,8 @@ class Tenant(BaseModel, frozen=True, extra="forbid"):
 class TokenWeights(BaseModel, frozen=True, extra="forbid"):
     """w(R) = prompt · prompt_tokens + output · capped max_tokens (token credits)."""
 
-    prompt: float = Field(default=1.0, ge=0.0)
-    output: float = Field(default=1.0, ge=0.0)
+    prompt: float = Field(default=1.0, ge=0.0, le=MAX_WEIGHT)
+    output: float = Field(default=1.0, ge=0.0, le=MAX_WEIGHT)
 
 
 class Contract(BaseModel, frozen=True, extra="forbid"):
@@ -163,10 +174,10 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         SpecError: on any invalid field, naming the field and the value.
     """
 
-    epoch: float = 0.0
-    window: float = Field(gt=0.0)
-    slots: int = Field(ge=1)
-    output_cap: int = Field(default=48, ge=1)
+    epoch: float = Field(default=0.0, ge=-MAX_TIME, le=MAX_TIME)
+    window: float = Field(ge=MIN_WINDOW, le=MAX_SPAN)
+    slots: int = Field(ge=1, le=MAX_SLOTS)
+    output_cap: int = Field(default=48, ge=1, le=MAX_TOKENS)
     excess: ExcessPolicy = ExcessPolicy.REJECT
     credit: CreditMode = CreditMode.COUNT
     token_weights: TokenWeights = TokenWeights()
@@ -343,8 +354,8 @@ def _problem(item: Mapping[str, Any], where: str) -> SpecError:
         msg = msg.removeprefix("Value error, ")
         field, _, msg = msg.partition(": ")
     value = item.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    return SpecError(f"{where}{field or 'contract'}: {msg}{shown}", field=field, value=value)
+    got = "" if isinstance(value, dict) else f" (got {shown(value)})"
+    return SpecError(f"{where}{field or 'contract'}: {msg}{got}", field=field, value=value)
 
 
 INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
@@ -372,10 +383,12 @@ def _child(shape: Any, key: Any) -> Any:
 def _slip(value: Any, annotation: Any) -> str | None:
     """Why ``value`` cannot fill a field annotated ``annotation`` although pydantic would coerce it."""
     kinds = _numbers(annotation)
-    if isinstance(value, bool) or (kinds and isinstance(value, str)):
+    if isinstance(value, bool):
         return f"expected a number, got {value!r}"  # no contract field is boolean: `slots: true` slips
+    if kinds and isinstance(value, str):  # a quoted number is as likely a typo as a value: refused
+        return f"expected a number, got the string {shown(value)} (write it without quotes)"
     if kinds == (int,) and isinstance(value, int | float) and abs(value) > INT_MAX:
-        return f"expected a whole number of at most {INT_MAX}, got {value!r}"
+        return f"expected a whole number of at most {INT_MAX}, got {shown(value)}"
     return None
 
 
@@ -426,7 +439,7 @@ def _line_of(text: str, field: str) -> int | None:
     import yaml
 
     try:
-        node = yaml.compose(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return None
     line = None
@@ -440,23 +453,40 @@ def _line_of(text: str, field: str) -> int | None:
     return line
 
 
+def _parse_file(p: Path) -> tuple[str, Any]:
+    """The text of a contract file and its parsed data (`rvguard.untrusted`'s rules)."""
+    from .untrusted import StructureError, load_json, load_yaml, read_text
+
+    kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
+    try:
+        text = read_text(p, limit=MAX_SPEC_BYTES)
+    except OSError as err:
+        raise SpecError(f"{p}: cannot read contract: {err.strerror or err}", field="", value=str(p)) from None
+    except StructureError as err:
+        raise SpecError(f"{p}: not a contract: {err}") from None
+    import yaml
+
+    try:
+        return text, load_json(text) if kind == "JSON" else load_yaml(text)
+    except StructureError as err:
+        where = f"{p}:{err.line}" if err.line else f"{p}"
+        raise SpecError(f"{where}: {err}", field=err.key) from None
+    except (ValueError, yaml.YAMLError) as err:
+        raise SpecError(f"{p}: not valid {kind}: {err}") from None
+
+
 def load_contract(path: str | Path) -> Contract:
     """Load a contract from a ``.yaml``/``.yml`` or ``.json`` file.
+
+    The file is read under `rvguard.untrusted`'s rules: at most
+    ``MAX_SPEC_BYTES``, UTF-8 (a leading BOM is ignored), nesting at most
+    ``MAX_DEPTH`` deep, YAML aliases within a budget, no key twice.
 
     Raises:
         SpecError: unreadable file, bad syntax, or an invalid field.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"{p}: cannot read contract: {err.strerror}", field="", value=str(p)) from None
-    import yaml
-
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise SpecError(f"{p}: not valid {p.suffix.lstrip('.').upper() or 'YAML'}: {err}") from None
+    text, data = _parse_file(p)
     if not isinstance(data, Mapping):
         raise SpecError(f"{p}: a contract must be a mapping, got {type(data).__name__}")
     try:

@@ -54,7 +54,7 @@ from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response
+from .dispatch import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView, consult
 from .request import Request
@@ -338,7 +338,7 @@ class Guard:
         except TimeoutError as exc:
             self._finished(call, exc, "timeout")
         except Exception as exc:  # noqa: BLE001 - a backend failure is the request's fail event
-            self._finished(call, exc, f"{type(exc).__name__}: {_detail(exc, '')}")
+            self._finished(call, exc, failure_reason(exc))
         else:
             call.response = response
             self._finished(call, None, "")

@@ -39,7 +39,11 @@ _NEXT = {
 _NEXT["dispatch"].append("complete")
 
 
-def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS) -> Event:
+#: fail reasons: a service failure, and a client error (SF exempts the latter)
+FAIL_REASONS = ("err", "client-error: http 400")
+
+
+def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS, reason: str = "err") -> Event:
     if kind == "admit":
         return Admit(t, rid, basis)
     if kind == "reject":
@@ -50,7 +54,7 @@ def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS) -> Event
         return Complete(t, rid)
     if kind == "drop":
         return Drop(t, rid, "doomed")
-    return Fail(t, rid, "err")
+    return Fail(t, rid, reason)
 
 
 @st.composite
@@ -76,7 +80,8 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
         rid = draw(st.sampled_from(sorted(live)))
         kind = draw(st.sampled_from(_NEXT[live[rid]]))
         basis = draw(st.sampled_from(list(Basis))) if kind == "admit" else Basis.SURPLUS
-        events.append(_event(kind, t, rid, basis))
+        reason = draw(st.sampled_from(FAIL_REASONS)) if kind == "fail" else "err"
+        events.append(_event(kind, t, rid, basis, reason))
         if kind in ("complete", "fail", "drop", "reject"):
             del live[rid]
         else:
