@@ -13,6 +13,7 @@ going backwards, a missing optional dependency.
     │   └── UnknownTenantError            an event names a tenant the contract lacks
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
     ├── LifecycleError (RuntimeError)     the lifecycle table, or a consumer derived from it, disagrees
+    ├── StoreUnavailableError (ConnectionError)  the shared credit store did not answer in time
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
         ├── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
         └── DispatchError                 the backend failed a request: .status_hint, .error, .reason
@@ -31,6 +32,7 @@ __all__ = [
     "RvguardError",
     "SinkError",
     "SpecError",
+    "StoreUnavailableError",
     "TraceError",
     "TraceFormatError",
     "TraceOrderError",
@@ -117,6 +119,22 @@ class LifecycleError(RvguardError, RuntimeError):
     Raised at import (a programming error, never a user's): the message names
     the stages, kinds or edges that disagree.
     """
+
+
+class StoreUnavailableError(RvguardError, ConnectionError):
+    """The shared credit store (Redis) did not answer, or not in time, or answered nonsense.
+
+    `rvguard.fleet.credits` catches it and falls back to the replica's static
+    share, saying so in its statistics and its log; it never reaches a caller.
+
+    Attributes:
+        maybe_run: ``False`` only when the call surely never reached the store
+            (the connection was refused); otherwise it may have taken effect.
+    """
+
+    def __init__(self, message: str, *, maybe_run: bool = True) -> None:
+        self.maybe_run = maybe_run
+        super().__init__(message)
 
 
 class EnforcementError(RvguardError, RuntimeError):

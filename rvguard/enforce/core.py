@@ -86,6 +86,7 @@ from ..events import (
     Proposal,
     Reject,
 )
+from ..facts import FactsCache, RequestFacts
 from ..lifecycle import MOVES, Stage
 from .learners import LearnerFailure, checked_proposal
 from .request import Request
@@ -200,16 +201,14 @@ class CoreStatistics:
 
 
 class _Entry:
-    """One live request and its automaton state."""
+    """One live request: its facts, absolute deadline and automaton state."""
 
-    __slots__ = ("basis", "deadline", "dispatched_at", "key", "lower", "request", "state", "upper", "weight")
+    __slots__ = ("basis", "deadline", "dispatched_at", "facts", "key", "request", "state")
 
-    def __init__(self, request: Request, deadline: float, lower: float, upper: float | None, w: float):
+    def __init__(self, request: Request, facts: RequestFacts, deadline: float):
         self.request = request
+        self.facts = facts
         self.deadline = deadline
-        self.lower = lower
-        self.upper = upper
-        self.weight = w
         self.state = Stage.NEW
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
@@ -243,6 +242,10 @@ class DecisionCore:
         gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
         watch: enable the online assumption watch with this configuration.
         origin: the window origin (default: the contract's epoch).
+
+    Attributes:
+        facts: the requests' contract facts by shape (`rvguard.facts.FactsCache`);
+            the Guard caps a request's tokens through it before the core sees it.
     """
 
     def __init__(
@@ -264,18 +267,14 @@ class DecisionCore:
         self._origin = contract.epoch if origin is None else origin
         self._entitlement = Entitlement(contract, origin=self._origin)
         self._watch = None if watch is None else AssumptionWatch(contract, watch, origin=self._origin)
-        self._tiers = {n: t.tier for n, t in contract.tenants.items()}
-        self._lowest = max(self._tiers.values())
-        self._floored = {n: t.floored for n, t in contract.tenants.items()}
+        self._lowest = max(t.tier for t in contract.tenants.values())
         self._demote = contract.excess.value == "demote"
-        #: (tenant, max_tokens, prompt_tokens) -> (relative deadline, capped tokens, L, U, weight)
-        self._shapes: dict[
-            tuple[str, int | None, int | None], tuple[float, int, float, float | None, float]
-        ] = {}
+        #: each request's contract facts, by shape (the one cache, `rvguard.facts`)
+        self.facts = FactsCache(contract)
         self._live: dict[str, _Entry] = {}
         self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
-        self._floor_used: dict[str, tuple[int, float]] = {}
+        self._floor_used: dict[str, tuple[int, int]] = {}  # tenant -> (window, credit units on the floor)
         self._now = -math.inf
         self._seq = 0
         self._running = 0
@@ -317,10 +316,11 @@ class DecisionCore:
             TraceOrderError: ``now`` earlier than a previous call's.
         """
         self._check_time(now)
-        if request.tenant not in self._tiers:
+        if request.tenant not in self.contract.tenants:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
         self._check_new(request, now)
-        entry, capped = self._entry(request)
+        entry = self._entry(request)
+        capped = entry.facts.capped_tokens
         self._advance(now)
         proposal = _sanitised(checked_proposal(proposal))
         r = request
@@ -352,7 +352,7 @@ class DecisionCore:
         self._apply(entry, ev)
         if not failed and self._watch is not None:
             service = now - entry.dispatched_at
-            self._watch.observe_service(entry.request.tenant, service, entry.weight, now)
+            self._watch.observe_service(entry.request.tenant, service, entry.facts.weight, now)
         out: list[Event] = [ev]
         self._fill(now, out)
         return out
@@ -416,8 +416,9 @@ class DecisionCore:
         assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
         assert self._queued == states.count(Stage.ADMITTED)
         assert all(s in (Stage.ADMITTED, Stage.DISPATCHED) for s in states)
+        floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
-            assert used <= self.contract.tenants[tenant].floor
+            assert used <= floors[tenant]
         live_heap = sum(1 for item in self._heap if item[-1].state is Stage.ADMITTED)
         assert live_heap == self._queued
 
@@ -436,37 +437,19 @@ class DecisionCore:
                 status_hint=400,
             )
 
-    def _shape(self, request: Request) -> tuple[float, int, float, float | None, float]:
-        """The contract's facts for a request's shape, cached: pydantic lookups cost microseconds."""
-        key = (request.tenant, request.max_tokens, request.prompt_tokens)
-        shape = self._shapes.get(key)
-        if shape is None:
-            c, mt = self.contract, request.max_tokens
-            rel = c.tenants[request.tenant].deadline
-            shape = (
-                rel,
-                c.capped_tokens(mt),
-                c.lower_bound(mt),
-                c.upper_bound(mt),
-                c.weight(request.prompt_tokens, mt),
-            )
-            if len(self._shapes) < 4096:
-                self._shapes[key] = shape
-        return shape
-
-    def _entry(self, request: Request) -> tuple[_Entry, int]:
-        rel, capped, lower, upper, w = self._shape(request)
-        deadline = request.deadline if request.deadline is not None else request.t + rel
-        return _Entry(request, deadline, lower, upper, w), capped
+    def _entry(self, request: Request) -> _Entry:
+        facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
+        return _Entry(request, facts, facts.deadline(request.t, request.deadline))
 
     def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         req = entry.request
-        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
-        if not self._floored[req.tenant]:
+        facts = entry.facts
+        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
+        if not facts.floored:
             if proposal.admit:
                 return self._admit(entry, Basis.SURPLUS, proposal, now, k)
             return Reject(now, req.rid, _learner_reason(proposal))
-        if entitled and self._floor_room(req.tenant, k, entry.weight):
+        if entitled and self._floor_room(req.tenant, k, facts.weight_units):
             return self._admit(entry, Basis.FLOOR, proposal, now, k)
         reason = "excess" if not entitled else "floor-lowered"
         if self._demote:
@@ -482,29 +465,31 @@ class DecisionCore:
         if self.dispatch_policy == "fifo":
             entry.key = (0, 0, 0.0, seq)
         elif basis is Basis.FLOOR:
-            entry.key = (self._tiers[entry.request.tenant], 0, 0.0, seq)
+            entry.key = (entry.facts.tier, 0, 0.0, seq)
             prev = self._floor_used.get(entry.request.tenant)
-            used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
+            w = entry.facts.weight_units
+            used = w if prev is None or prev[0] != k else prev[1] + w
             self._floor_used[entry.request.tenant] = (k, used)
         else:
             h = proposal.priority_hint or 0.0
-            tier = self._lowest if basis is Basis.DEMOTED else self._tiers[entry.request.tenant]
+            tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
             entry.key = (tier, 1, h, seq)
         return Admit(now, entry.request.rid, basis)
 
     def _floor_scale(self) -> float:
         return 1.0 if self._watch is None else self._watch.floor_scale
 
-    def _floor_room(self, tenant: str, k: int, weight: float) -> bool:
-        floor = self.contract.tenants[tenant].floor
+    def _floor_room(self, tenant: str, k: int, units: int) -> bool:
+        """Whether ``units`` more credit fits the floor (lowered while the watch degrades it)."""
+        floor: float = self._entitlement.units.floors[tenant]
         scale = self._floor_scale()
         if scale != 1.0:
             floor = floor * scale
             if self.contract.credit.value == "count":
                 floor = math.floor(floor)
         prev = self._floor_used.get(tenant)
-        used = 0.0 if prev is None or prev[0] != k else prev[1]
-        return used + weight <= floor
+        used = 0 if prev is None or prev[0] != k else prev[1]
+        return used + units <= floor
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
@@ -515,12 +500,13 @@ class DecisionCore:
             if entry.state is not Stage.ADMITTED:
                 continue
             rid = entry.request.rid
-            if self.deferred_drop and now + entry.lower > entry.deadline:
+            facts = entry.facts
+            if self.deferred_drop and now + facts.lower > entry.deadline:
                 drop = Drop(now, rid, "doomed")
                 self._apply(entry, drop)
                 out.append(drop)
                 continue
-            if self.gate_upper and entry.upper is not None and now + entry.upper > entry.deadline:
+            if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
                 self._counts["uncertain"] += 1
             dispatch = Dispatch(now, rid)
             entry.dispatched_at = now

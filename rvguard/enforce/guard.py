@@ -390,7 +390,9 @@ class Guard:
         tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
         if tenant is None:
             return None
-        capped = self.contract.capped_tokens(request.max_tokens)
+        capped = request.max_tokens  # an unknown tenant is refused by the core (403)
+        if tenant in self.contract.tenants:
+            capped = self.core.facts(tenant, request.prompt_tokens, request.max_tokens).capped_tokens
         if tenant == request.tenant and request.t == now and request.max_tokens == capped:
             return request
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)

@@ -144,6 +144,7 @@ def run_calibrate(args: argparse.Namespace) -> bool:
             reps=args.reps,
             output_cap=args.output_cap,
             prompt=args.prompt,
+            api_key=_upstream_key(None),
         )
     )
     text = result.to_yaml()

@@ -81,10 +81,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the ``sys.stderr`` of the moment (a redirected or captured stream included)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure(fmt: LogFormat = "text", level: str = "info") -> None:
-    """Send every log line to stderr, one a line, in ``fmt`` (replaces the root logger's handlers)."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Send every log line to stderr, one a line, in ``fmt``.
+
+    Installs one handler on the root logger (replacing the one an earlier call
+    installed; other handlers stay) and sets the root level.
+    """
+    handler = _Stderr()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for old in [h for h in root.handlers if isinstance(h, _Stderr)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
     root.setLevel(level.upper())

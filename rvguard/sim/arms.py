@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import progress
+from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Arrive, Complete, Dispatch, Event
-from ..io.columnar import ColumnarTrace
 from ..monitors.phase import phase_sweep
 from .backend import ServiceModel
 from .loads import marquee_arrivals
@@ -63,7 +63,7 @@ class Arm:
 
 
 Arrivals = Callable[[Arm, int, int], list[Request]]  # (arm, seed, rep) → arrivals
-Runner = Callable[..., list[Condition]]  # run_arms, or rvguard.sim.live.LiveRunner
+Runner = Callable[..., list[Condition]]  # run_arms, or rvguard.study.live.LiveRunner
 
 
 def default_arrivals(arm: Arm, seed: int, rep: int) -> list[Request]:

@@ -14,6 +14,7 @@ from .experiments import ExperimentResult, beta_sweep, fifo_ablation
 from .experiments_admission import demote_vs_reject, token_credits
 from .experiments_baselines import rate_limit, server_priority
 from .experiments_faults import capacity_drop, gaie_fault
+from .experiments_fleet import fleet_pooling
 from .experiments_replay import REPLAY_CONTRACT, trace_replay
 from .experiments_slices import slices
 from .experiments_stress import deadline_sweep, floor_sweep, stress
@@ -34,6 +35,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "demote-vs-reject": demote_vs_reject,
     "token-credits": token_credits,
     "slices": slices,
+    "fleet-pooling": fleet_pooling,
 }
 
 # Experiments whose default contract is not the marquee's (None: the marquee).

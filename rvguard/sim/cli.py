@@ -9,7 +9,7 @@ registry, `rvguard.sim.catalog.EXPERIMENTS`.
 from __future__ import annotations
 
 import argparse
-import json
+import inspect
 import math
 import random
 import sys
@@ -28,7 +28,7 @@ from .plots import check_out_dir, plot_experiment, pyplot
 from .run import LEARNERS, run_once
 from .workloads import bursty, floor_rate, poisson, replay, split_rate
 
-__all__ = ["Demo", "Experiment", "Simulate", "render_table"]
+__all__ = ["Demo", "Simulate", "demo_summary", "render_table", "run_experiment"]
 
 DEMO_REPS = 10  # the study's companion β-sweep ran 10 reps a β
 #: a synthetic workload expecting more arrivals (rate × duration) is refused unless --max-arrivals says so
@@ -61,20 +61,6 @@ def _add_simulate(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="trace to write (.jsonl, .csv or .parquet)")
-
-
-def _add_experiment(e: argparse.ArgumentParser) -> None:
-    e.add_argument("name", choices=sorted(EXPERIMENTS))
-    e.add_argument("--spec", default=None, help="contract (default: the marquee contract)")
-    e.add_argument("--reps", type=int, default=None, help="runs per condition (default: the experiment's)")
-    e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--out", default="results", help="directory for the PNG plot")
-    e.add_argument("--json", action="store_true")
-    e.add_argument(
-        "--profile", default=None, help="simulated backend: study-v100 | vllm-cpu | calibrate JSON"
-    )
-    e.add_argument("--backend", default=None, help="run on a real engine at URL, through the gateway")
-    e.add_argument("--calibration", default=None, help="with --backend: its calibrate --json (else measured)")
 
 
 def _add_demo(d: argparse.ArgumentParser) -> None:
@@ -213,53 +199,24 @@ def _extras(d: dict[str, Any]) -> str:
     return ("  " + " ".join(parts)) if parts else ""
 
 
-def _experiment(
+def run_experiment(
     name: str, spec: str | None, reps: int | None, seed: int, out: str, runner: Any = None
 ) -> tuple[ExperimentResult, Path]:
+    """Run the registered experiment ``name`` (its default contract unless ``spec``); its plot's path.
+
+    Raises:
+        SpecError: ``reps`` below 1; a ``runner`` for an experiment that takes none.
+    """
     if reps is not None and reps < 1:
         raise SpecError(f"--reps must be at least 1, got {reps}", field="reps")
     contract = load_contract(spec) if spec else DEFAULT_CONTRACTS.get(name) or _marquee()
     kwargs: dict[str, Any] = {} if reps is None else {"reps": reps}
     if runner is not None:
+        if "runner" not in inspect.signature(EXPERIMENTS[name]).parameters:
+            raise SpecError(f"--profile and --backend do not apply to {name}", field="--backend")
         kwargs["runner"] = runner
     result = EXPERIMENTS[name](contract, seed=seed, **kwargs)
     return result, plot_experiment(result, out)
-
-
-def _runner(args: argparse.Namespace) -> Any:
-    """How the arms run: the simulator (with ``--profile``) or the real engine at ``--backend``."""
-    if args.backend is None:
-        if args.calibration is not None:
-            raise SpecError("--calibration applies only with --backend", field="--calibration")
-        if args.profile is None:
-            return None
-        from functools import partial
-
-        from .arms import run_arms
-        from .profiles import load_profile
-
-        return partial(run_arms, model=load_profile(args.profile))
-    if args.profile is not None:
-        raise SpecError(
-            "--profile is the simulator's backend; --backend runs the real one", field="--profile"
-        )
-    from .live import live_runner
-
-    return live_runner(
-        args.backend, args.calibration, progress=lambda s: print(s, file=sys.stderr, flush=True)
-    )
-
-
-def _run_experiment(args: argparse.Namespace) -> bool:
-    check_out_dir(args.out)
-    pyplot()  # the plot needs the sim extra: refuse now, not after the runs
-    result, plot = _experiment(args.name, args.spec, args.reps, args.seed, args.out, _runner(args))
-    if args.json:
-        print(json.dumps({**result.to_dict(), "plot": str(plot)}, indent=2))
-    else:
-        print(render_table(result))
-        print(f"plot: {plot}")
-    return True
 
 
 def _run_demo(args: argparse.Namespace) -> bool:
@@ -269,7 +226,7 @@ def _run_demo(args: argparse.Namespace) -> bool:
     pyplot()  # the plot needs the sim extra: refuse now, not after the runs
     out = args.out or tempfile.mkdtemp(prefix="rvguard-demo-")
     print(f"rvguard demo: beta-sweep on the embedded simulator, {args.reps} reps a condition …", flush=True)
-    result, plot = _experiment("beta-sweep", None, args.reps, 0, out)
+    result, plot = run_experiment("beta-sweep", None, args.reps, 0, out)
     print(render_table(result))
     summary, holds = demo_summary(result)
     print("\n" + summary)
@@ -313,13 +270,6 @@ class Simulate:
 
     add_arguments = staticmethod(_add_simulate)
     run = staticmethod(_run_simulate)
-
-
-class Experiment:
-    """``rvguard experiment NAME``: one registered experiment, its table and plot; True once run."""
-
-    add_arguments = staticmethod(_add_experiment)
-    run = staticmethod(_run_experiment)
 
 
 class Demo:

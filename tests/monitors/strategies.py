@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
+from rvguard.lifecycle import FINAL, MOVES
 
 # Steps that land exactly on window edges (W = 1) and on deadlines are common on purpose.
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
@@ -29,11 +30,13 @@ def small_contract(credit: str = "count", epoch: float = 0.0) -> Contract:
     )
 
 
+#: the kinds that may follow each kind (the lifecycle's moves); completions weighted up on purpose
 _NEXT = {
-    "arrive": ["admit", "reject"],
-    "admit": ["dispatch", "drop", "fail"],
-    "dispatch": ["complete", "complete", "fail", "drop"],
+    kind.value: sorted(k.value for (s, k) in MOVES if s is MOVES[(stage, kind)])
+    for (stage, kind) in MOVES
+    if MOVES[(stage, kind)] not in FINAL
 }
+_NEXT["dispatch"].append("complete")
 
 
 #: fail reasons: a service failure, and a client error (SF exempts the latter)

@@ -22,6 +22,7 @@ def test_every_issue_5_and_14_experiment_is_registered() -> None:
         "demote-vs-reject",
         "token-credits",
         "slices",
+        "fleet-pooling",  # issue 13
     }
     assert set(EXPERIMENTS) == want
     assert set(DEFAULT_CONTRACTS) <= want

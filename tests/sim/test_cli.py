@@ -88,7 +88,7 @@ def test_experiment_on_another_profile(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_reproduce_writes_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import rvguard.sim.reproduce as rep
+    import rvguard.study.reproduce as rep
     from rvguard.sim.experiments import fifo_ablation
 
     monkeypatch.setattr(rep, "EXPERIMENTS", {"fifo-ablation": fifo_ablation})

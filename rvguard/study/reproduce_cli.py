@@ -1,6 +1,6 @@
 """``rvguard reproduce`` (also ``rvguard experiment reproduce``): every experiment, then one table.
 
-A thin driver over `rvguard.sim.reproduce.reproduce`; declared in `rvguard.sim.commands`.
+A thin driver over `rvguard.study.reproduce.reproduce`; declared in `rvguard.study.commands`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> bool:
     Raises:
         SpecError: ``--reps`` below 1, ``--out`` a file, ``--engine-results`` not a directory.
     """
-    from .plots import check_out_dir
+    from ..sim.plots import check_out_dir
     from .reproduce import reproduce
 
     if args.reps is not None and args.reps < 1:

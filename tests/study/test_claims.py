@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from rvguard.sim.claim_answers import calibration, cond, conds, fmt, screen_held_out, unguarded_beta
-from rvguard.sim.claims import CLAIMS
+from rvguard.study.claim_answers import calibration, cond, conds, fmt, screen_held_out, unguarded_beta
+from rvguard.study.claims import CLAIMS
 
 
 def _doc(*conditions: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rvguard.sim.claims import CLAIMS, Claim
 from rvguard.sim.experiments import fifo_ablation
-from rvguard.sim.reproduce import _load_engine, _verdict, render
+from rvguard.study.claims import CLAIMS, Claim
+from rvguard.study.reproduce import _load_engine, _verdict, render
 
-from ._common import MARQUEE
+from ..sim._common import MARQUEE
 
 
 def test_verdicts_follow_the_shapes() -> None:
@@ -41,7 +41,7 @@ def test_render_has_a_row_per_claim_and_the_engine_column(tmp_path: Path) -> Non
 
 
 def test_sim_results_re_render_without_rerunning(tmp_path: Path) -> None:
-    from rvguard.sim.reproduce import reproduce
+    from rvguard.study.reproduce import reproduce
 
     saved = tmp_path / "saved"
     saved.mkdir()

@@ -3,7 +3,7 @@
 Why a table of functions: `rvguard experiment reproduce` must say, claim by
 claim, what the study measured, what the simulator measures now and (where
 it was run) what the real vLLM CPU engine measures, and whether the shape
-holds — computed from the numbers (`rvguard.sim.claim_answers`), not
+holds — computed from the numbers (`rvguard.study.claim_answers`), not
 written by hand, so a rerun that changes a number changes the verdict. A
 claim's ``why`` says, in advance and in words, what the model has or lacks
 that explains a difference; the table shows it beside the verdict.

@@ -2,7 +2,7 @@
 
 Why one command: the evidence is only as good as its weakest row, and a
 reader should be able to regenerate all of it and see, claim by claim,
-the study's number beside ours (`rvguard.sim.claims`). The command runs
+the study's number beside ours (`rvguard.study.claims`). The command runs
 every registered experiment on the simulator (and the backend calibration
 and the P95 screen's evaluation), writes each one's ``--json`` document to
 ``DIR/sim/NAME.json``, reads the real engine's documents from
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import Contract
-from .backend import CALIBRATION, BackendModel
-from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
+from ..sim.backend import CALIBRATION, BackendModel
+from ..sim.catalog import DEFAULT_CONTRACTS, EXPERIMENTS
+from ..sim.loads import MARQUEE_CONTRACT
 from .claim_answers import Docs, Shape, fmt
 from .claims import CLAIMS, Claim, engine_note
-from .loads import MARQUEE_CONTRACT
 
 __all__ = ["render", "reproduce"]
 
@@ -38,7 +38,7 @@ QUICK_KWARGS: dict[str, dict[str, Any]] = {
 
 
 def _calibration_doc(model: BackendModel) -> dict[str, Any]:
-    from .calibration import measure
+    from ..sim.calibration import measure
 
     return {
         "experiment": "calibration",
@@ -80,7 +80,10 @@ def reproduce(
         return root / "reproduction.md"
     docs: dict[str, Mapping[str, Any]] = {}
     timings: dict[str, float] = {}
+    claimed = {n.strip() for c in CLAIMS for n in c.experiment.split(",")}
     for name, fn in EXPERIMENTS.items():
+        if name not in claimed:
+            continue  # not a claim of the study (e.g. the runbook's fleet-pooling)
         contract: Contract = DEFAULT_CONTRACTS.get(name) or MARQUEE_CONTRACT
         kwargs: dict[str, Any] = dict(QUICK_KWARGS.get(name, {})) if quick else {}
         if reps is not None or quick:
@@ -122,7 +125,7 @@ def _load_engine(path: str | Path | None) -> dict[str, Mapping[str, Any]]:
 
 
 def _verdict(claim: Claim, sim: Shape, eng: Shape) -> tuple[str, str]:
-    """The row's verdict from the two shapes (module `rvguard.sim.claim_answers`: True, "partly", False)."""
+    """The row's verdict from the two shapes (module `rvguard.study.claim_answers`: True, "partly", False)."""
     if sim is None:
         return "not reproduced", claim.why
     word = {True: "reproduced in shape", "partly": "partly reproduced", False: "differs"}[sim]

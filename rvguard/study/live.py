@@ -60,10 +60,10 @@ from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_lea
 from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import read_events
-from .arms import Arm, Arrivals, default_arrivals
-from .profiling import PER_LOAD, WARMUP_ROUNDS
-from .record import Condition, record_run
-from .run import judge
+from ..sim.arms import Arm, Arrivals, default_arrivals
+from ..sim.profiling import PER_LOAD, WARMUP_ROUNDS
+from ..sim.record import Condition, record_run
+from ..sim.run import judge
 
 __all__ = ["LIVE_MODES", "LiveRunner", "live_runner", "profile_engine"]
 
@@ -229,7 +229,7 @@ class LiveRunner:
         from ..gateway.app import Gateway, GatewaySettings, serving
         from ..gateway.config import KeysConfig
         from ..gateway.loadgen import Shot, replay
-        from .profiles import scale_contract
+        from ..sim.profiles import scale_contract
 
         k, factor = self.scale, self.tokens / 16
         contract = scale_contract(arm.contract, k)
@@ -344,7 +344,7 @@ def live_runner(upstream: str, calibration: str | None, *, progress: Callable[[s
 
     from ..enforce.dispatch import DispatchError
     from ..gateway.calibrate import calibrate
-    from .profiles import STUDY, profile_from_calibration, time_scale
+    from ..sim.profiles import STUDY, profile_from_calibration, time_scale
 
     try:
         model = asyncio.run(_model_name(upstream))

@@ -8,9 +8,9 @@ from rvguard.enforce.request import Request
 from rvguard.errors import SpecError
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.sim.arms import Arm
-from rvguard.sim.live import LiveRunner, _gateway_contract, path_capacity
+from rvguard.study.live import LiveRunner, _gateway_contract, path_capacity
 
-from ._common import MARQUEE
+from ..sim._common import MARQUEE
 
 
 def _burst(arm: Arm, seed: int, rep: int) -> list[Request]:

@@ -1,4 +1,4 @@
-"""How a result document answers each claim of the reference study (`rvguard.sim.claims`).
+"""How a result document answers each claim of the reference study (`rvguard.study.claims`).
 
 Each function reads the experiments' ``--json`` documents (`Docs`: name →
 document; an engine run's documents have the same form) and returns the
