@@ -181,11 +181,17 @@ def render(
 
 ENGINE_NOTE = (
     "The engine is the tiny random-weight Llama on vLLM's CPU backend (C = 4), on a 2-core machine "
-    "shared with other work; each request asks for 128 tokens where the study's asked 16, and every "
-    "time is scaled by k = the path's measured saturated service over the study's (`docs/simulator.md`). "
-    "The machine's load changed during the runs, and with it the engine's capacity: a condition whose "
-    "assured service ran well above k × 0.42 s carried more load than the scaled contract planned "
-    "(its `rho_eff`), so its misses measure an overloaded engine, not the guard's rule."
+    "shared with other work (load averages of 10 to 45 during these runs; one engine was OOM-killed "
+    "and restarted); each request asks for 128 tokens where the study's asked 16, and every time is "
+    "scaled by k = the path's measured saturated service through the gateway over the study's "
+    "(`docs/simulator.md`), measured again at the start of each experiment. Two things make these "
+    "runs weak evidence either way. The machine's load moved during a run, and with it the engine's "
+    "capacity: a condition whose assured service ran well above k × 0.42 s carried more load than "
+    "the scaled contract planned (see its `rho_eff`). And the capacity through the gateway with C = 4 "
+    "slots (the k measurement) is about half of what the engine alone sustains (its batch-4 timing in "
+    "`docs/engine/calibrate.json`): each slot idles between a request's last token and the gateway's "
+    "next dispatch, while the unguarded stack hands vLLM its whole queue, so here the unguarded arms "
+    "had more capacity than the guarded ones."
 )
 
 
