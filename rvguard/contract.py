@@ -10,10 +10,12 @@ verifier, simulator) must agree on them to the last float.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pydantic
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -32,7 +34,11 @@ from .bounds import (
 )
 from .errors import SpecError
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 __all__ = [
+    "INT_MAX",
     "Bound",
     "Contract",
     "CreditMode",
@@ -81,9 +87,13 @@ class Bound(BaseModel, frozen=True, extra="forbid"):
     def _check_finite(cls, v: float) -> float:
         return _finite(v, "bound")
 
-    def at(self, tokens: int | None) -> float:
-        """The bound for ``tokens`` output tokens (``None`` counts as 0)."""
-        return self.base + self.per_token * (tokens or 0)
+    @overload
+    def at(self, tokens: int | None) -> float: ...
+    @overload
+    def at(self, tokens: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def at(self, tokens: int | npt.NDArray[Any] | None) -> float | npt.NDArray[Any]:
+        """The bound for ``tokens`` output tokens (``None`` counts as 0; an array gives an array)."""
+        return self.base + self.per_token * (0 if tokens is None else tokens)
 
 
 def _bound_from_number(v: Any) -> Any:
@@ -245,8 +255,18 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         """Credit a request spends: 1 with count credits, w(R) with token credits."""
         if self.credit is CreditMode.COUNT:
             return 1.0
+        return self.token_weight(prompt_tokens or 0, self.capped_tokens(max_tokens))
+
+    @overload
+    def token_weight(self, prompt: int, capped: int) -> float: ...
+    @overload
+    def token_weight(self, prompt: npt.NDArray[Any], capped: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def token_weight(
+        self, prompt: int | npt.NDArray[Any], capped: int | npt.NDArray[Any]
+    ) -> float | npt.NDArray[Any]:
+        """w(R) = prompt · prompt_tokens + output · capped output tokens (scalars or arrays alike)."""
         w = self.token_weights
-        return w.prompt * (prompt_tokens or 0) + w.output * self.capped_tokens(max_tokens)
+        return w.prompt * prompt + w.output * capped
 
     def window_index(self, t: float, *, origin: float | None = None) -> int:
         """Index k of the tumbling window ``[t0 + kW, t0 + (k+1)W)`` holding ``t``."""
@@ -324,63 +344,93 @@ def _format_location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc if p != "function-after[_check_consistency(), Contract]")
 
 
-def _spec_error(err: pydantic.ValidationError, source: str) -> SpecError:
-    first = err.errors()[0]
-    field = _format_location(first["loc"])
-    msg = first["msg"]
-    if first["type"] == "value_error" and ": " in msg and not field:
+def _problem(item: Mapping[str, Any], where: str) -> SpecError:
+    """One of pydantic's errors as a `SpecError` naming its field and value."""
+    field = _format_location(item["loc"])
+    msg = item["msg"]
+    if item["type"] == "value_error" and ": " in msg and not field:
         # model-level checks carry the field in their message: "service.lower: ..."
         msg = msg.removeprefix("Value error, ")
         field, _, msg = msg.partition(": ")
-    value = first.get("input")
+    value = item.get("input")
     got = "" if isinstance(value, dict) else f" (got {shown(value)})"
-    where = f"{source}: " if source else ""
     return SpecError(f"{where}{field or 'contract'}: {msg}{got}", field=field, value=value)
 
 
-#: Fields that hold a number (a quoted number there is a slip, not a value).
-_NUMERIC = frozenset(
-    {"epoch", "window", "slots", "output_cap", "s_max", "s_max_opp", "base", "per_token"}
-    | {"floor", "deadline", "tier", "prompt", "output"}
-)
+INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
 
 
-def _first_slip(data: Any, path: str = "") -> tuple[str, str] | None:
-    """The first value written as the wrong kind of scalar, with what is wrong with it.
+def _numbers(annotation: Any) -> tuple[type, ...]:
+    """The number types a field annotated ``annotation`` holds (() when it holds something else)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    args = typing.get_args(annotation) if union else (annotation,)
+    kinds = tuple(a for a in args if a in (int, float))
+    return kinds if kinds and all(a in (int, float, type(None)) for a in args) else ()
 
-    A contract has no boolean field (``slots: true`` is a slip), and a number
-    written as a string (``window: '1.0'``) is refused rather than converted:
-    a quoted number is as likely a typo as a value.
-    """
-    if isinstance(data, bool):
-        return path, f"expected a number, got {data!r}"
-    if isinstance(data, str) and path.rpartition(".")[2] in _NUMERIC:
-        return path, f"expected a number, got the string {shown(data)} (write it without quotes)"
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            found = _first_slip(value, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
+
+def _child(shape: Any, key: Any) -> Any:
+    """The annotation of ``key`` inside a value annotated ``shape`` (None: not a known field)."""
+    if typing.get_origin(shape) is dict:
+        return typing.get_args(shape)[1]
+    for model in (shape, *typing.get_args(shape)):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            info = model.model_fields.get(str(key))
+            return None if info is None else info.annotation
     return None
 
 
+def _slip(value: Any, annotation: Any) -> str | None:
+    """Why ``value`` cannot fill a field annotated ``annotation`` although pydantic would coerce it."""
+    kinds = _numbers(annotation)
+    if isinstance(value, bool):
+        return f"expected a number, got {value!r}"  # no contract field is boolean: `slots: true` slips
+    if kinds and isinstance(value, str):  # a quoted number is as likely a typo as a value: refused
+        return f"expected a number, got the string {shown(value)} (write it without quotes)"
+    if kinds == (int,) and isinstance(value, int | float) and abs(value) > INT_MAX:
+        return f"expected a whole number of at most {INT_MAX}, got {shown(value)}"
+    return None
+
+
+def _slips(data: Any, shape: Any = Contract, path: str = "") -> list[SpecError]:
+    """Each type slip in ``data`` (a boolean anywhere, a quoted number, an integer out of range),
+    naming its field; pydantic would coerce the first two silently."""
+    problem = _slip(data, shape) if path else None
+    if problem is not None:
+        return [SpecError(f"{path}: {problem}", field=path, value=data)]
+    if not isinstance(data, Mapping):
+        return []
+    return [
+        slip
+        for key, value in data.items()
+        for slip in _slips(value, _child(shape, key), f"{path}.{key}" if path else str(key))
+    ]
+
+
+def _together(errors: Sequence[SpecError]) -> SpecError:
+    """One error for all of them: the first's message, then each other on a line of its own."""
+    if len(errors) == 1:
+        return errors[0]
+    first = errors[0]
+    message = "".join([str(first), *(f"\n  {e}" for e in errors[1:])])
+    return SpecError(message, field=first.field, value=first.value, errors=errors)
+
+
 def contract_from_mapping(data: Mapping[str, Any], *, source: str = "") -> Contract:
-    """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`."""
-    slip = _first_slip(data)
+    """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`.
+
+    Every problem is reported at once (`SpecError.errors`): each type slip and each of
+    pydantic's field errors; the cross-field checks run once the fields are valid.
+    """
     where = f"{source}: " if source else ""
-    if slip is not None:
-        field, why = slip
-        raise SpecError(f"{where}{field}: {why}", field=field, value=_at(data, field))
+    errors = [SpecError(f"{where}{e}", field=e.field, value=e.value) for e in _slips(data)]
     try:
-        return Contract.model_validate(dict(data))
+        contract = Contract.model_validate(dict(data))
     except pydantic.ValidationError as err:
-        raise _spec_error(err, source) from None
-
-
-def _at(data: Any, field: str) -> Any:
-    for key in field.split("."):
-        data = data.get(key) if isinstance(data, Mapping) else None
-    return data
+        slipped = {e.field for e in errors}
+        errors += [e for e in (_problem(i, where) for i in err.errors()) if e.field not in slipped]
+    if errors:
+        raise _together(errors)
+    return contract
 
 
 def _line_of(text: str, field: str) -> int | None:
@@ -441,8 +491,14 @@ def load_contract(path: str | Path) -> Contract:
     try:
         return contract_from_mapping(data, source=str(p))
     except SpecError as err:
-        line = _line_of(text, err.field)
-        if line is None:
-            raise
-        located = str(err).replace(f"{p}: ", f"{p}:{line}: ", 1)
-        raise SpecError(located, field=err.field, value=err.value) from None
+        located = sorted((_located(e, text, p) for e in err.errors), key=lambda pair: pair[0])
+        raise _together([e for _, e in located]) from None
+
+
+def _located(err: SpecError, text: str, p: Path) -> tuple[float, SpecError]:
+    """(line, the error naming its line): the line of its field in the file, when found."""
+    line = _line_of(text, err.field)
+    if line is None:
+        return math.inf, err
+    located = str(err).replace(f"{p}: ", f"{p}:{line}: ", 1)
+    return line, SpecError(located, field=err.field, value=err.value)

@@ -24,6 +24,7 @@ from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
 
 __all__ = [
+    "CLIENT_ERROR",
     "EVENT_CLASSES",
     "TERMINAL_KINDS",
     "Admit",
@@ -39,6 +40,7 @@ __all__ = [
     "Reject",
     "event_from_dict",
     "event_to_dict",
+    "is_client_error",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -155,6 +157,17 @@ class Fail:
 
 
 Event: TypeAlias = Arrive | Admit | Reject | Dispatch | Complete | Drop | Fail
+
+#: the ``fail`` reason (alone or as ``client-error: <detail>``) of a request the backend refused as
+#: the client's own mistake (an HTTP 4xx such as a malformed field or an unknown model): the
+#: service was not at fault, so SF does not count it against the guard; AF and WF judge it as any fail
+CLIENT_ERROR = "client-error"
+
+
+def is_client_error(reason: str) -> bool:
+    """True when a ``fail`` reason says the client, not the service, failed the request."""
+    return reason == CLIENT_ERROR or reason.startswith(CLIENT_ERROR + ":")
+
 
 #: the record class of each kind (the core and the columnar form build events through it)
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(

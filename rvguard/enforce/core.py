@@ -16,8 +16,9 @@ its `Stage`), each paired with the `Action` its change of stage takes on the
 core's shared state (`ACTIONS`). Every
 state change goes through `DecisionCore._apply`, which looks the edge up; a
 missing edge raises `EnforcementError` before anything changes (rejection is
-atomic). A request is forgotten once it reaches ``DONE``, so memory is
-O(live requests). At import the table is derived and checked: a move whose
+atomic). A request is forgotten once it reaches ``DONE`` but its rid is kept
+(`rids.SpentRids`): a rid is used once, as WF demands of a whole trace, so a
+reused one is refused. At import the table is derived and checked: a move whose
 change of stage has no action must be listed in `NOT_EMITTED` with the
 reason, or the import fails naming it (so a stage or kind added to the
 lifecycle is decided here too).
@@ -55,7 +56,8 @@ The edit rules come from the properties they must never break:
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
 lazy deletion of cancelled entries, compacted when they exceed half the
-heap); memory O(n) for n live requests plus O(tenants).
+heap); memory O(n) for n live requests plus O(tenants), plus the ended rids
+(O(1) for counter rids that end roughly in order, ~100 bytes each otherwise).
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ from ..events import (
     Proposal,
     Reject,
 )
+from ..facts import FactsCache, RequestFacts
 from ..lifecycle import MOVES, Stage
 from .learners import LearnerFailure, checked_proposal
 from .request import Request
+from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
 
 __all__ = [
@@ -197,16 +201,14 @@ class CoreStatistics:
 
 
 class _Entry:
-    """One live request and its automaton state."""
+    """One live request: its facts, absolute deadline and automaton state."""
 
-    __slots__ = ("basis", "deadline", "dispatched_at", "key", "lower", "request", "state", "upper", "weight")
+    __slots__ = ("basis", "deadline", "dispatched_at", "facts", "key", "request", "state")
 
-    def __init__(self, request: Request, deadline: float, lower: float, upper: float | None, w: float):
+    def __init__(self, request: Request, facts: RequestFacts, deadline: float):
         self.request = request
+        self.facts = facts
         self.deadline = deadline
-        self.lower = lower
-        self.upper = upper
-        self.weight = w
         self.state = Stage.NEW
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
@@ -240,6 +242,10 @@ class DecisionCore:
         gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
         watch: enable the online assumption watch with this configuration.
         origin: the window origin (default: the contract's epoch).
+
+    Attributes:
+        facts: the requests' contract facts by shape (`rvguard.facts.FactsCache`);
+            the Guard caps a request's tokens through it before the core sees it.
     """
 
     def __init__(
@@ -261,15 +267,12 @@ class DecisionCore:
         self._origin = contract.epoch if origin is None else origin
         self._entitlement = Entitlement(contract, origin=self._origin)
         self._watch = None if watch is None else AssumptionWatch(contract, watch, origin=self._origin)
-        self._tiers = {n: t.tier for n, t in contract.tenants.items()}
-        self._lowest = max(self._tiers.values())
-        self._floored = {n: t.floored for n, t in contract.tenants.items()}
+        self._lowest = max(t.tier for t in contract.tenants.values())
         self._demote = contract.excess.value == "demote"
-        #: (tenant, max_tokens, prompt_tokens) -> (relative deadline, capped tokens, L, U, weight)
-        self._shapes: dict[
-            tuple[str, int | None, int | None], tuple[float, int, float, float | None, float]
-        ] = {}
+        #: each request's contract facts, by shape (the one cache, `rvguard.facts`)
+        self.facts = FactsCache(contract)
         self._live: dict[str, _Entry] = {}
+        self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
         self._floor_used: dict[str, tuple[int, float]] = {}
         self._now = -math.inf
@@ -308,15 +311,16 @@ class DecisionCore:
         `learners.checked_proposal`).
 
         Raises:
-            EnforcementError: unknown tenant, or a rid that is still live.
+            EnforcementError: unknown tenant (403), a rid seen before, live or
+                ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
         self._check_time(now)
-        if request.tenant not in self._tiers:
+        if request.tenant not in self.contract.tenants:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
-        if request.rid in self._live:
-            raise EnforcementError(f"request {request.rid!r} is already live", status_hint=409)
-        entry, capped = self._entry(request)
+        self._check_new(request, now)
+        entry = self._entry(request)
+        capped = entry.facts.capped_tokens
         self._advance(now)
         proposal = _sanitised(checked_proposal(proposal))
         r = request
@@ -348,7 +352,7 @@ class DecisionCore:
         self._apply(entry, ev)
         if not failed and self._watch is not None:
             service = now - entry.dispatched_at
-            self._watch.observe_service(entry.request.tenant, service, entry.weight, now)
+            self._watch.observe_service(entry.request.tenant, service, entry.facts.weight, now)
         out: list[Event] = [ev]
         self._fill(now, out)
         return out
@@ -418,37 +422,33 @@ class DecisionCore:
         assert live_heap == self._queued
 
     # -- decisions -------------------------------------------------------------
-    def _shape(self, request: Request) -> tuple[float, int, float, float | None, float]:
-        """The contract's facts for a request's shape, cached: pydantic lookups cost microseconds."""
-        key = (request.tenant, request.max_tokens, request.prompt_tokens)
-        shape = self._shapes.get(key)
-        if shape is None:
-            c, mt = self.contract, request.max_tokens
-            rel = c.tenants[request.tenant].deadline
-            shape = (
-                rel,
-                c.capped_tokens(mt),
-                c.lower_bound(mt),
-                c.upper_bound(mt),
-                c.weight(request.prompt_tokens, mt),
+    def _check_new(self, request: Request, now: float) -> None:
+        """Refuse a rid seen before (live or ended: WF allows one arrive per rid) and a deadline
+        before the arrival (or not a number)."""
+        rid, deadline = request.rid, request.deadline
+        if rid in self._live:
+            raise EnforcementError(f"request {rid!r} is already live", status_hint=409)
+        if rid in self._spent:
+            raise EnforcementError(f"request {rid!r} already ended: a rid is used once", status_hint=409)
+        if deadline is not None and not (now <= deadline < math.inf):
+            raise EnforcementError(
+                f"request {rid!r}: deadline {deadline!r} is not a time at or after its arrival {now!r}",
+                status_hint=400,
             )
-            if len(self._shapes) < 4096:
-                self._shapes[key] = shape
-        return shape
 
-    def _entry(self, request: Request) -> tuple[_Entry, int]:
-        rel, capped, lower, upper, w = self._shape(request)
-        deadline = request.deadline if request.deadline is not None else request.t + rel
-        return _Entry(request, deadline, lower, upper, w), capped
+    def _entry(self, request: Request) -> _Entry:
+        facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
+        return _Entry(request, facts, facts.deadline(request.t, request.deadline))
 
     def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         req = entry.request
-        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
-        if not self._floored[req.tenant]:
+        facts = entry.facts
+        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight)
+        if not facts.floored:
             if proposal.admit:
                 return self._admit(entry, Basis.SURPLUS, proposal, now, k)
             return Reject(now, req.rid, _learner_reason(proposal))
-        if entitled and self._floor_room(req.tenant, k, entry.weight):
+        if entitled and self._floor_room(req.tenant, k, facts.weight):
             return self._admit(entry, Basis.FLOOR, proposal, now, k)
         reason = "excess" if not entitled else "floor-lowered"
         if self._demote:
@@ -464,13 +464,14 @@ class DecisionCore:
         if self.dispatch_policy == "fifo":
             entry.key = (0, 0, 0.0, seq)
         elif basis is Basis.FLOOR:
-            entry.key = (self._tiers[entry.request.tenant], 0, 0.0, seq)
+            entry.key = (entry.facts.tier, 0, 0.0, seq)
             prev = self._floor_used.get(entry.request.tenant)
-            used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
+            w = entry.facts.weight
+            used = w if prev is None or prev[0] != k else prev[1] + w
             self._floor_used[entry.request.tenant] = (k, used)
         else:
             h = proposal.priority_hint or 0.0
-            tier = self._lowest if basis is Basis.DEMOTED else self._tiers[entry.request.tenant]
+            tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
             entry.key = (tier, 1, h, seq)
         return Admit(now, entry.request.rid, basis)
 
@@ -497,12 +498,13 @@ class DecisionCore:
             if entry.state is not Stage.ADMITTED:
                 continue
             rid = entry.request.rid
-            if self.deferred_drop and now + entry.lower > entry.deadline:
+            facts = entry.facts
+            if self.deferred_drop and now + facts.lower > entry.deadline:
                 drop = Drop(now, rid, "doomed")
                 self._apply(entry, drop)
                 out.append(drop)
                 continue
-            if self.gate_upper and entry.upper is not None and now + entry.upper > entry.deadline:
+            if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
                 self._counts["uncertain"] += 1
             dispatch = Dispatch(now, rid)
             entry.dispatched_at = now
@@ -532,6 +534,7 @@ class DecisionCore:
             self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
+            self._spent.add(rid)
             self._counts["rejected"] += 1
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
@@ -544,6 +547,7 @@ class DecisionCore:
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
         """The terminal edges out of ADMITTED (DEQUEUE) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
+        self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._maybe_compact()

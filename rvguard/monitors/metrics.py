@@ -65,7 +65,11 @@ class WindowRow:
 
 @dataclass(frozen=True)
 class Metrics:
-    """The metrics of DESIGN §3 for one trace (see the module docstring for terms)."""
+    """The metrics of DESIGN §3 for one trace (see the module docstring for terms).
+
+    The three ratios are derived from their counts here, so the online and
+    the offline path cannot compute them differently.
+    """
 
     events: int
     requests: int
@@ -73,13 +77,13 @@ class Metrics:
     last_t: float | None
     entitled: int
     entitled_attained: int
-    floor_attainment: float | None
+    floor_attainment: float | None = field(init=False)
     admitted_judged: int
     admitted_missed: int
-    admitted_miss: float | None
+    admitted_miss: float | None = field(init=False)
     offered_judged: int
     offered_unmet_count: int
-    offered_unmet: float | None
+    offered_unmet: float | None = field(init=False)
     max_assured_backlog: int
     open_requests: int
     utilisation: float | None
@@ -87,6 +91,11 @@ class Metrics:
     service_opportunistic: ServiceStats
     assured_sojourn_p95: SojournP95
     windows: tuple[WindowRow, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "floor_attainment", ratio(self.entitled_attained, self.entitled))
+        object.__setattr__(self, "admitted_miss", ratio(self.admitted_missed, self.admitted_judged))
+        object.__setattr__(self, "offered_unmet", ratio(self.offered_unmet_count, self.offered_judged))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the ``metrics`` object of ``check --json``)."""
@@ -266,13 +275,10 @@ class MetricsAccumulator:
             last_t=self.last_t,
             entitled=self.entitled,
             entitled_attained=self.entitled_attained,
-            floor_attainment=ratio(self.entitled_attained, self.entitled),
             admitted_judged=adm_j,
             admitted_missed=adm_m,
-            admitted_miss=ratio(adm_m, adm_j),
             offered_judged=off_j,
             offered_unmet_count=off_m,
-            offered_unmet=ratio(off_m, off_j),
             max_assured_backlog=self.max_backlog,
             open_requests=open_requests,
             utilisation=None if not span else busy / (self._slots * span),

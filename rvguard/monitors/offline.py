@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..contract import Contract, CreditMode, Entitlement
-from ..errors import TraceError, TraceOrderError, UnknownTenantError
+from ..errors import TraceError, TraceOrderError
+from ..facts import fact_columns, unknown_tenant
 from ..io.columnar import ColumnarTrace
 from ..lifecycle import ADMIT, ARRIVE, DISPATCH, INITIAL, KINDS, MOVES, N_KINDS, NEXT, STAGES, TERMINAL_KINDS
 from ..lifecycle import CODE as KIND_CODE
@@ -91,12 +92,7 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
     for code, name in enumerate(trace.tenant_names):
         if name not in contract.tenants:
             row = int(np.flatnonzero(trace.tenant == code)[0])
-            raise UnknownTenantError(
-                f"tenant {name!r} is not in the contract ({', '.join(contract.tenants)})",
-                path=path,
-                line=int(trace.line[row]),
-                field="tenant",
-            )
+            raise unknown_tenant(contract, name).located(path=path, line=int(trace.line[row]))
 
 
 @dataclass(frozen=True)
@@ -235,39 +231,26 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         out[rid_a] = values
         return out
 
-    names = trace.tenant_names
-    floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
-    rel = np.array([contract.tenants[n].deadline for n in names], dtype=np.float64)
     tenant_a = trace.tenant[arrive]
     t_a = trace.t[arrive]
-    tenant = spread(tenant_a, -1)
-    t_arrive = spread(t_a, np.nan)
-    explicit = trace.deadline[arrive]
-    deadline = spread(np.where(np.isnan(explicit), t_a + rel[tenant_a], explicit), np.nan)
-    maxtok = trace.max_tokens[arrive]
-    cap = contract.output_cap
-    capped = np.where(maxtok < 0, cap, np.minimum(maxtok, cap)).astype(np.float64)
-    svc = contract.service
-    lower = spread(svc.lower.base + svc.lower.per_token * capped, np.nan)
-    if svc.upper is not None:
-        upper = spread(svc.upper.base + svc.upper.per_token * capped, np.nan)
-    else:
-        upper = np.full(r, np.nan)
-    if contract.credit is CreditMode.TOKENS:
-        prompt = np.maximum(trace.prompt_tokens[arrive], 0).astype(np.float64)
-        w = contract.token_weights
-        weight = spread(w.prompt * prompt + w.output * capped, 1.0)
-    else:
-        weight = np.ones(r)
+    facts = fact_columns(
+        contract,
+        trace.tenant_names,
+        tenant_a,
+        t_a,
+        trace.deadline[arrive],
+        trace.prompt_tokens[arrive],
+        trace.max_tokens[arrive],
+    )
     return RequestTable(
         arrive_row=rows.arrive,
-        tenant=tenant,
-        t_arrive=t_arrive,
-        deadline=deadline,
-        lower=lower,
-        upper=upper,
-        weight=weight,
-        floored=(floors > 0)[np.maximum(tenant, 0)],
+        tenant=spread(tenant_a, -1),
+        t_arrive=spread(t_a, np.nan),
+        deadline=spread(facts.deadline, np.nan),
+        lower=spread(facts.lower, np.nan),
+        upper=spread(facts.upper, np.nan),
+        weight=spread(facts.weight, 1.0),
+        floored=spread(facts.floored, False),
         t_admit=_times(trace, rows.admit),
         t_dispatch=_times(trace, rows.dispatch),
         t_end=_times(trace, rows.end),

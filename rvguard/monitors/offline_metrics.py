@@ -10,7 +10,7 @@ import numpy.typing as npt
 from ..contract import Contract
 from ..io.columnar import ColumnarTrace
 from ..lifecycle import COMPLETE, REJECT
-from .metrics import Metrics, ServiceStats, WindowRow, ratio
+from .metrics import Metrics, ServiceStats, WindowRow
 from .p95 import sojourn_p95
 
 if TYPE_CHECKING:
@@ -141,13 +141,10 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         last_t=now,
         entitled=entitled,
         entitled_attained=attained,
-        floor_attainment=ratio(attained, entitled),
         admitted_judged=adm_j,
         admitted_missed=adm_m,
-        admitted_miss=ratio(adm_m, adm_j),
         offered_judged=off_j,
         offered_unmet_count=off_m,
-        offered_unmet=ratio(off_m, off_j),
         max_assured_backlog=_backlog(req) if n else 0,
         open_requests=count(arrived & ~judged),
         utilisation=None if not span else busy / (contract.slots * span),
