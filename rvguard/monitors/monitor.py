@@ -304,7 +304,7 @@ class Monitor:
 
     def _create(self, ev: Arrive, f: RequestFacts) -> Instance:
         t = ev.t
-        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight)
+        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight_units)
         deadline = f.deadline(t, ev.deadline)
         inst = Instance(
             ev.rid,

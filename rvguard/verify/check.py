@@ -97,7 +97,8 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
 
 STRADDLE_NOTE = (
     "the deadline bound assumes the assured backlog never carries across windows (Q_A ≤ B); "
-    "proofs/backlog_lemma.py refutes that assumption with a burst straddling a window edge: "
+    "proofs/backlog_lemma.py (installed: python -m rvguard.data.proofs.backlog_lemma) refutes that "
+    "assumption with a burst straddling a window edge: "
     "run with --no-backlog-assumption to also check the two-cohort bound that closes it"
 )
 
