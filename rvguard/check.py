@@ -18,9 +18,10 @@ from typing import Any, TextIO
 
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
-from .events import Event
+from .events import Event, EventKind
 from .io import iter_records
 from .io.columnar import ColumnarTrace
+from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
 from .progress import display, showing, task
@@ -94,7 +95,14 @@ def _line_count(path: str) -> int | None:
 
 
 def _protocol_error(v: Violation, path: str, line: int) -> TraceProtocolError:
-    field_name = "rid" if "duplicate" in v.detail or "never arrived" in v.detail else "kind"
+    """The bad line a WF violation makes: the rid is at fault when it is unknown or arrives twice.
+
+    Read from data, never from the prose: the lifecycle stage the request was
+    in (the violation's ``location``) and the kind of the refused event.
+    """
+    stage = Stage(v.context["location"])
+    kind = v.witness[-1].kind
+    field_name = "rid" if stage is INITIAL or kind is EventKind.ARRIVE else "kind"
     return TraceProtocolError(v.detail, path=path, line=line, field=field_name)
 
 

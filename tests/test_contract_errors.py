@@ -34,7 +34,7 @@ def test_every_bad_field_is_reported_with_its_line(tmp_path: Path) -> None:
     assert (err.field, err.value) == ("window", -1)  # the first, by line
     lines = str(err).splitlines()
     assert lines[0].startswith(f"{p}:2: window:") and len(lines) == len(fields)
-    assert f"{p}:3: slots: expected a number, got '4'" in str(err)
+    assert f"{p}:3: slots: expected a number, got the string '4' (write it without quotes)" in str(err)
     assert f"{p}:5: service.lower: expected a number, got True" in str(err)
 
 
@@ -50,7 +50,7 @@ def test_a_single_error_reads_as_before() -> None:
     [({"slots": "4"}, "slots"), ({"window": "1.0"}, "window"), ({"epoch": "0"}, "epoch")],
 )
 def test_a_quoted_number_is_refused_not_coerced(update: dict[str, Any], field: str) -> None:
-    with pytest.raises(SpecError, match=f"{field}: expected a number, got '") as info:
+    with pytest.raises(SpecError, match=f"{field}: expected a number, got the string '") as info:
         contract_from_mapping(_valid(**update))
     assert info.value.field == field
 

@@ -2,22 +2,38 @@
 
 `Guard` is a thin driver (STYLE rule 4): every decision comes from the pure
 `DecisionCore`; the Guard binds identity, asks the learner, feeds the
-resulting events to its sinks, starts one task per ``dispatch`` event and
-reports each task's end back to the core. It guarantees one terminal event
-per admitted request whatever happens around it:
+resulting events to its sinks and reports each dispatch's end back to the
+core. The dispatch runs *inline*, in the coroutine that called ``submit``
+(no task of the Guard's own): a queued request waits there for its slot,
+then calls the dispatcher, so the dispatcher sees its caller's task and
+context, and cancelling ``submit`` is cancelling the dispatch. Each live
+request is one record (`_Call`). The Guard guarantees one terminal event
+per admitted request, and a freed slot, whatever happens around it:
 
-* the backend completes → ``complete``; raises or times out → ``fail`` (the
-  exception's text as reason), the slot freed either way;
-* the client cancels its ``submit`` → ``fail("cancelled")``: a queued request
-  leaves the queue, a running one has its task cancelled and its slot freed;
-* shutdown drains (waits for every live request, up to ``drain_timeout``)
-  and then fails what is left with ``fail("shutdown")``;
+* the backend returns → ``complete``; raises or outlasts ``timeout`` →
+  ``fail`` (the exception's text, or ``timeout``);
+* the dispatch ends cancelled though neither its caller nor the Guard
+  cancelled it (it awaited a future something else cancelled, as a
+  batching backend may) → ``fail("CancelledError: ...")``, and the caller
+  gets that outcome;
+* the caller cancels its ``submit`` → ``fail("cancelled")`` (a queued
+  request leaves the queue, a running one is interrupted where it waits),
+  and the caller gets its `asyncio.CancelledError`;
+* `aclose` stops accepting (``submit`` raises 503), then with ``drain``
+  waits up to ``drain_timeout`` for the live requests to end by
+  themselves; whatever is left (all of it without ``drain``) ends at once
+  with ``fail("shutdown")``: a queued request leaves the queue and a
+  running dispatch is cancelled inside its caller's coroutine, whose
+  ``submit`` returns the ``shutdown`` outcome (the caller cancelled
+  nothing: the Guard undoes its own cancellation request, as
+  `asyncio.timeout` does). The slot is freed when the Guard ends the
+  request: `aclose` never waits for a dispatcher that ignores cancellation;
 * a sink that raises (a trace writer on a full disk) changes none of this:
-  every event still reaches the other sinks in order and its effects (a
-  dispatch started, a caller's outcome set) are applied; then the ``submit``
-  of the request the event belongs to raises `SinkError` (carrying the
-  outcome), and ``statistics().sink_errors`` counts it. A learner that raises
-  or answers garbage is a learner decision (`learners.consult`).
+  every event still reaches the other sinks in order and its effects are
+  applied; then the ``submit`` of the request the event belongs to raises
+  `SinkError` (carrying the outcome), and ``statistics().sink_errors``
+  counts it. A learner that raises or answers garbage is a learner
+  decision (`learners.consult`).
 
 A request the identity layer refuses never reaches the core (no tenant to
 put in a trace); its outcome is ``rejected`` with the binding's reason.
@@ -26,6 +42,7 @@ put in a trace); its outcome is ``rejected`` with the binding's reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +54,7 @@ from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response
+from .dispatch import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView, consult
 from .request import Request
@@ -113,6 +130,41 @@ def _status(ev: Reject | Complete | Drop | Fail) -> Status:
     return "dropped" if isinstance(ev, Drop) else "failed"
 
 
+class _Call:
+    """One live request in the Guard: what ``submit`` waits on and what the events set."""
+
+    __slots__ = (
+        "base",
+        "busy",
+        "dispatched",
+        "error",
+        "outcome",
+        "request",
+        "response",
+        "sink_error",
+        "stopping",
+        "task",
+        "wake",
+    )
+
+    def __init__(self, request: Request, task: asyncio.Task[Any] | None) -> None:
+        self.request = request
+        self.task = task  # the submitter's task: the dispatch runs in it
+        self.wake: asyncio.Future[None] | None = None  # set while waiting for a slot
+        self.dispatched = False
+        self.busy = False  # inside an await the Guard does not own (the dispatcher)
+        self.stopping = False  # the Guard asked ``task`` to stop (shutdown)
+        self.base = 0  # ``task.cancelling()`` when the dispatch began (as `asyncio.timeout` keeps it)
+        self.outcome: Outcome | None = None
+        self.response: Response | None = None
+        self.error: BaseException | None = None
+        self.sink_error: SinkError | None = None
+
+    def wake_up(self) -> None:
+        if self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
+
+
 class Guard:
     """``async with Guard(contract, dispatcher, ...) as guard: await guard.submit(request, identity)``.
 
@@ -162,16 +214,13 @@ class Guard:
         self._timeout = timeout
         self._drain = drain
         self._drain_timeout = drain_timeout
-        self._requests: dict[str, Request] = {}
-        self._waiters: dict[str, asyncio.Future[Outcome]] = {}
-        self._tasks: dict[str, asyncio.Task[Response]] = {}
-        self._responses: dict[str, Response] = {}
-        self._errors: dict[str, BaseException] = {}
+        self._calls: dict[str, _Call] = {}  # rid -> the live request's record
+        self._idle: asyncio.Event | None = None  # set when the last live request ends (drain)
         self._open = False
         self._submitted = 0
         self._unauth = 0
         self._sink_errors = 0
-        self._sink_failures: dict[str, SinkError] = {}  # rid -> the first sink failure on its events
+        self._calling = 0
 
     async def __aenter__(self) -> Guard:
         self._open = True
@@ -182,11 +231,11 @@ class Guard:
 
     # -- public API --------------------------------------------------------------
     async def submit(self, request: Request, identity: Identity | None = None) -> Outcome:
-        """Run ``request`` through the guard and wait for its outcome.
+        """Run ``request`` through the guard and wait for its outcome; the dispatch runs here.
 
         Raises:
             EnforcementError: the guard is closed (503), or the core refuses the
-                request (unknown tenant, live duplicate rid).
+                request (unknown tenant 403, a rid seen before 409, a bad deadline 400).
             SinkError: a sink raised on one of this request's events; the request
                 was decided and finished regardless (``err.outcome``).
             asyncio.CancelledError: the caller was cancelled (the request is failed first).
@@ -203,28 +252,20 @@ class Guard:
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         proposal = consult(self._learner, request, view)  # a learner failure is a learner decision
         events = self.core.arrive(request, proposal, now)  # raises before any state change
-        fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._waiters[request.rid] = fut
-        self._requests[request.rid] = request
+        call = self._calls[request.rid] = _Call(request, asyncio.current_task())
         self._handle(events)
-        try:
-            return await fut  # raises SinkError if a sink failed on this request's events
-        except asyncio.CancelledError:
-            self._cancel(request.rid, "cancelled")
-            raise
+        return await self._run(call)
 
     async def aclose(self) -> None:
-        """Stop accepting; drain (or not), fail what is left, close closable sinks."""
+        """Stop accepting; drain (or not), end what is left with ``shutdown``, close closable sinks."""
         if not self._open:
             return
         self._open = False
-        pending = [f for f in self._waiters.values() if not f.done()]
-        if self._drain and pending:
-            await asyncio.wait(pending, timeout=self._drain_timeout)
-        now = self._clock.now()
-        self._handle(self.core.fail_queued(now, "shutdown"))
-        for rid in list(self._tasks):
-            self._cancel(rid, "shutdown")
+        if self._drain and self._calls:
+            self._idle = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), self._drain_timeout)
+        self._stop_all("shutdown")
         self._close_sinks()
 
     def _close_sinks(self) -> None:
@@ -245,25 +286,113 @@ class Guard:
             raise first from first.__cause__
 
     def statistics(self) -> GuardStatistics:
-        """Counters now: submitted, identity rejects, live requests, tasks, slots, queue, sink
-        failures, and dispatches the U-gate found uncertain (``gate_upper``; the core's count)."""
+        """Counters now: submitted, identity rejects, live requests, dispatches under way, slots,
+        queue, sink failures, and dispatches the U-gate found uncertain (``gate_upper``; the core's)."""
         return GuardStatistics(
             submitted=self._submitted,
             unauthenticated_rejects=self._unauth,
-            live=len(self._waiters),
-            tasks=len(self._tasks),
+            live=len(self._calls),
+            tasks=self._calling,
             in_flight=self.core.in_flight,
             queue_depth=self.core.queue_depth,
             sink_errors=self._sink_errors,
             uncertain=self.core.statistics().uncertain,
         )
 
-    # -- internals ---------------------------------------------------------------
+    # -- one request, in its caller's coroutine ---------------------------------------
+    async def _run(self, call: _Call) -> Outcome:
+        """Wait for a slot, dispatch, and return the outcome; every way out ends the request once."""
+        try:
+            while call.outcome is None and not call.dispatched:
+                call.wake = asyncio.get_running_loop().create_future()
+                await call.wake
+            if call.outcome is None:
+                await self._dispatch(call)
+        except asyncio.CancelledError:
+            if not self._absorb_stop(call):
+                self._end(call, "cancelled")
+                raise
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: end the request, then let it go
+            self._end(call, type(exc).__name__)
+            raise
+        else:
+            self._absorb_stop(call)  # a dispatcher that swallowed or converted the Guard's cancel
+        return self._outcome(call)
+
+    async def _dispatch(self, call: _Call) -> None:
+        """Call the backend; report how it ended (a cancel aimed at the caller propagates)."""
+        task = call.task
+        before = call.base = 0 if task is None else task.cancelling()
+        self._calling += 1
+        call.busy = True
+        try:
+            if self._timeout is None:
+                response = await self._dispatcher.dispatch(call.request)
+            else:
+                async with asyncio.timeout(self._timeout):
+                    response = await self._dispatcher.dispatch(call.request)
+        except asyncio.CancelledError as exc:
+            if task is None or task.cancelling() > before:
+                raise  # the caller's or the Guard's cancel: _run decides
+            self._finished(call, exc, f"CancelledError: {_detail(exc, 'the backend cancelled the dispatch')}")
+        except TimeoutError as exc:
+            self._finished(call, exc, "timeout")
+        except Exception as exc:  # noqa: BLE001 - a backend failure is the request's fail event
+            self._finished(call, exc, failure_reason(exc))
+        else:
+            call.response = response
+            self._finished(call, None, "")
+        finally:
+            call.busy = False
+            self._calling -= 1
+
+    def _finished(self, call: _Call, exc: BaseException | None, reason: str) -> None:
+        """The dispatch ended: complete or fail it unless the Guard already ended it (shutdown)."""
+        if call.outcome is not None or not self.core.is_live(call.request.rid):
+            return
+        call.error = exc
+        now = self._clock.now()
+        self._handle(self.core.finish(call.request.rid, now, failed=exc is not None, reason=reason))
+
+    def _end(self, call: _Call, reason: str) -> None:
+        """End a live request now (queued or running: ``fail(reason)``); a no-op once it has ended."""
+        if self.core.is_live(call.request.rid):
+            self._handle(self.core.cancel(call.request.rid, self._clock.now(), reason))
+
+    def _absorb_stop(self, call: _Call) -> bool:
+        """True when the pending cancel of the caller's task was the Guard's own (now undone)."""
+        if not call.stopping or call.task is None:
+            return False
+        call.stopping = False
+        return call.task.uncancel() <= call.base
+
+    def _outcome(self, call: _Call) -> Outcome:
+        outcome = call.outcome
+        assert outcome is not None  # every way out of _run ended the request
+        if call.sink_error is not None:
+            call.sink_error.outcome = outcome
+            raise call.sink_error
+        return outcome
+
+    def _stop_all(self, reason: str) -> None:
+        """End every live request with ``reason``: queued ones leave the queue, running ones are
+        cancelled inside their callers' coroutines (who get the outcome, not a cancellation)."""
+        self._handle(self.core.fail_queued(self._clock.now(), reason))
+        me = asyncio.current_task()
+        for call in list(self._calls.values()):
+            self._end(call, reason)
+            if call.busy and call.task is not None and call.task is not me:
+                call.stopping = True
+                call.task.cancel(f"rvguard: {reason}")
+
+    # -- events --------------------------------------------------------------------
     def _bind(self, request: Request, identity: Identity | None, now: float) -> Request | None:
         tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
         if tenant is None:
             return None
-        capped = self.contract.capped_tokens(request.max_tokens)
+        capped = request.max_tokens  # an unknown tenant is refused by the core (403)
+        if tenant in self.contract.tenants:
+            capped = self.core.facts(tenant, request.prompt_tokens, request.max_tokens).capped_tokens
         if tenant == request.tenant and request.t == now and request.max_tokens == capped:
             return request
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)
@@ -278,68 +407,36 @@ class Guard:
                     self._sink_failed(sink, ev, exc)
         for ev in events:
             if isinstance(ev, Dispatch):
-                self._start(ev.rid)
+                call = self._calls[ev.rid]
+                call.dispatched = True
+                call.wake_up()
             elif isinstance(ev, Reject | Complete | Drop | Fail):
                 self._resolve(ev)
 
     def _sink_failed(self, sink: Sink, ev: Event, exc: Exception) -> None:
         self._sink_errors += 1
-        if ev.rid in self._sink_failures:
+        call = self._calls.get(ev.rid)
+        if call is None or call.sink_error is not None:
             return  # the first failure is the one reported
         kind = ev.kind.value
         err = SinkError(
             f"sink {sink!r} failed on {kind} of {ev.rid!r}: {type(exc).__name__}: {exc}", event=ev
         )
         err.__cause__ = exc
-        self._sink_failures[ev.rid] = err
-
-    def _start(self, rid: str) -> None:
-        request = self._requests[rid]  # bound in submit: tenant, arrival time and capped tokens
-        task = asyncio.get_running_loop().create_task(self._call(request), name=f"rvguard-dispatch-{rid}")
-        self._tasks[rid] = task
-        task.add_done_callback(lambda t, rid=rid: self._done(rid, t))  # type: ignore[misc]
-
-    async def _call(self, request: Request) -> Response:
-        if self._timeout is None:
-            return await self._dispatcher.dispatch(request)
-        async with asyncio.timeout(self._timeout):
-            return await self._dispatcher.dispatch(request)
-
-    def _done(self, rid: str, task: asyncio.Task[Response]) -> None:
-        """A dispatch task ended: report it to the core unless someone already failed it."""
-        if self._tasks.get(rid) is task:
-            del self._tasks[rid]
-        if task.cancelled() or not self.core.is_live(rid):
-            return
-        now = self._clock.now()
-        exc = task.exception()
-        if exc is None:
-            self._responses[rid] = task.result()
-            self._handle(self.core.finish(rid, now))
-        else:
-            self._errors[rid] = exc
-            reason = "timeout" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-            self._handle(self.core.finish(rid, now, failed=True, reason=reason))
-
-    def _cancel(self, rid: str, reason: str) -> None:
-        task = self._tasks.pop(rid, None)
-        if task is not None:
-            task.cancel()
-        if self.core.is_live(rid):
-            self._handle(self.core.cancel(rid, self._clock.now(), reason))
+        call.sink_error = err
 
     def _resolve(self, ev: Reject | Complete | Drop | Fail) -> None:
-        fut = self._waiters.pop(ev.rid, None)
-        self._requests.pop(ev.rid, None)
-        response = self._responses.pop(ev.rid, None)
-        error = self._errors.pop(ev.rid, None)
-        failure = self._sink_failures.pop(ev.rid, None)  # counted in statistics either way
+        call = self._calls.pop(ev.rid)
         reason = "" if isinstance(ev, Complete) else ev.reason
-        outcome = Outcome(ev.rid, _status(ev), reason, response, error)
-        if fut is None or fut.done():
-            return
-        if failure is None:
-            fut.set_result(outcome)
-        else:
-            failure.outcome = outcome
-            fut.set_exception(failure)
+        call.outcome = Outcome(ev.rid, _status(ev), reason, call.response, call.error)
+        call.wake_up()
+        if not self._calls and self._idle is not None:
+            self._idle.set()
+
+
+def _detail(exc: BaseException, default: str) -> str:
+    """An exception's message (``default`` when empty or when printing it raises)."""
+    try:
+        return str(exc) or default
+    except Exception:  # noqa: BLE001 - a backend's unprintable error is still its failure
+        return default or "<unprintable>"

@@ -25,10 +25,11 @@ the core (the `Guard`, the simulator) asks the learner through `consult`;
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -92,8 +93,20 @@ class LearnerFailure(Proposal):
 _REASON_CAP = 200  # a learner's message goes into every trace line it causes: keep it short
 
 
+def _text(value: object, show: Callable[[object], str] = str) -> str:
+    """``show(value)``, or a placeholder when even that raises (a learner's object may)."""
+    try:
+        return show(value)
+    except Exception:  # noqa: BLE001 - an unprintable value is still a learner failure
+        return "<unprintable>"
+
+
 def _failure(kind: str, message: object) -> LearnerFailure:
-    return LearnerFailure(reason=f"{kind}: {message}"[:_REASON_CAP])
+    return LearnerFailure(reason=f"{kind}: {_text(message)}"[:_REASON_CAP])
+
+
+_PLAIN_HINT = (float, type(None))
+_PLAIN_OBJECTIVE = (str, type(None))
 
 
 def _is_real(x: object) -> bool:
@@ -101,30 +114,53 @@ def _is_real(x: object) -> bool:
 
 
 def checked_proposal(value: object) -> Proposal:
-    """``value`` if it is a well-typed `Proposal` (hint made a plain float), else a `LearnerFailure`.
+    """``value`` if it is a well-typed `Proposal` (made plain), else a `LearnerFailure`.
 
     Well-typed: ``admit`` a bool, ``objective`` None or a str, ``priority_hint``
-    None or a real number (a non-finite one is later ignored by the core).
+    None or a real number (a non-finite one is later ignored by the core). A
+    `LearnerFailure` always rejects; its ``reason`` must be a str. Nothing a
+    learner returns can make this raise: reading an attribute that raises is a
+    failure too, and a coroutine (an ``async`` answer where a plain one is due)
+    is closed and refused.
     """
+    try:
+        if type(value) is Proposal:
+            admit, objective, hint = value.admit, value.objective, value.priority_hint
+            if type(admit) is bool and type(hint) in _PLAIN_HINT and type(objective) in _PLAIN_OBJECTIVE:
+                return value  # the common case, checked without a call
+        return _rebuilt(value)
+    except Exception as exc:  # noqa: BLE001 - a raising answer is a learner failure (module doc)
+        return _failure(type(exc).__name__, exc)
+
+
+def _bad_field(rule: str, value: object) -> LearnerFailure:
+    return _failure("TypeError", f"Proposal.{rule}, got {_text(value, repr)}")
+
+
+def _rebuilt(value: object) -> Proposal:
+    """A plain `Proposal` or `LearnerFailure` from ``value``, or a failure naming the bad field."""
     if isinstance(value, LearnerFailure):
-        return value
+        reason = value.reason
+        if isinstance(reason, str):
+            return LearnerFailure(reason=str.__str__(reason)[:_REASON_CAP])
+        return _failure("TypeError", f"LearnerFailure.reason must be a str, got {type(reason).__name__}")
     if not isinstance(value, Proposal):
+        if inspect.iscoroutine(value):
+            value.close()  # never run: an unawaited coroutine would warn at collection
         return _failure("TypeError", f"propose returned {type(value).__name__}, not a Proposal")
     admit, objective, hint = value.admit, value.objective, value.priority_hint
-    plain = type(value) is Proposal and type(admit) is bool and type(hint) in (float, type(None))
-    if plain and (objective is None or type(objective) is str):
-        return value  # the common case, checked without a call
-    if not isinstance(admit, bool):
-        return _failure("TypeError", f"Proposal.admit must be a bool, got {admit!r}")
+    if type(admit) is not bool:
+        return _bad_field("admit must be a bool", admit)
     if objective is not None and not isinstance(objective, str):
-        return _failure("TypeError", f"Proposal.objective must be a str or None, got {objective!r}")
+        return _bad_field("objective must be a str or None", objective)
     if hint is not None and not _is_real(hint):
-        return _failure("TypeError", f"Proposal.priority_hint must be a real number or None, got {hint!r}")
+        return _bad_field("priority_hint must be a real number or None", hint)
     try:
         as_float = None if hint is None else float(hint)
     except OverflowError:  # an int beyond float range: non-finite, ignored like inf
         as_float = math.inf
-    return Proposal(admit=admit, objective=objective, priority_hint=as_float)
+    plain = None if objective is None else str.__str__(objective)  # a str subclass's overrides never run
+    return Proposal(admit=admit, objective=plain, priority_hint=as_float)
 
 
 def consult(learner: Learner, request: Request, view: LoadView) -> Proposal:

@@ -209,12 +209,50 @@ def test_misuse_raises_before_any_change() -> None:
     assert core.statistics() == before
 
 
+def _ended_four_ways(core: DecisionCore) -> None:
+    """Four requests, each ended with a different terminal event (reject, complete, drop, fail)."""
+    core.arrive(req("rej", "opp", 0.0), NO, 0.0)
+    core.arrive(req("done", "assured", 0.0), YES, 0.0)
+    core.finish("done", 0.1)
+    core.arrive(req("run", "assured", 0.1), YES, 0.1)  # holds the only slot
+    core.arrive(req("doomed", "assured", 0.1, deadline=0.15), YES, 0.1)
+    core.arrive(req("gone", "assured", 0.1), YES, 0.1)
+    core.cancel("gone", 0.1)
+    core.finish("run", 0.2)  # the slot frees at 0.2: 0.2 + L > 0.15, "doomed" is dropped
+
+
+def test_issue_10_8_a_rid_is_used_once_even_after_its_terminal_event() -> None:
+    """WF allows one arrive per rid in a whole trace: the core refused only live ones (failed before)."""
+    core = DecisionCore(make_contract(slots=1, floor=10), deferred_drop=True)
+    _ended_four_ways(core)
+    assert {"rej", "done", "doomed", "gone"}.isdisjoint(core._live)
+    before = core.statistics()
+    assert (before.rejected, before.completed, before.dropped, before.failed) == (1, 2, 1, 1)
+    for rid in ("rej", "done", "doomed", "gone", "run"):
+        with pytest.raises(EnforcementError, match="already ended") as err:
+            core.arrive(req(rid, "assured", 1.0), YES, 1.0)
+        assert err.value.status_hint == 409
+    assert core.statistics() == before
+    core.arrive(req("fresh", "assured", 1.0), YES, 1.0)
+
+
+@pytest.mark.parametrize("deadline", [0.999, -math.inf, math.nan, math.inf])
+def test_issue_10_8_a_deadline_before_the_arrival_is_refused(deadline: float) -> None:
+    """An absolute deadline before its own arrival (or not a number) is refused (failed before)."""
+    core = DecisionCore(make_contract())
+    with pytest.raises(EnforcementError, match="deadline") as err:
+        core.arrive(req("a", "assured", 1.0, deadline=deadline), YES, 1.0)
+    assert err.value.status_hint == 400
+    assert core.statistics().arrived == 0
+    assert kinds(core.arrive(req("a", "assured", 1.0, deadline=1.0), YES, 1.0))[:2] == ["arrive", "admit"]
+
+
 def test_every_state_kind_pair_is_in_the_table_or_rejected() -> None:
     contract = make_contract()
     for state in ReqState:
         for kind in EventKind:
             core = DecisionCore(contract)
-            entry = _Entry(req("r", "assured", 0.0), 1.0, 0.1, None, 1.0)
+            entry = _Entry(req("r", "assured", 0.0), core.facts("assured", None, None), 1.0)
             entry.state = state
             cls = {"arrive": Arrive, "admit": Admit, "reject": Reject, "dispatch": Dispatch}
             cls.update(complete=Complete, drop=Drop, fail=Fail)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import random
 import time
@@ -14,10 +16,10 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.dispatch import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink, Outcome, _status
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
-from rvguard.enforce.learners import RejectAll
+from rvguard.enforce.learners import LearnerFailure, RejectAll
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, SinkError
-from rvguard.events import Arrive, Event, Proposal, event_from_dict
+from rvguard.events import Arrive, Event, Fail, Proposal, event_from_dict
 from rvguard.monitors import Monitor
 
 from ._harness import check_af, check_wf, make_contract, terminal_counts
@@ -213,6 +215,15 @@ class _Boom:
         raise ValueError("boom")
 
 
+class _Raising(Proposal):
+    """A `Proposal` subclass whose ``admit`` raises when read."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "admit":
+            raise RuntimeError("admit exploded")
+        return super().__getattribute__(name)
+
+
 class _Returns:
     """A learner that returns ``value`` (ill-typed on purpose)."""
 
@@ -230,6 +241,9 @@ class _Returns:
         (_Returns(None), "TypeError: propose returned NoneType, not a Proposal"),
         (_Returns(Proposal(admit="yes")), "TypeError: Proposal.admit must be a bool"),  # type: ignore[arg-type]
         (_Returns(Proposal(priority_hint="high")), "TypeError: Proposal.priority_hint"),  # type: ignore[arg-type]
+        (_Returns(LearnerFailure(priority_hint="x", reason="ValueError: mine")), "ValueError: mine"),  # type: ignore[arg-type]
+        (_Returns(LearnerFailure(reason=None)), "TypeError: LearnerFailure.reason"),  # type: ignore[arg-type]
+        (_Returns(_Raising()), "RuntimeError: admit exploded"),
     ],
 )
 async def test_issue_learner_failure_cannot_take_the_floor(learner: object, why: str) -> None:
@@ -370,3 +384,134 @@ async def test_statistics_report_the_u_gates_uncertain_dispatches() -> None:
         gate.set()
         await asyncio.gather(first, second)
     assert guard.statistics().uncertain == guard.core.statistics().uncertain == 1
+
+
+async def test_issue_10_8_the_guard_refuses_a_rid_reused_after_it_ended() -> None:
+    """A second 'a' after the first ended used to be served: the trace then failed WF (failed before)."""
+    contract = make_contract(floor=10)
+    trace: list[Event] = []
+    monitor = Monitor(contract, properties=("WF",))
+    async with Guard(contract, MockDispatcher(ok), sinks=[trace.append, MonitorSink(monitor)]) as guard:
+        assert (await guard.submit(req("a"))).status == "completed"
+        assert (await guard.submit(req("o", "opp"))).status == "completed"
+        for rid in ("a", "o"):
+            with pytest.raises(EnforcementError, match="already ended") as err:
+                await guard.submit(req(rid))
+            assert err.value.status_hint == 409
+        with pytest.raises(EnforcementError, match="deadline") as late:
+            await guard.submit(req("b", deadline=-1.0))
+        assert late.value.status_hint == 400
+    assert monitor.violations() == []
+    assert [e.rid for e in trace if isinstance(e, Arrive)] == ["a", "o"]
+    assert_conserved(trace, guard)
+
+
+async def test_issue_10_5_a_dispatch_cancelled_by_someone_else_frees_its_slot() -> None:
+    """The dispatcher awaited a future a third party cancelled: both slots leaked (failed before)."""
+    contract = make_contract(slots=2, floor=10)
+    batch: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+    async def batching(request: Request) -> Response:
+        if request.rid.startswith("b"):
+            return await batch  # a batching backend's shared future
+        return Response()
+
+    trace: list[Event] = []
+    async with Guard(contract, MockDispatcher(batching), sinks=[trace.append], drain_timeout=1.0) as guard:
+        held = [asyncio.create_task(guard.submit(req(f"b{i}"))) for i in range(2)]
+        await asyncio.sleep(0.01)
+        batch.cancel()  # neither the Guard nor the callers cancelled anything
+        later = [guard.submit(req(f"r{i}")) for i in range(4)]
+        outs = await asyncio.wait_for(asyncio.gather(*held, *later), 2.0)
+    assert [o.status for o in outs] == ["failed"] * 2 + ["completed"] * 4
+    assert all(o.reason.startswith("CancelledError") for o in outs[:2])
+    assert_conserved(trace, guard)
+
+
+async def test_issue_16_2_the_dispatch_runs_in_the_submitting_coroutine() -> None:
+    """Inline: the dispatcher sees its caller's task and context, also when it waited in the queue."""
+    contract = make_contract(slots=1, floor=10)
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who")
+    seen: dict[str, tuple[str, bool]] = {}
+    tasks: dict[str, asyncio.Task[object] | None] = {}
+
+    async def record(request: Request) -> Response:
+        await asyncio.sleep(0.001)
+        seen[request.rid] = (who.get(), asyncio.current_task() is tasks[request.rid])
+        return Response()
+
+    async def caller(guard: Guard, rid: str) -> Outcome:
+        who.set(rid)
+        tasks[rid] = asyncio.current_task()
+        return await guard.submit(req(rid))
+
+    async with Guard(contract, MockDispatcher(record)) as guard:
+        await asyncio.gather(*(caller(guard, f"r{i}") for i in range(4)))
+    assert seen == {f"r{i}": (f"r{i}", True) for i in range(4)}
+
+
+async def _hang(request: Request) -> Response:
+    await asyncio.sleep(3600)
+    return Response()
+
+
+async def test_aclose_drain_timeout_then_shutdown_and_no_new_work_meanwhile() -> None:
+    """Drain waits ``drain_timeout``, refuses new submits meanwhile, then ends the rest as shutdown."""
+    contract = make_contract(slots=1, floor=10)
+    trace: list[Event] = []
+    guard = Guard(contract, MockDispatcher(_hang), sinks=[trace.append], drain_timeout=0.05)
+    await guard.__aenter__()
+    tasks = [asyncio.create_task(guard.submit(req(f"r{i}"))) for i in range(2)]
+    await asyncio.sleep(0.01)
+    closing = asyncio.create_task(guard.aclose())
+    await asyncio.sleep(0.01)
+    assert not closing.done()  # still draining
+    with pytest.raises(EnforcementError, match="not open"):
+        await guard.submit(req("late"))
+    t0 = time.monotonic()
+    await closing
+    assert time.monotonic() - t0 < 1.0
+    outs = await asyncio.gather(*tasks)  # outcomes, not cancellations: the callers cancelled nothing
+    assert [(o.status, o.reason) for o in outs] == [("failed", "shutdown")] * 2
+    assert_conserved(trace, guard)
+
+
+async def test_a_caller_cancelled_during_shutdown_still_sees_its_cancellation() -> None:
+    contract = make_contract(slots=1, floor=10)
+    trace: list[Event] = []
+    guard = Guard(contract, MockDispatcher(_hang), sinks=[trace.append], drain=False)
+    await guard.__aenter__()
+    task = asyncio.create_task(guard.submit(req("r")))
+    await asyncio.sleep(0.01)
+    task.cancel()  # the caller's own cancel, in the same tick as the Guard's
+    await guard.aclose()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    last = trace[-1]
+    assert isinstance(last, Fail) and (last.rid, last.reason) == ("r", "shutdown")
+    assert_conserved(trace, guard)
+
+
+async def test_aclose_never_waits_for_a_dispatcher_that_ignores_cancellation() -> None:
+    """The slot is freed when the Guard ends the request; the stubborn call returns the outcome later."""
+    contract = make_contract(slots=1, floor=10)
+    release = asyncio.Event()
+
+    async def stubborn(request: Request) -> Response:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        return Response(text="late")
+
+    trace: list[Event] = []
+    guard = Guard(contract, MockDispatcher(stubborn), sinks=[trace.append], drain=False)
+    await guard.__aenter__()
+    task = asyncio.create_task(guard.submit(req("r")))
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(guard.aclose(), 1.0)
+    assert (guard.core.in_flight, guard.statistics().live) == (0, 0)
+    assert not task.done()
+    release.set()
+    out = await task
+    assert (out.status, out.reason, out.response) == ("failed", "shutdown", None)
+    assert [e.kind.value for e in trace] == ["arrive", "admit", "dispatch", "fail"]

@@ -114,3 +114,60 @@ def test_checked_proposal_normalises_well_typed_hints(value: Proposal, expected:
     got = checked_proposal(value)
     assert got == expected
     assert type(got.priority_hint) in (float, type(None))
+
+
+class _Raising(Proposal):
+    """A `Proposal` subclass whose ``admit`` raises when read."""
+
+    def __getattribute__(self, name: str) -> object:
+        if name == "admit":
+            raise RuntimeError("admit exploded")
+        return super().__getattribute__(name)
+
+
+class _LoudError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message either")
+
+
+async def _coroutine_answer() -> Proposal:  # pragma: no cover - closed, never run
+    return Proposal()
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (LearnerFailure(reason=None), "TypeError: LearnerFailure.reason"),  # type: ignore[arg-type]
+        (LearnerFailure(reason=7), "TypeError: LearnerFailure.reason"),  # type: ignore[arg-type]
+        (LearnerFailure(admit=True, reason="ok"), "ok"),  # a failure never admits
+        (LearnerFailure(priority_hint="x", reason="ok"), "ok"),  # type: ignore[arg-type]
+        (LearnerFailure(objective=3, reason="ok"), "ok"),  # type: ignore[arg-type]
+        (_Raising(), "RuntimeError: admit exploded"),
+        (object.__new__(Proposal), "AttributeError"),  # slots never set
+    ],
+)
+def test_issue_10_2_any_answer_is_checked_inside_the_protected_region(value: object, why: str) -> None:
+    """Bad `LearnerFailure` fields and raising attributes become a well-formed failure (failed before)."""
+    got = checked_proposal(value)
+    assert type(got) is LearnerFailure
+    assert (got.admit, got.objective, got.priority_hint) == (False, None, None)
+    assert type(got.reason) is str and got.reason.startswith(why)
+
+
+def test_issue_10_2_an_exception_that_cannot_print_and_a_coroutine_are_failures() -> None:
+    r = Request("r", "opp", 0.0)
+    loud = consult(_Stops(_LoudError()), r, IDLE)
+    assert isinstance(loud, LearnerFailure) and loud.reason.startswith("_LoudError")
+    coro = _coroutine_answer()
+    got = checked_proposal(coro)  # closed, so no "never awaited" warning (an error under pytest)
+    assert isinstance(got, LearnerFailure) and "coroutine" in got.reason
+    assert coro.cr_frame is None
+
+
+def test_checked_proposal_makes_a_str_subclass_objective_a_plain_str() -> None:
+    class Sly(str):
+        def __str__(self) -> str:
+            raise RuntimeError("sly")
+
+    got = checked_proposal(Proposal(objective=Sly("gold")))
+    assert got == Proposal(objective="gold") and type(got.objective) is str
