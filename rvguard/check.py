@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
 from .io import iter_records
-from .io.columnar import ColumnarTrace
 from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep

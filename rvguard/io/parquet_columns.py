@@ -18,11 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..bounds import MAX_TIME, MAX_TOKENS, shown
+from ..columnar import BASIS_CODES, KIND_CODES, ColumnarTrace
 from ..errors import TraceError, TraceFormatError
 from ..events import Basis, EventKind, Proposal, event_from_dict
 from ._arrow import pyarrow, pyarrow_compute
 from ._source import PathArg, display_name
-from .columnar import BASIS_CODES, KIND_CODES, ColumnarTrace
 from .parquet import _FINITE_ONLY, EXTRA_JSON, open_parquet
 
 __all__ = ["parquet_columnar"]

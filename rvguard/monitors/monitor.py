@@ -277,7 +277,7 @@ class Monitor:
     def _create(self, ev: Arrive) -> Instance:
         f = self._facts(ev.tenant, ev.prompt_tokens, ev.max_tokens)  # raises UnknownTenantError
         t = ev.t
-        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight)
+        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight_units)
         deadline = f.deadline(t, ev.deadline)
         inst = Instance(
             ev.rid,

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import progress
+from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Arrive, Complete, Dispatch, Event, Reject
-from ..io.columnar import ColumnarTrace
 from ..monitors.phase import phase_sweep
 from .experiments import Condition, marquee_arrivals
 from .run import RunOutcome, run_once

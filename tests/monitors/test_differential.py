@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.columnar import ColumnarTrace
 from rvguard.events import Arrive, Complete, Event, Reject
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
 
