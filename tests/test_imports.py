@@ -43,6 +43,7 @@ FLOORS: dict[str, int] = {
     "sim": 4,
     "screen": 5,
     "gateway": 5,
+    "study": 6,  # experiments on an engine (gateway) and the claim table (screen): above both
     "cli": 6,
     "": 6,  # the package itself (`rvguard/__init__.py`): a lazy facade over every part
 }
