@@ -1,8 +1,11 @@
 """`rvguard check`: judge a recorded trace against a contract (files at this edge).
 
-The trace streams through the online `Monitor` (memory bounded by live
-requests); the phase sweep, when asked, also keeps the accepted events in
-columnar form. Strict reading stops at the first bad line with a located
+The trace streams through the online `Monitor`, which remembers every
+finished rid so that WF is judged over the whole file (memory: the live
+requests plus about a hundred bytes per distinct rid, docs/performance.md);
+the phase sweep, when asked, also keeps the accepted events in columnar
+form. A refused line (a WF violation, an unknown tenant, a bad field) moves
+no clock and fires no timer. Strict reading stops at the first bad line with a located
 `TraceError`; lenient reading records every bad line by number, leaves it
 out, and checks the rest — nothing is skipped silently.
 """
@@ -183,7 +186,7 @@ def check_trace(
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
     started = time.monotonic()
-    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]])
+    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
     run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
     shown = display(progress) if progress is not None and progress.isatty() else contextlib.nullcontext()
     with shown:

@@ -19,20 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .events import (
-    Admit,
-    Arrive,
-    Basis,
-    Complete,
-    Dispatch,
-    Drop,
-    Event,
-    EventKind,
-    Fail,
-    Proposal,
-    Reject,
-)
-from .lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, REJECT
+from .events import EVENT_CLASSES, Admit, Arrive, Basis, Event, EventKind, Proposal
+from .lifecycle import ADMIT, ARRIVE, CODE, KINDS
 
 __all__ = ["BASIS_CODES", "KIND_CODES", "ColumnarTrace"]
 
@@ -40,7 +28,9 @@ KIND_CODES: Mapping[EventKind, int] = CODE  # the lifecycle's codes (kept here f
 BASIS_CODES: dict[Basis, int] = {b: i for i, b in enumerate(Basis)}
 BASES: tuple[Basis, ...] = tuple(Basis)
 
-_ENDS: dict[int, type[Reject | Drop | Fail]] = {REJECT: Reject, DROP: Drop, FAIL: Fail}
+#: each kind code's record class, and the codes whose records carry a ``reason``
+_CLASS_OF: tuple[type[Event], ...] = tuple(EVENT_CLASSES[k] for k in KINDS)
+_REASONED = frozenset(c for c, cls in enumerate(_CLASS_OF) if "reason" in cls.__dataclass_fields__)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -104,8 +94,8 @@ class ColumnarTrace:
                 proposals[i] = ev.proposal
             elif isinstance(ev, Admit):
                 basis[i] = BASIS_CODES[ev.basis]
-            elif isinstance(ev, Reject | Drop | Fail):
-                reason[i] = ev.reason
+            elif ev.code in _REASONED:
+                reason[i] = getattr(ev, "reason", "")
         line = np.arange(1, n + 1, dtype=np.int64) if lines is None else np.fromiter(lines, np.int64, n)
         return cls(
             t=t,
@@ -159,12 +149,10 @@ class ColumnarTrace:
                 )
             elif kind == ADMIT:
                 out.append(Admit(t=t, rid=rid, basis=BASES[basis]))
-            elif kind == DISPATCH:
-                out.append(Dispatch(t=t, rid=rid))
-            elif kind == COMPLETE:
-                out.append(Complete(t=t, rid=rid))
+            elif kind in _REASONED:
+                out.append(_CLASS_OF[kind](t=t, rid=rid, reason=self.reason[i]))
             else:
-                out.append(_ENDS[kind](t=t, rid=rid, reason=self.reason[i]))
+                out.append(_CLASS_OF[kind](t=t, rid=rid))
         return out
 
     def events(self) -> Iterator[Event]:

@@ -31,6 +31,7 @@ from .bounds import (
     MAX_TOKENS,
     MAX_WEIGHT,
     MIN_WINDOW,
+    printable,
     shown,
 )
 from .errors import SpecError
@@ -355,7 +356,7 @@ def _problem(item: Mapping[str, Any], where: str) -> SpecError:
         field, _, msg = msg.partition(": ")
     value = item.get("input")
     got = "" if isinstance(value, dict) else f" (got {shown(value)})"
-    return SpecError(f"{where}{field or 'contract'}: {msg}{got}", field=field, value=value)
+    return SpecError(f"{where}{printable(field) or 'contract'}: {msg}{got}", field=field, value=value)
 
 
 INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
@@ -397,7 +398,7 @@ def _slips(data: Any, shape: Any = Contract, path: str = "") -> list[SpecError]:
     naming its field; pydantic would coerce the first two silently."""
     problem = _slip(data, shape) if path else None
     if problem is not None:
-        return [SpecError(f"{path}: {problem}", field=path, value=data)]
+        return [SpecError(f"{printable(path)}: {problem}", field=path, value=data)]
     if not isinstance(data, Mapping):
         return []
     return [

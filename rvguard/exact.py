@@ -81,10 +81,11 @@ def window_index(t: float, origin: float, window: float) -> int:
     """
     q = (t - origin) / window
     k = math.floor(q)
-    tol = _tolerance(t, origin, window)
-    if q - k < tol or k + 1 - q < tol:
-        return math.floor((decimal(t) - decimal(origin)) / decimal(window))
-    return k
+    frac = q - k
+    tol = EDGE_TOLERANCE * (1 + (abs(t) + abs(origin)) / window)  # `_tolerance`, inline: the hot path
+    if tol <= frac <= 1 - tol:
+        return k
+    return math.floor((decimal(t) - decimal(origin)) / decimal(window))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TREE = ("rvguard", "tests", "specs", "proofs", "examples", "benchmarks", "docs", "scripts", ".ci")
+TREE = ("rvguard", "tests", "specs", "proofs", "examples", "benchmarks", "deploy", "docs", "scripts", ".ci")
 TOP = ("README.md", "LICENSE", "NOTICE", "pyproject.toml", "Makefile", "MANIFEST.in")
 INSTALLED = re.compile(r"<!-- installed:.*?-->\s*```sh\n(.*?)```", re.S)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..columnar import ColumnarTrace
 from ..contract import Contract
-from ..errors import TraceOrderError
+from ..errors import TraceError, TraceOrderError
 from ..facts import unknown_tenant
 from ..verdict import Violation
 from .automaton import TimedAutomaton
@@ -96,12 +96,13 @@ def check_offline(
         SpecError: unknown properties, or ND without U.
     """
     autos = resolve_properties(contract, properties)
-    _check_order(trace, path)
-    _check_tenants(trace, contract, path)
     builtin = all(BUILTIN.get(a.name) is a for a in autos)
     rows = row_index(trace) if builtin else None
     if rows is None or not protocol_is_clean(trace, rows):
-        return _replay(trace, contract, properties)
+        # the monitor's own rules: a refused row moves no clock, so order is judged on the rest
+        return _replay(trace, contract, properties, path)
+    _check_order(trace, path)
+    _check_tenants(trace, contract, path)
     req = request_table(trace, contract, rows)
     ent = entitlement_columns(req, trace, contract)
     names = {a.name for a in autos}
@@ -111,9 +112,12 @@ def check_offline(
 
 
 def _replay(
-    trace: ColumnarTrace, contract: Contract, properties: Sequence[str | TimedAutomaton]
+    trace: ColumnarTrace, contract: Contract, properties: Sequence[str | TimedAutomaton], path: str
 ) -> OfflineResult:
-    monitor = Monitor(contract, properties, retain_finished=max(len(trace), 1))
-    for ev in trace.events():
-        monitor.feed(ev)
+    monitor = Monitor(contract, properties, retain_finished=None)
+    for line, ev in zip(trace.line.tolist(), trace.events(), strict=True):
+        try:
+            monitor.feed(ev)
+        except TraceError as err:
+            raise err.located(path=path, line=int(line)) from None
     return OfflineResult(monitor.violations(), monitor.summary(), vectorised=False)
