@@ -20,6 +20,7 @@ from .identity import IdentityBinder as IdentityBinder
 from .learners import AdmitAll as AdmitAll
 from .learners import Learner as Learner
 from .learners import LearnerFailure as LearnerFailure
+from .learners import LearnerTimeout as LearnerTimeout
 from .learners import LoadView as LoadView
 from .learners import LSQLearner as LSQLearner
 from .learners import RandomLearner as RandomLearner
@@ -45,6 +46,7 @@ __all__ = [
     "LSQLearner",
     "Learner",
     "LearnerFailure",
+    "LearnerTimeout",
     "LoadView",
     "MockDispatcher",
     "MonitorSink",

@@ -28,8 +28,15 @@ The edit rules come from the properties they must never break:
   learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
   well-typed `Proposal` (a learner that raised or returned garbage, see
   `learners.consult`) counts as a reject, traced as ``learner_error`` (type
-  and message) on the arrive and ``learner-error: <ExceptionType>`` as the
-  reject reason (bounded: reasons become metrics labels).
+  and message) and ``learner-error: <ExceptionType>`` as the reject reason
+  (bounded: reasons become metrics labels); a learner that missed its
+  deadline (`learners.LearnerTimeout`) rejects with ``learner-timeout``.
+  Two ways in: `arrive` takes the proposal with the arrival and traces it
+  on the arrive (the simulator; the Guard with rvguard's own learners);
+  `receive` records the arrival and at once decides what the contract alone
+  decides (floor; excess under ``reject``), so only surplus (and ``demote``
+  excess) waits for `decide`, whose proposal is traced on the admit or
+  reject. Either way entitlement is counted at the arrival, in order.
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
   sequence). The hint only reorders surplus within a tier (lower first; a
@@ -46,7 +53,8 @@ The edit rules come from the properties they must never break:
   floor is lowered while it fires (reason ``floor-lowered``: an AF violation
   against the contract, traded knowingly for SF) and restored after.
 * WF — arrive → admit|reject, admit → dispatch|drop|fail,
-  dispatch → complete|fail: exactly the table below, one terminal each.
+  dispatch → complete|fail: exactly the table below, one terminal each; a
+  request cancelled while it waits for `decide` is rejected (never admitted).
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
 lazy deletion of cancelled entries, compacted when they exceed half the
@@ -59,7 +67,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
 from typing import Literal
@@ -78,8 +86,9 @@ from ..events import (
     Fail,
     Proposal,
     Reject,
+    proposal_record,
 )
-from .learners import LearnerFailure, checked_proposal
+from .learners import reject_reason, traced_proposal, usable_proposal
 from .request import Request
 from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
@@ -178,21 +187,7 @@ class _Entry:
         self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
 
 
-def _sanitised(p: Proposal) -> Proposal:
-    """A non-finite hint is ignored (recorded as none): it ranks like none and stays JSON-safe."""
-    h = p.priority_hint
-    if h is None or math.isfinite(h):
-        return p
-    return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
-
-
 _REJECT = Proposal(admit=False)
-
-
-def _learner_reason(p: Proposal) -> str:
-    if isinstance(p, LearnerFailure):  # the type only: reasons are metrics labels, messages unbounded
-        return f"learner-error: {p.reason.partition(':')[0]}"
-    return "learner"
 
 
 class DecisionCore:
@@ -271,29 +266,67 @@ class DecisionCore:
 
         ``proposal`` is the learner's, untrusted: anything that is not a
         well-typed `Proposal` is taken as a `LearnerFailure` (see
-        `learners.checked_proposal`).
+        `learners.checked_proposal`); it is traced on the arrive.
 
         Raises:
             EnforcementError: unknown tenant (403), a rid seen before, live or
                 ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
-        self._check_time(now)
-        if request.tenant not in self._tiers:
-            raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
-        self._check_new(request, now)
-        entry, capped = self._entry(request)
-        self._advance(now)
-        proposal = _sanitised(checked_proposal(proposal))
-        r = request
-        arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
-        if isinstance(proposal, LearnerFailure):  # traced as what it is: a reject, and why
-            why = MappingProxyType({"learner_error": proposal.reason})
-            arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, _REJECT, why)
+        entry, capped = self._entry(request, now)
+        proposal = usable_proposal(proposal)
+        r, (shown, why) = request, traced_proposal(proposal)
+        arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, shown, why)
         self._apply(entry, arrive)
-        decision = self._decide(entry, proposal, now)
+        decision = self._by_contract(entry, now) or self._by_learner(entry, proposal, now)
+        return self._decided(entry, [arrive], decision, now)
+
+    def receive(self, request: Request, now: float) -> list[Event]:
+        """The first of two steps: the Arrive now, and the decision too when the contract alone
+        makes it (floor, or excess under ``reject``); else the request waits for `decide`.
+
+        The Guard uses this to ask a learner after the arrival is recorded
+        (under a deadline), and only when its answer can matter.
+
+        Raises:
+            EnforcementError, TraceOrderError: as `arrive`.
+        """
+        entry, capped = self._entry(request, now)
+        r = request
+        out: list[Event] = [Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped)]
+        self._apply(entry, out[0])
+        decision = self._by_contract(entry, now)
+        return out if decision is None else self._decided(entry, out, decision, now)
+
+    def decide(self, rid: str, proposal: Proposal, now: float) -> list[Event]:
+        """The second step: the learner's answer decides a request `receive` left waiting.
+
+        The proposal (and a learner failure's ``learner_error``) is traced on
+        the Admit or Reject, since the Arrive was written before it existed.
+
+        Raises:
+            EnforcementError: ``rid`` is not waiting for a decision (state unchanged).
+        """
+        self._check_time(now)
+        entry = self._live.get(rid)
+        if entry is None or entry.state is not ReqState.ARRIVED:
+            raise EnforcementError(f"request {rid!r} is not waiting for a decision", status_hint=409)
+        self._advance(now)
+        proposal = usable_proposal(proposal)
+        decision = self._by_learner(entry, proposal, now)
+        shown, why = traced_proposal(proposal)
+        traced: dict[str, object] = {"proposal": proposal_record(shown), **why}
+        decision = replace(decision, extra=MappingProxyType(traced))
+        return self._decided(entry, [], decision, now)
+
+    def awaits_decision(self, rid: str) -> bool:
+        """True while ``rid`` was received and waits for `decide`."""
+        entry = self._live.get(rid)
+        return entry is not None and entry.state is ReqState.ARRIVED
+
+    def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         self._apply(entry, decision)
-        out: list[Event] = [arrive, decision]
+        out.append(decision)
         if entry.state is ReqState.QUEUED:
             self._fill(now, out)
         return out
@@ -320,13 +353,15 @@ class DecisionCore:
         return out
 
     def cancel(self, rid: str, now: float, reason: str = "cancelled") -> list[Event]:
-        """End a live request with ``fail`` (queued or in flight); idempotent for finished ones."""
+        """End a live request: ``fail`` (queued or in flight), or ``reject`` when it still waits for
+        `decide` (it was never admitted); idempotent for finished ones."""
         self._check_time(now)
         entry = self._live.get(rid)
         if entry is None:
             return []
         self._advance(now)
-        out: list[Event] = [Fail(now, rid, reason)]
+        end = Reject if entry.state is ReqState.ARRIVED else Fail  # not yet decided: it never was admitted
+        out: list[Event] = [end(now, rid, reason)]
         self._apply(entry, out[0])
         self._fill(now, out)
         return out
@@ -377,7 +412,7 @@ class DecisionCore:
         states = [e.state for e in self._live.values()]
         assert self._running == states.count(ReqState.RUNNING) <= self.contract.slots
         assert self._queued == states.count(ReqState.QUEUED)
-        assert all(s in (ReqState.QUEUED, ReqState.RUNNING) for s in states)
+        assert all(s in (ReqState.ARRIVED, ReqState.QUEUED, ReqState.RUNNING) for s in states)
         for tenant, (_, used) in self._floor_used.items():
             assert used <= self.contract.tenants[tenant].floor
         live_heap = sum(1 for item in self._heap if item[-1].state is ReqState.QUEUED)
@@ -416,26 +451,38 @@ class DecisionCore:
                 self._shapes[key] = shape
         return shape
 
-    def _entry(self, request: Request) -> tuple[_Entry, int]:
+    def _entry(self, request: Request, now: float) -> tuple[_Entry, int]:
+        """A new request's entry and capped tokens; raises (nothing changed) if it is refused."""
+        self._check_time(now)
+        if request.tenant not in self._tiers:
+            raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
+        self._check_new(request, now)
         rel, capped, lower, upper, w = self._shape(request)
         deadline = request.deadline if request.deadline is not None else request.t + rel
+        self._advance(now)
         return _Entry(request, deadline, lower, upper, w), capped
 
-    def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
+    def _by_contract(self, entry: _Entry, now: float) -> Admit | Reject | None:
+        """Count the arrival for entitlement; the decision when the contract alone makes it.
+
+        ``None``: the learner's answer decides (an unfloored tenant's surplus,
+        or a floored tenant's excess under ``demote``).
+        """
         req = entry.request
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
         if not self._floored[req.tenant]:
-            if proposal.admit:
-                return self._admit(entry, Basis.SURPLUS, proposal, now, k)
-            return Reject(now, req.rid, _learner_reason(proposal))
+            return None
         if entitled and self._floor_room(req.tenant, k, entry.weight):
-            return self._admit(entry, Basis.FLOOR, proposal, now, k)
-        reason = "excess" if not entitled else "floor-lowered"
-        if self._demote:
-            if proposal.admit:
-                return self._admit(entry, Basis.DEMOTED, proposal, now, k)
-            reason = _learner_reason(proposal)
-        return Reject(now, req.rid, reason)
+            return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
+        return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
+
+    def _by_learner(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
+        """Surplus (or demoted excess) as the learner proposes; a learner reject says why."""
+        req = entry.request
+        if not proposal.admit:
+            return Reject(now, req.rid, reject_reason(proposal))
+        basis = Basis.DEMOTED if self._floored[req.tenant] else Basis.SURPLUS
+        return self._admit(entry, basis, proposal, now, 0)
 
     def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float, k: int) -> Admit:
         """Admit on ``basis``; ``k`` is the arrival's window (from the entitlement count)."""

@@ -53,10 +53,11 @@ from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
+from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatch import Dispatcher, Response
 from .identity import Identity, IdentityBinder
-from .learners import AdmitAll, Learner, LoadView, consult
+from .learners import AdmitAll, Learner, LoadView
 from .request import Request
 from .watch import WatchConfig
 
@@ -89,6 +90,7 @@ class GuardStatistics:
     queue_depth: int
     sink_errors: int
     uncertain: int
+    learner_timeouts: int = 0
 
 
 class JsonlSink:
@@ -172,6 +174,8 @@ class Guard:
         contract: the contract to enforce.
         dispatcher: the backend edge.
         learner: the untrusted proposer (default `AdmitAll`).
+        learner_timeout: seconds the learner may take to answer (`bounded.BoundedLearner`;
+            default 0.1; ``None``: no limit, a synchronous learner asked inline).
         sinks: callables taking each event; those with ``close()`` are closed on exit.
         clock: time source (default `MonotonicClock`).
         binder: identity binding; ``None`` trusts ``request.tenant`` as already bound.
@@ -187,6 +191,7 @@ class Guard:
         dispatcher: Dispatcher,
         *,
         learner: Learner | None = None,
+        learner_timeout: float | None = DEFAULT_LEARNER_TIMEOUT,
         sinks: Sequence[Sink] = (),
         clock: Clock | None = None,
         binder: IdentityBinder | None = None,
@@ -207,7 +212,7 @@ class Guard:
             watch=watch,
         )
         self._dispatcher = dispatcher
-        self._learner: Learner = learner if learner is not None else AdmitAll()
+        self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self._binder = binder
@@ -250,11 +255,13 @@ class Guard:
             return Outcome(request.rid, "rejected", "unauthenticated")
         request = bound
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
-        proposal = consult(self._learner, request, view)  # a learner failure is a learner decision
-        events = self.core.arrive(request, proposal, now)  # raises before any state change
-        call = self._calls[request.rid] = _Call(request, asyncio.current_task())
+        if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
+            events = self.core.arrive(request, self._asker.ask_now(request, view), now)
+        else:  # arrival stamped now; the learner asked later, only if its answer can matter
+            events = self.core.receive(request, now)
+        call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
         self._handle(events)
-        return await self._run(call)
+        return await self._run(call, view)
 
     async def aclose(self) -> None:
         """Stop accepting; drain (or not), end what is left with ``shutdown``, close closable sinks."""
@@ -266,6 +273,7 @@ class Guard:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self._drain_timeout)
         self._stop_all("shutdown")
+        self._asker.close()
         self._close_sinks()
 
     def _close_sinks(self) -> None:
@@ -297,12 +305,16 @@ class Guard:
             queue_depth=self.core.queue_depth,
             sink_errors=self._sink_errors,
             uncertain=self.core.statistics().uncertain,
+            learner_timeouts=self._asker.timeouts,
         )
 
     # -- one request, in its caller's coroutine ---------------------------------------
-    async def _run(self, call: _Call) -> Outcome:
-        """Wait for a slot, dispatch, and return the outcome; every way out ends the request once."""
+    async def _run(self, call: _Call, view: LoadView) -> Outcome:
+        """Ask the learner if need be, wait for a slot, dispatch, and return the outcome; every
+        way out ends the request once."""
         try:
+            if self.core.awaits_decision(call.request.rid):
+                await self._decide(call, view)
             while call.outcome is None and not call.dispatched:
                 call.wake = asyncio.get_running_loop().create_future()
                 await call.wake
@@ -318,6 +330,18 @@ class Guard:
         else:
             self._absorb_stop(call)  # a dispatcher that swallowed or converted the Guard's cancel
         return self._outcome(call)
+
+    async def _decide(self, call: _Call, view: LoadView) -> None:
+        """Ask the learner (under its deadline, off the loop) and let the core decide."""
+        task = call.task
+        call.base = 0 if task is None else task.cancelling()
+        call.busy = True
+        try:
+            proposal = await self._asker.ask(call.request, view)
+        finally:
+            call.busy = False
+        if self.core.awaits_decision(call.request.rid):  # not ended meanwhile (shutdown)
+            self._handle(self.core.decide(call.request.rid, proposal, self._clock.now()))
 
     async def _dispatch(self, call: _Call) -> None:
         """Call the backend; report how it ended (a cancel aimed at the caller propagates)."""

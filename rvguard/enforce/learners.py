@@ -31,6 +31,7 @@ import numbers
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal, Protocol
 
 from ..contract import Contract
@@ -42,12 +43,17 @@ __all__ = [
     "LSQLearner",
     "Learner",
     "LearnerFailure",
+    "LearnerTimeout",
     "LoadView",
     "RandomLearner",
     "RejectAll",
     "checked_proposal",
     "consult",
+    "failure_from",
     "fit_least_squares",
+    "reject_reason",
+    "traced_proposal",
+    "usable_proposal",
 ]
 
 LSQMode = Literal["sheddable-only", "class-agnostic"]
@@ -88,6 +94,15 @@ class LearnerFailure(Proposal):
 
     admit: bool = False
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerTimeout(LearnerFailure):
+    """The proposal that stands in for a learner that did not answer within its deadline.
+
+    The core rejects the surplus with reason ``learner-timeout`` (the Guard's
+    ``learner_timeout``; the floor never waits for a learner).
+    """
 
 
 _REASON_CAP = 200  # a learner's message goes into every trace line it causes: keep it short
@@ -140,9 +155,9 @@ def _bad_field(rule: str, value: object) -> LearnerFailure:
 def _rebuilt(value: object) -> Proposal:
     """A plain `Proposal` or `LearnerFailure` from ``value``, or a failure naming the bad field."""
     if isinstance(value, LearnerFailure):
-        reason = value.reason
+        reason, kind = value.reason, LearnerTimeout if isinstance(value, LearnerTimeout) else LearnerFailure
         if isinstance(reason, str):
-            return LearnerFailure(reason=str.__str__(reason)[:_REASON_CAP])
+            return kind(reason=str.__str__(reason)[:_REASON_CAP])
         return _failure("TypeError", f"LearnerFailure.reason must be a str, got {type(reason).__name__}")
     if not isinstance(value, Proposal):
         if inspect.iscoroutine(value):
@@ -163,18 +178,55 @@ def _rebuilt(value: object) -> Proposal:
     return Proposal(admit=admit, objective=plain, priority_hint=as_float)
 
 
+def usable_proposal(value: object) -> Proposal:
+    """`checked_proposal`, and a non-finite hint ignored (recorded as none): it ranks like none
+    and stays JSON-safe. What the decision core acts on."""
+    p = checked_proposal(value)
+    h = p.priority_hint
+    if h is None or math.isfinite(h):
+        return p
+    return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
+
+
+_REJECT = Proposal(admit=False)
+_NO_ERROR: Mapping[str, str] = MappingProxyType({})
+
+
+def traced_proposal(p: Proposal) -> tuple[Proposal, Mapping[str, str]]:
+    """How a usable proposal is traced: a failure as what it is, a reject, with ``learner_error``."""
+    if isinstance(p, LearnerFailure):
+        return _REJECT, MappingProxyType({"learner_error": p.reason})
+    return p, _NO_ERROR
+
+
+def reject_reason(p: Proposal) -> str:
+    """The reason of a reject the learner decided: ``learner``, ``learner-timeout`` or
+    ``learner-error: <ExceptionType>`` (the type only: reasons are metrics labels)."""
+    if isinstance(p, LearnerTimeout):
+        return "learner-timeout"
+    if isinstance(p, LearnerFailure):
+        return f"learner-error: {p.reason.partition(':')[0]}"
+    return "learner"
+
+
 def consult(learner: Learner, request: Request, view: LoadView) -> Proposal:
-    """Ask ``learner``; a raise (any `Exception`) or an ill-typed answer becomes a `LearnerFailure`.
+    """Ask ``learner`` about a read-only copy of ``request`` (`Request.read_only`); a raise (any
+    `Exception`) or an ill-typed answer becomes a `LearnerFailure`.
 
     `BaseException` that is not an `Exception` (KeyboardInterrupt,
     asyncio.CancelledError, SystemExit) propagates: it is not the learner's
     decision but the process being stopped.
     """
     try:
-        value = learner.propose(request, view)
+        value = learner.propose(request.read_only(), view)
     except Exception as exc:  # noqa: BLE001 - a learner failure is a learner decision (module doc)
-        return _failure(type(exc).__name__, exc)
+        return failure_from(exc)
     return checked_proposal(value)
+
+
+def failure_from(exc: BaseException) -> LearnerFailure:
+    """The proposal that stands in for a learner that raised ``exc``."""
+    return _failure(type(exc).__name__, exc)
 
 
 class AdmitAll:
