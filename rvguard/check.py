@@ -9,6 +9,7 @@ out, and checks the rest — nothing is skipped silently.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,11 +18,13 @@ from typing import Any, TextIO
 
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
-from .events import Event
+from .events import Event, EventKind
 from .io import iter_records
 from .io.columnar import ColumnarTrace
+from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
+from .progress import display, showing, task
 from .verdict import Violation
 
 __all__ = ["BadLine", "CheckReport", "check_trace"]
@@ -80,42 +83,41 @@ class CheckReport:
         }
 
 
-class _Progress:
-    """A progress line on a terminal's stderr for long traces; silent elsewhere."""
-
-    def __init__(self, path: str, stream: TextIO | None) -> None:
-        self.stream = stream
-        self.size = os.path.getsize(path) if stream is not None and os.path.isfile(path) else 0
-        self.enabled = stream is not None and self.size > 8_000_000
-        self.start = time.monotonic()
-        self.last = self.start
-
-    def tick(self, line: int) -> None:
-        if not self.enabled or line & 0x3FFF:
-            return
-        now = time.monotonic()
-        if now - self.last < 0.5:
-            return
-        self.last = now
-        rate = line / max(now - self.start, 1e-9)
-        assert self.stream is not None
-        self.stream.write(f"\rchecking: {line:,} lines, {rate:,.0f} lines/s")
-        self.stream.flush()
-
-    def done(self) -> None:
-        if self.enabled and self.stream is not None:
-            self.stream.write("\n")
+def _line_count(path: str) -> int | None:
+    """Lines in a text trace, counted in C-speed chunks (a percent needs a total); None for others."""
+    if path == "-" or not os.path.isfile(path) or path.endswith((".parquet", ".pq")):
+        return None
+    count = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
 
 
 def _protocol_error(v: Violation, path: str, line: int) -> TraceProtocolError:
-    field_name = "rid" if "duplicate" in v.detail or "never arrived" in v.detail else "kind"
+    """The bad line a WF violation makes: the rid is at fault when it is unknown or arrives twice.
+
+    Read from data, never from the prose: the lifecycle stage the request was
+    in (the violation's ``location``) and the kind of the refused event.
+    """
+    stage = Stage(v.context["location"])
+    kind = v.witness[-1].kind
+    field_name = "rid" if stage is INITIAL or kind is EventKind.ARRIVE else "kind"
     return TraceProtocolError(v.detail, path=path, line=line, field=field_name)
 
 
-def _records(path: str, progress: _Progress) -> Iterator[tuple[int, Event | TraceError]]:
-    for line, item in iter_records(path):
-        progress.tick(line)
-        yield line, item
+def _records(path: str) -> Iterator[tuple[int, Event | TraceError]]:
+    """The trace's records; under a progress display, a bar with percent and rate."""
+    total = _line_count(path) if showing() else None
+    with task(f"checking {os.path.basename(path)}", total=total, unit="line") as advance:
+        done = last = 0
+        for line, item in iter_records(path):
+            if not line & 0xFFF:
+                advance(line - done)
+                done = line
+            last = line
+            yield line, item
+        advance(last - done)
 
 
 class _Run:
@@ -173,7 +175,8 @@ def check_trace(
         properties: property names to report.
         lenient: leave bad lines out (recorded) instead of stopping.
         phase_steps: run the phase sweep with this many phases.
-        progress: a stream for the progress line (used only on terminals).
+        progress: a stream for a progress bar (used only on terminals; the CLI shows one through
+            `rvguard.progress` instead).
         records: override the reader (tests).
 
     Raises:
@@ -181,12 +184,11 @@ def check_trace(
     """
     started = time.monotonic()
     monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]])
-    prog = _Progress(path, progress if progress is not None and progress.isatty() else None)
-    source = records(path) if records is not None else _records(path, prog)
     run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
-    for line, item in source:
-        run.take(line, item)
-    prog.done()
+    shown = display(progress) if progress is not None and progress.isatty() else contextlib.nullcontext()
+    with shown:
+        for line, item in records(path) if records is not None else _records(path):
+            run.take(line, item)
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)

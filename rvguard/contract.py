@@ -9,19 +9,36 @@ verifier, simulator) must agree on them to the last float.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pydantic
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from .bounds import (
+    MAX_FLOOR,
+    MAX_SLOTS,
+    MAX_SPAN,
+    MAX_SPEC_BYTES,
+    MAX_TIER,
+    MAX_TIME,
+    MAX_TOKENS,
+    MAX_WEIGHT,
+    MIN_WINDOW,
+    shown,
+)
 from .errors import SpecError
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 __all__ = [
+    "INT_MAX",
     "Bound",
     "Contract",
     "CreditMode",
@@ -62,17 +79,21 @@ class Bound(BaseModel, frozen=True, extra="forbid"):
     A plain number in a contract file means ``{base: number, per_token: 0}``.
     """
 
-    base: float = Field(ge=0.0)
-    per_token: float = Field(default=0.0, ge=0.0)
+    base: float = Field(ge=0.0, le=MAX_SPAN)
+    per_token: float = Field(default=0.0, ge=0.0, le=MAX_SPAN)
 
     @field_validator("base", "per_token")
     @classmethod
     def _check_finite(cls, v: float) -> float:
         return _finite(v, "bound")
 
-    def at(self, tokens: int | None) -> float:
-        """The bound for ``tokens`` output tokens (``None`` counts as 0)."""
-        return self.base + self.per_token * (tokens or 0)
+    @overload
+    def at(self, tokens: int | None) -> float: ...
+    @overload
+    def at(self, tokens: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def at(self, tokens: int | npt.NDArray[Any] | None) -> float | npt.NDArray[Any]:
+        """The bound for ``tokens`` output tokens (``None`` counts as 0; an array gives an array)."""
+        return self.base + self.per_token * (0 if tokens is None else tokens)
 
 
 def _bound_from_number(v: Any) -> Any:
@@ -92,8 +113,8 @@ class Service(BaseModel, frozen=True, extra="forbid"):
     no-doomed-dispatch property.
     """
 
-    s_max: float = Field(gt=0.0)
-    s_max_opp: float | None = Field(default=None, gt=0.0)
+    s_max: float = Field(gt=0.0, le=MAX_SPAN)
+    s_max_opp: float | None = Field(default=None, gt=0.0, le=MAX_SPAN)
     lower: Bound = Bound(base=0.0)
     upper: Bound | None = None
 
@@ -120,10 +141,10 @@ class Tenant(BaseModel, frozen=True, extra="forbid"):
     tenant's requests.
     """
 
-    floor: float = Field(default=0, ge=0)
-    deadline: float = Field(gt=0.0)
-    tier: int = Field(default=0, ge=0)
-    s_max: float | None = Field(default=None, gt=0.0)
+    floor: float = Field(default=0, ge=0, le=MAX_FLOOR)
+    deadline: float = Field(gt=0.0, le=MAX_SPAN)
+    tier: int = Field(default=0, ge=0, le=MAX_TIER)
+    s_max: float | None = Field(default=None, gt=0.0, le=MAX_SPAN)
 
     @field_validator("floor", "deadline")
     @classmethod
@@ -139,8 +160,8 @@ class Tenant(BaseModel, frozen=True, extra="forbid"):
 class TokenWeights(BaseModel, frozen=True, extra="forbid"):
     """w(R) = prompt · prompt_tokens + output · capped max_tokens (token credits)."""
 
-    prompt: float = Field(default=1.0, ge=0.0)
-    output: float = Field(default=1.0, ge=0.0)
+    prompt: float = Field(default=1.0, ge=0.0, le=MAX_WEIGHT)
+    output: float = Field(default=1.0, ge=0.0, le=MAX_WEIGHT)
 
 
 class Contract(BaseModel, frozen=True, extra="forbid"):
@@ -150,10 +171,10 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         SpecError: on any invalid field, naming the field and the value.
     """
 
-    epoch: float = 0.0
-    window: float = Field(gt=0.0)
-    slots: int = Field(ge=1)
-    output_cap: int = Field(default=48, ge=1)
+    epoch: float = Field(default=0.0, ge=-MAX_TIME, le=MAX_TIME)
+    window: float = Field(ge=MIN_WINDOW, le=MAX_SPAN)
+    slots: int = Field(ge=1, le=MAX_SLOTS)
+    output_cap: int = Field(default=48, ge=1, le=MAX_TOKENS)
     excess: ExcessPolicy = ExcessPolicy.REJECT
     credit: CreditMode = CreditMode.COUNT
     token_weights: TokenWeights = TokenWeights()
@@ -234,8 +255,18 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         """Credit a request spends: 1 with count credits, w(R) with token credits."""
         if self.credit is CreditMode.COUNT:
             return 1.0
+        return self.token_weight(prompt_tokens or 0, self.capped_tokens(max_tokens))
+
+    @overload
+    def token_weight(self, prompt: int, capped: int) -> float: ...
+    @overload
+    def token_weight(self, prompt: npt.NDArray[Any], capped: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
+    def token_weight(
+        self, prompt: int | npt.NDArray[Any], capped: int | npt.NDArray[Any]
+    ) -> float | npt.NDArray[Any]:
+        """w(R) = prompt · prompt_tokens + output · capped output tokens (scalars or arrays alike)."""
         w = self.token_weights
-        return w.prompt * (prompt_tokens or 0) + w.output * self.capped_tokens(max_tokens)
+        return w.prompt * prompt + w.output * capped
 
     def window_index(self, t: float, *, origin: float | None = None) -> int:
         """Index k of the tumbling window ``[t0 + kW, t0 + (k+1)W)`` holding ``t``."""
@@ -313,43 +344,93 @@ def _format_location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc if p != "function-after[_check_consistency(), Contract]")
 
 
-def _spec_error(err: pydantic.ValidationError, source: str) -> SpecError:
-    first = err.errors()[0]
-    field = _format_location(first["loc"])
-    msg = first["msg"]
-    if first["type"] == "value_error" and ": " in msg and not field:
+def _problem(item: Mapping[str, Any], where: str) -> SpecError:
+    """One of pydantic's errors as a `SpecError` naming its field and value."""
+    field = _format_location(item["loc"])
+    msg = item["msg"]
+    if item["type"] == "value_error" and ": " in msg and not field:
         # model-level checks carry the field in their message: "service.lower: ..."
         msg = msg.removeprefix("Value error, ")
         field, _, msg = msg.partition(": ")
-    value = first.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    where = f"{source}: " if source else ""
-    return SpecError(f"{where}{field or 'contract'}: {msg}{shown}", field=field, value=value)
+    value = item.get("input")
+    got = "" if isinstance(value, dict) else f" (got {shown(value)})"
+    return SpecError(f"{where}{field or 'contract'}: {msg}{got}", field=field, value=value)
 
 
-def _first_bool(data: Any, path: str = "") -> tuple[str, bool] | None:
-    """The first boolean in ``data`` (a contract has no boolean field: ``slots: true`` is a slip)."""
-    if isinstance(data, bool):
-        return path, data
-    if isinstance(data, Mapping):
-        for key, value in data.items():
-            found = _first_bool(value, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
+INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
+
+
+def _numbers(annotation: Any) -> tuple[type, ...]:
+    """The number types a field annotated ``annotation`` holds (() when it holds something else)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    args = typing.get_args(annotation) if union else (annotation,)
+    kinds = tuple(a for a in args if a in (int, float))
+    return kinds if kinds and all(a in (int, float, type(None)) for a in args) else ()
+
+
+def _child(shape: Any, key: Any) -> Any:
+    """The annotation of ``key`` inside a value annotated ``shape`` (None: not a known field)."""
+    if typing.get_origin(shape) is dict:
+        return typing.get_args(shape)[1]
+    for model in (shape, *typing.get_args(shape)):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            info = model.model_fields.get(str(key))
+            return None if info is None else info.annotation
     return None
 
 
+def _slip(value: Any, annotation: Any) -> str | None:
+    """Why ``value`` cannot fill a field annotated ``annotation`` although pydantic would coerce it."""
+    kinds = _numbers(annotation)
+    if isinstance(value, bool):
+        return f"expected a number, got {value!r}"  # no contract field is boolean: `slots: true` slips
+    if kinds and isinstance(value, str):  # a quoted number is as likely a typo as a value: refused
+        return f"expected a number, got the string {shown(value)} (write it without quotes)"
+    if kinds == (int,) and isinstance(value, int | float) and abs(value) > INT_MAX:
+        return f"expected a whole number of at most {INT_MAX}, got {shown(value)}"
+    return None
+
+
+def _slips(data: Any, shape: Any = Contract, path: str = "") -> list[SpecError]:
+    """Each type slip in ``data`` (a boolean anywhere, a quoted number, an integer out of range),
+    naming its field; pydantic would coerce the first two silently."""
+    problem = _slip(data, shape) if path else None
+    if problem is not None:
+        return [SpecError(f"{path}: {problem}", field=path, value=data)]
+    if not isinstance(data, Mapping):
+        return []
+    return [
+        slip
+        for key, value in data.items()
+        for slip in _slips(value, _child(shape, key), f"{path}.{key}" if path else str(key))
+    ]
+
+
+def _together(errors: Sequence[SpecError]) -> SpecError:
+    """One error for all of them: the first's message, then each other on a line of its own."""
+    if len(errors) == 1:
+        return errors[0]
+    first = errors[0]
+    message = "".join([str(first), *(f"\n  {e}" for e in errors[1:])])
+    return SpecError(message, field=first.field, value=first.value, errors=errors)
+
+
 def contract_from_mapping(data: Mapping[str, Any], *, source: str = "") -> Contract:
-    """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`."""
-    slip = _first_bool(data)
-    if slip is not None:
-        where = f"{source}: " if source else ""
-        field, value = slip
-        raise SpecError(f"{where}{field}: expected a number, got {value!r}", field=field, value=value)
+    """Build a contract from parsed YAML/JSON, turning validation errors into `SpecError`.
+
+    Every problem is reported at once (`SpecError.errors`): each type slip and each of
+    pydantic's field errors; the cross-field checks run once the fields are valid.
+    """
+    where = f"{source}: " if source else ""
+    errors = [SpecError(f"{where}{e}", field=e.field, value=e.value) for e in _slips(data)]
     try:
-        return Contract.model_validate(dict(data))
+        contract = Contract.model_validate(dict(data))
     except pydantic.ValidationError as err:
-        raise _spec_error(err, source) from None
+        slipped = {e.field for e in errors}
+        errors += [e for e in (_problem(i, where) for i in err.errors()) if e.field not in slipped]
+    if errors:
+        raise _together(errors)
+    return contract
 
 
 def _line_of(text: str, field: str) -> int | None:
@@ -357,7 +438,7 @@ def _line_of(text: str, field: str) -> int | None:
     import yaml
 
     try:
-        node = yaml.compose(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return None
     line = None
@@ -371,30 +452,53 @@ def _line_of(text: str, field: str) -> int | None:
     return line
 
 
+def _parse_file(p: Path) -> tuple[str, Any]:
+    """The text of a contract file and its parsed data (`rvguard.untrusted`'s rules)."""
+    from .untrusted import StructureError, load_json, load_yaml, read_text
+
+    kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
+    try:
+        text = read_text(p, limit=MAX_SPEC_BYTES)
+    except OSError as err:
+        raise SpecError(f"{p}: cannot read contract: {err.strerror or err}", field="", value=str(p)) from None
+    except StructureError as err:
+        raise SpecError(f"{p}: not a contract: {err}") from None
+    import yaml
+
+    try:
+        return text, load_json(text) if kind == "JSON" else load_yaml(text)
+    except StructureError as err:
+        where = f"{p}:{err.line}" if err.line else f"{p}"
+        raise SpecError(f"{where}: {err}", field=err.key) from None
+    except (ValueError, yaml.YAMLError) as err:
+        raise SpecError(f"{p}: not valid {kind}: {err}") from None
+
+
 def load_contract(path: str | Path) -> Contract:
     """Load a contract from a ``.yaml``/``.yml`` or ``.json`` file.
+
+    The file is read under `rvguard.untrusted`'s rules: at most
+    ``MAX_SPEC_BYTES``, UTF-8 (a leading BOM is ignored), nesting at most
+    ``MAX_DEPTH`` deep, YAML aliases within a budget, no key twice.
 
     Raises:
         SpecError: unreadable file, bad syntax, or an invalid field.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"{p}: cannot read contract: {err.strerror}", field="", value=str(p)) from None
-    import yaml
-
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise SpecError(f"{p}: not valid {p.suffix.lstrip('.').upper() or 'YAML'}: {err}") from None
+    text, data = _parse_file(p)
     if not isinstance(data, Mapping):
         raise SpecError(f"{p}: a contract must be a mapping, got {type(data).__name__}")
     try:
         return contract_from_mapping(data, source=str(p))
     except SpecError as err:
-        line = _line_of(text, err.field)
-        if line is None:
-            raise
-        located = str(err).replace(f"{p}: ", f"{p}:{line}: ", 1)
-        raise SpecError(located, field=err.field, value=err.value) from None
+        located = sorted((_located(e, text, p) for e in err.errors), key=lambda pair: pair[0])
+        raise _together([e for _, e in located]) from None
+
+
+def _located(err: SpecError, text: str, p: Path) -> tuple[float, SpecError]:
+    """(line, the error naming its line): the line of its field in the file, when found."""
+    line = _line_of(text, err.field)
+    if line is None:
+        return math.inf, err
+    located = str(err).replace(f"{p}: ", f"{p}:{line}: ", 1)
+    return line, SpecError(located, field=err.field, value=err.value)

@@ -5,27 +5,34 @@ exceptions. Exceptions mean misuse: a bad contract, a bad trace record, time
 going backwards, a missing optional dependency.
 
     RvguardError
-    ├── SpecError (ValueError)            a contract field is wrong: .field, .value
+    ├── SpecError (ValueError)            a contract field is wrong: .field, .value (.errors: all)
     ├── TraceError (ValueError)           a trace record is wrong: .path, .line, .field
     │   ├── TraceFormatError              malformed JSON/CSV, missing or mistyped field
     │   ├── TraceOrderError               a timestamp earlier than the one before
     │   ├── TraceProtocolError            the record breaks the WF protocol (strict reading)
     │   └── UnknownTenantError            an event names a tenant the contract lacks
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
+    ├── LifecycleError (RuntimeError)     the lifecycle table, or a consumer derived from it, disagrees
+    ├── StoreUnavailableError (ConnectionError)  the shared credit store did not answer in time
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
-        └── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
+        ├── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
+        └── DispatchError                 the backend failed a request: .status_hint, .error, .reason
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "DispatchError",
     "EnforcementError",
+    "LifecycleError",
     "MissingExtraError",
     "RvguardError",
     "SinkError",
     "SpecError",
+    "StoreUnavailableError",
     "TraceError",
     "TraceFormatError",
     "TraceOrderError",
@@ -44,11 +51,17 @@ class SpecError(RvguardError, ValueError):
     Attributes:
         field: dotted path of the offending field, e.g. ``tenants.assured.floor``.
         value: the offending value (``None`` when the field is missing).
+        errors: every problem found at once, each a `SpecError` naming one field (a
+            contract with three bad fields reports all three); ``(self,)`` for one.
+            ``field`` and ``value`` are the first's.
     """
 
-    def __init__(self, message: str, *, field: str = "", value: Any = None) -> None:
+    def __init__(
+        self, message: str, *, field: str = "", value: Any = None, errors: Sequence[SpecError] = ()
+    ) -> None:
         self.field = field
         self.value = value
+        self.errors: tuple[SpecError, ...] = tuple(errors) or (self,)
         super().__init__(message)
 
 
@@ -67,7 +80,7 @@ class TraceError(RvguardError, ValueError):
         self.field = field
         self.reason = message
         where = f"{path}:{line}" if line else path
-        what = f" field '{field}'" if field else ""
+        what = f" field {field!r}" if field else ""  # repr: a field name read from a file may hold escapes
         super().__init__(f"{where}:{what} {message}")
 
     def located(self, *, path: str, line: int) -> TraceError:
@@ -98,6 +111,30 @@ class MissingExtraError(RvguardError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(f"{package} is not installed: pip install 'rvguard[{extra}]'")
+
+
+class LifecycleError(RvguardError, RuntimeError):
+    """The request lifecycle table, or a table derived from it, is inconsistent.
+
+    Raised at import (a programming error, never a user's): the message names
+    the stages, kinds or edges that disagree.
+    """
+
+
+class StoreUnavailableError(RvguardError, ConnectionError):
+    """The shared credit store (Redis) did not answer, or not in time, or answered nonsense.
+
+    `rvguard.fleet.credits` catches it and falls back to the replica's static
+    share, saying so in its statistics and its log; it never reaches a caller.
+
+    Attributes:
+        maybe_run: ``False`` only when the call surely never reached the store
+            (the connection was refused); otherwise it may have taken effect.
+    """
+
+    def __init__(self, message: str, *, maybe_run: bool = True) -> None:
+        self.maybe_run = maybe_run
+        super().__init__(message)
 
 
 class EnforcementError(RvguardError, RuntimeError):
@@ -131,3 +168,20 @@ class SinkError(EnforcementError):
         self.outcome = outcome
         self.event = event
         super().__init__(message, status_hint=500)
+
+
+class DispatchError(EnforcementError):
+    """The backend failed the request.
+
+    Attributes:
+        status_hint: the backend's HTTP status (502/504 for transport failures).
+        error: the backend's own error object (OpenAI's ``message``, ``type``, ``param``,
+            ``code``), kept so an edge can relay it as it came; ``None`` when it sent none.
+        reason: the ``fail`` reason the Guard records; ``""`` for the default
+            ``DispatchError: <message>`` (see `rvguard.enforce.dispatch.failure_reason`).
+    """
+
+    def __init__(self, message: str, *, status_hint: int = 502, error: Any = None, reason: str = "") -> None:
+        self.error = error
+        self.reason = reason
+        super().__init__(message, status_hint=status_hint)

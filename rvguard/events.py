@@ -2,23 +2,30 @@
 
 A trace is a sequence of events in non-decreasing time. Every event has
 ``t`` (float seconds), ``rid`` and its ``kind``; the other fields depend on
-the kind. Unknown fields read from a file are kept in ``extra`` (never an
+the kind. The kinds, their codes and which sequences of them are legal are
+defined once, in `rvguard.lifecycle`; this module gives each kind its
+record. Unknown fields read from a file are kept in ``extra`` (never an
 error, never lost). `event_from_dict` / `event_to_dict` are the one mapping
 between records and objects; the readers in `rvguard.io` build on them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
-from .errors import TraceFormatError
+from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
+from .errors import LifecycleError, TraceFormatError
+from .lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, KINDS, REJECT
+from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
+from .lifecycle import EventKind as EventKind
 
 __all__ = [
+    "CLIENT_ERROR",
+    "EVENT_CLASSES",
     "TERMINAL_KINDS",
     "Admit",
     "Arrive",
@@ -33,6 +40,7 @@ __all__ = [
     "Reject",
     "event_from_dict",
     "event_to_dict",
+    "is_client_error",
     "proposal_record",
 ]
 
@@ -43,31 +51,12 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-class EventKind(StrEnum):
-    """The seven event kinds of DESIGN §2.
-
-    Each event class also carries ``code``, the kind's position in this enum,
-    so hot paths index tables by a small int instead of hashing an Enum.
-    """
-
-    ARRIVE = "arrive"
-    ADMIT = "admit"
-    REJECT = "reject"
-    DISPATCH = "dispatch"
-    COMPLETE = "complete"
-    DROP = "drop"
-    FAIL = "fail"
-
-
 class Basis(StrEnum):
     """Why a request was admitted."""
 
     FLOOR = "floor"
     SURPLUS = "surplus"
     DEMOTED = "demoted"
-
-
-TERMINAL_KINDS = frozenset({EventKind.REJECT, EventKind.COMPLETE, EventKind.DROP, EventKind.FAIL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +84,7 @@ class Arrive:
     proposal: Proposal | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ARRIVE
-    code: ClassVar[int] = 0
+    code: ClassVar[int] = ARRIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +96,7 @@ class Admit:
     basis: Basis = Basis.SURPLUS
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.ADMIT
-    code: ClassVar[int] = 1
+    code: ClassVar[int] = ADMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +108,7 @@ class Reject:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.REJECT
-    code: ClassVar[int] = 2
+    code: ClassVar[int] = REJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +119,7 @@ class Dispatch:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DISPATCH
-    code: ClassVar[int] = 3
+    code: ClassVar[int] = DISPATCH
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +130,7 @@ class Complete:
     rid: str
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.COMPLETE
-    code: ClassVar[int] = 4
+    code: ClassVar[int] = COMPLETE
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +142,7 @@ class Drop:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.DROP
-    code: ClassVar[int] = 5
+    code: ClassVar[int] = DROP
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,20 +154,38 @@ class Fail:
     reason: str = ""
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.FAIL
-    code: ClassVar[int] = 6
+    code: ClassVar[int] = FAIL
 
 
 Event: TypeAlias = Arrive | Admit | Reject | Dispatch | Complete | Drop | Fail
 
-_CLASSES: dict[str, type[Event]] = {
-    "arrive": Arrive,
-    "admit": Admit,
-    "reject": Reject,
-    "dispatch": Dispatch,
-    "complete": Complete,
-    "drop": Drop,
-    "fail": Fail,
-}
+#: the ``fail`` reason (alone or as ``client-error: <detail>``) of a request the backend refused as
+#: the client's own mistake (an HTTP 4xx such as a malformed field or an unknown model): the
+#: service was not at fault, so SF does not count it against the guard; AF and WF judge it as any fail
+CLIENT_ERROR = "client-error"
+
+
+def is_client_error(reason: str) -> bool:
+    """True when a ``fail`` reason says the client, not the service, failed the request."""
+    return reason == CLIENT_ERROR or reason.startswith(CLIENT_ERROR + ":")
+
+
+#: the record class of each kind (the core and the columnar form build events through it)
+EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
+    {cls.kind: cls for cls in (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)}
+)
+_CLASSES: dict[str, type[Event]] = {k.value: cls for k, cls in EVENT_CLASSES.items()}
+
+
+def _check_classes() -> None:
+    """Import-time: one record class per lifecycle kind, each carrying its kind's code."""
+    missing = [k.value for k in KINDS if k not in EVENT_CLASSES]
+    wrong = [c.__name__ for c in EVENT_CLASSES.values() if c.code != CODE[c.kind]]
+    if missing or wrong:
+        raise LifecycleError(f"events: no record for kinds {missing}; wrong code on {wrong}")
+
+
+_check_classes()
 _KNOWN: dict[str, frozenset[str]] = {
     "arrive": frozenset(
         {"t", "kind", "rid", "tenant", "deadline", "prompt_tokens", "max_tokens", "proposal"}
@@ -193,14 +200,13 @@ _KNOWN: dict[str, frozenset[str]] = {
 
 
 def _time(value: Any, name: str) -> float:
+    """A time field: finite, 0 ≤ v ≤ MAX_TIME (`rvguard.bounds`), compared before any float cast."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TraceFormatError(f"must be a number, got {value!r}", field=name)
-    v = float(value)
-    if not math.isfinite(v):
-        raise TraceFormatError(f"must be finite, got {value!r}", field=name)
-    if v < 0:
-        raise TraceFormatError(f"must not be negative, got {value!r}", field=name)
-    return v
+        raise TraceFormatError(f"must be a number, got {shown(value)}", field=name)
+    if not 0 <= value <= MAX_TIME:  # int compares exactly: a 400-digit int never meets float()
+        what = "must not be negative" if value < 0 else f"must be finite and at most {MAX_TIME:g} s"
+        raise TraceFormatError(f"{what}, got {shown(value)}", field=name)
+    return float(value)
 
 
 def _opt_int(value: Any, name: str) -> int | None:
@@ -209,11 +215,10 @@ def _opt_int(value: Any, name: str) -> int | None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
+        or not 0 <= value <= MAX_TOKENS  # also refuses NaN
         or value != int(value)
-        or value < 0
     ):
-        raise TraceFormatError(f"must be a non-negative whole number, got {value!r}", field=name)
+        raise TraceFormatError(f"must be a whole number in [0, {MAX_TOKENS}], got {shown(value)}", field=name)
     return int(value)
 
 
@@ -221,10 +226,23 @@ def _text(value: Any, name: str, *, required: bool) -> str:
     if value is None and not required:
         return ""
     if isinstance(value, str) and (value or not required):
+        if not value.isascii():
+            _unicode(value, name)
         return value
     if isinstance(value, int) and not isinstance(value, bool) and name == "rid":
+        if abs(value) > MAX_RID_INT:
+            raise TraceFormatError(f"an integer rid must fit in 64 bits, got {shown(value)}", field=name)
         return str(value)
-    raise TraceFormatError(f"must be a non-empty string, got {value!r}", field=name)
+    raise TraceFormatError(f"must be a non-empty string, got {shown(value)}", field=name)
+
+
+def _unicode(value: str, name: str) -> None:
+    """Refuse text that UTF-8 cannot carry (a lone surrogate such as ``"\\ud800"`` in JSON)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = f"U+{ord(value[exc.start]):04X}"
+        raise TraceFormatError(f"not valid Unicode text (a lone surrogate {bad})", field=name) from None
 
 
 def _proposal(value: Any) -> Proposal | None:
@@ -233,31 +251,40 @@ def _proposal(value: Any) -> Proposal | None:
     if isinstance(value, Proposal):
         return value
     if not isinstance(value, Mapping):
-        raise TraceFormatError(f"must be an object, got {value!r}", field="proposal")
+        raise TraceFormatError(f"must be an object, got {shown(value)}", field="proposal")
     unknown = set(value) - {"admit", "objective", "priority_hint"}
     if unknown:
-        raise TraceFormatError(f"unknown keys {sorted(unknown)}", field="proposal")
+        raise TraceFormatError(f"unknown keys {shown(sorted(map(str, unknown)))}", field="proposal")
     admit = value.get("admit", True)
     if not isinstance(admit, bool):
-        raise TraceFormatError(f"must be true or false, got {admit!r}", field="proposal.admit")
+        raise TraceFormatError(f"must be true or false, got {shown(admit)}", field="proposal.admit")
     objective = value.get("objective")
-    if objective is not None and not isinstance(objective, str):
-        raise TraceFormatError(f"must be a string, got {objective!r}", field="proposal.objective")
+    if objective is not None:
+        objective = _text(objective, "proposal.objective", required=False)
     hint = value.get("priority_hint")
     if hint is not None and (
-        isinstance(hint, bool) or not isinstance(hint, int | float) or not math.isfinite(hint)
+        isinstance(hint, bool) or not isinstance(hint, int | float) or not -MAX_DOUBLE <= hint <= MAX_DOUBLE
     ):
-        raise TraceFormatError(f"must be a number, got {hint!r}", field="proposal.priority_hint")
+        raise TraceFormatError(f"must be a finite number, got {shown(hint)}", field="proposal.priority_hint")
     return Proposal(admit=admit, objective=objective, priority_hint=None if hint is None else float(hint))
 
 
+def _deadline(value: Any, t: float) -> float | None:
+    """An absolute deadline: a time, and never before the arrival it belongs to."""
+    if value is None:
+        return None
+    deadline = _time(value, "deadline")
+    if deadline < t:
+        raise TraceFormatError(f"is before the arrival time t = {t!r}, got {deadline!r}", field="deadline")
+    return deadline
+
+
 def _arrive(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Arrive:
-    deadline = rec.get("deadline")
     return Arrive(
         t=t,
         rid=rid,
         tenant=_text(rec.get("tenant"), "tenant", required=True),
-        deadline=None if deadline is None else _time(deadline, "deadline"),
+        deadline=_deadline(rec.get("deadline"), t),
         prompt_tokens=_opt_int(rec.get("prompt_tokens"), "prompt_tokens"),
         max_tokens=_opt_int(rec.get("max_tokens"), "max_tokens"),
         proposal=_proposal(rec.get("proposal")),
@@ -271,7 +298,7 @@ def _admit(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
         return Admit(t=t, rid=rid, basis=Basis(basis), extra=extra)
     except ValueError:
         raise TraceFormatError(
-            f"must be one of floor, surplus, demoted, got {basis!r}", field="basis"
+            f"must be one of floor, surplus, demoted, got {shown(basis)}", field="basis"
         ) from None
 
 
@@ -282,10 +309,10 @@ def event_from_dict(rec: Mapping[str, Any]) -> Event:
         TraceFormatError: a missing, mistyped or out-of-range field (``.field`` names it).
     """
     kind = rec.get("kind")
-    if kind not in _CLASSES:
+    if not isinstance(kind, str) or kind not in _CLASSES:
         if kind is None:
             raise TraceFormatError("is missing", field="kind")
-        raise TraceFormatError(f"unknown event kind {kind!r}", field="kind")
+        raise TraceFormatError(f"unknown event kind {shown(kind)}", field="kind")
     if "t" not in rec:
         raise TraceFormatError("is missing", field="t")
     t = _time(rec["t"], "t")

@@ -1,4 +1,11 @@
-"""Plain-text tables for people; `--json` output is built by each result's ``to_dict``."""
+"""Plain-text tables for people; `--json` output is built by each result's ``to_dict``.
+
+Text that comes from a trace (rids, reasons, field names, the file name) is
+shown through `printable`: a crafted rid must not be able to move the
+cursor, colour the terminal or print a line of its own (a fake
+``verdict:``), so control and format characters, line separators and lone
+surrogates are written as escapes, and a backslash as two.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from collections.abc import Sequence
 from .check import CLAIMS, P95_NOTE, CheckReport
 from .monitors import Metrics
 
-__all__ = ["render_check", "table"]
+__all__ = ["printable", "render_check", "table"]
 
 _MAX_VIOLATIONS = 20
 
@@ -21,12 +28,27 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (and ``\\``) escaped; printable text unchanged."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    if c.isprintable() or c == " ":
+        return c
+    return c.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    return printable(str(value))
 
 
 def _pct(x: float | None) -> str:
@@ -84,7 +106,10 @@ def _bad_lines(report: CheckReport) -> list[str]:
     if not report.bad_lines:
         return []
     out = ["", f"{len(report.bad_lines)} bad line(s) left out (--lenient):"]
-    out += [f"  line {b.line}: {b.field or 'record'}: {b.reason}" for b in report.bad_lines[:_MAX_VIOLATIONS]]
+    out += [
+        f"  line {b.line}: {printable(b.field or 'record')}: {printable(b.reason)}"
+        for b in report.bad_lines[:_MAX_VIOLATIONS]
+    ]
     if len(report.bad_lines) > _MAX_VIOLATIONS:
         out.append(f"  ... and {len(report.bad_lines) - _MAX_VIOLATIONS} more (use --json for all)")
     return out
@@ -105,7 +130,8 @@ def _phase(report: CheckReport) -> list[str]:
 def render_check(report: CheckReport) -> str:
     """The readable report of `rvguard check`."""
     m = report.metrics
-    head = f"trace: {report.trace}  ({m.events:,} events, {m.requests:,} requests, {report.seconds:.2f} s)"
+    size = f"{m.events:,} events, {m.requests:,} requests, {report.seconds:.2f} s"
+    head = f"trace: {printable(report.trace)}  ({size})"
     verdict = "verdict: " + ("no violation so far" if report.holds else "VIOLATED")
     out = [
         head,

@@ -17,6 +17,7 @@ from rvguard import errors
         (errors.UnknownTenantError, ValueError),
         (errors.EnforcementError, RuntimeError),
         (errors.SinkError, RuntimeError),
+        (errors.LifecycleError, RuntimeError),
     ],
 )
 def test_every_error_is_an_rvguard_error_and_its_builtin(cls: type, builtin: type) -> None:

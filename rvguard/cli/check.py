@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ..errors import SpecError
 
@@ -54,7 +53,6 @@ def run(args: argparse.Namespace) -> bool:
         properties=props,
         lenient=args.lenient,
         phase_steps=args.phase_sweep,
-        progress=sys.stderr,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))

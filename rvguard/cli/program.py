@@ -8,9 +8,11 @@ command that a package declared as an experiment (``screen-eval``) as ``rvguard 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Collection, Sequence
 
+from .. import progress
 from ..errors import RvguardError
 from .exits import EXIT_INPUT, exit_code, report_error
 from .registry import Entry, load_table
@@ -79,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
     except SystemExit as stop:  # --help, --version (0) or a usage error (2): returned, as every exit is
         return stop.code if isinstance(stop.code, int) else EXIT_INPUT
+    shown = sys.stderr.isatty() and not getattr(args, "json", False)  # bars only for a person
     try:
-        return exit_code(args.run(args))
+        with progress.display() if shown else contextlib.nullcontext():
+            return exit_code(args.run(args))
     except (RvguardError, OSError) as err:  # bad input; anything else is a bug and keeps its traceback
         return report_error(args.command, err)

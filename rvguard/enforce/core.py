@@ -11,12 +11,17 @@ passing of time. Its outputs are the events of DESIGN §2, which go straight
 into traces and monitors: the decision *is* the event.
 
 Each live request is one instance of the per-request automaton in
-`TRANSITIONS` (states `ReqState`, edges labelled by event kind, each with one
-`Action` on the core's shared state). Every state change goes through
-`DecisionCore._apply`, which looks the edge up; a missing edge raises
-`EnforcementError` before anything changes (rejection is atomic). A request
-is forgotten once it reaches ``DONE`` but its rid is kept (`rids.SpentRids`):
-a rid is used once, as WF demands of a whole trace, so a reused one is refused.
+`TRANSITIONS`: the lifecycle's moves (`rvguard.lifecycle.MOVES`, states are
+its `Stage`), each paired with the `Action` its change of stage takes on the
+core's shared state (`ACTIONS`). Every
+state change goes through `DecisionCore._apply`, which looks the edge up; a
+missing edge raises `EnforcementError` before anything changes (rejection is
+atomic). A request is forgotten once it reaches ``DONE`` but its rid is kept
+(`rids.SpentRids`): a rid is used once, as WF demands of a whole trace, so a
+reused one is refused. At import the table is derived and checked: a move whose
+change of stage has no action must be listed in `NOT_EMITTED` with the
+reason, or the import fails naming it (so a stage or kind added to the
+lifecycle is decided here too).
 
 The edit rules come from the properties they must never break:
 
@@ -29,14 +34,11 @@ The edit rules come from the properties they must never break:
   well-typed `Proposal` (a learner that raised or returned garbage, see
   `learners.consult`) counts as a reject, traced as ``learner_error`` (type
   and message) and ``learner-error: <ExceptionType>`` as the reject reason
-  (bounded: reasons become metrics labels); a learner that missed its
-  deadline (`learners.LearnerTimeout`) rejects with ``learner-timeout``.
-  Two ways in: `arrive` takes the proposal with the arrival and traces it
-  on the arrive (the simulator; the Guard with rvguard's own learners);
-  `receive` records the arrival and at once decides what the contract alone
-  decides (floor; excess under ``reject``), so only surplus (and ``demote``
-  excess) waits for `decide`, whose proposal is traced on the admit or
-  reject. Either way entitlement is counted at the arrival, in order.
+  (bounded: reasons become metrics labels); ``learner-timeout`` for a late one.
+  `arrive` takes the proposal with the arrival (traced on it); `receive` +
+  `decide` ask it after: the contract's own decisions (floor, excess under
+  ``reject``) are made at the arrival and only surplus waits for `decide`
+  (its proposal traced on the admit/reject). Entitlement counts arrivals.
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
   sequence). The hint only reorders surplus within a tier (lower first; a
@@ -52,8 +54,9 @@ The edit rules come from the properties they must never break:
   exceed their ceiling or capacity stays below Σ B / W; with ``degrade`` the
   floor is lowered while it fires (reason ``floor-lowered``: an AF violation
   against the contract, traded knowingly for SF) and restored after.
-* WF — arrive → admit|reject, admit → dispatch|drop|fail,
-  dispatch → complete|fail: exactly the table below, one terminal each; a
+* WF — the lifecycle's moves, one terminal each, except ``dispatch →
+  drop``: the core is non-preemptive and never drops a running request
+  (`NOT_EMITTED`); WF still accepts that move from other enforcers. A
   request cancelled while it waits for `decide` is rejected (never admitted).
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
@@ -73,8 +76,9 @@ from types import MappingProxyType
 from typing import Literal
 
 from ..contract import Contract, Entitlement
-from ..errors import EnforcementError, TraceOrderError
+from ..errors import EnforcementError, LifecycleError, TraceOrderError
 from ..events import (
+    EVENT_CLASSES,
     Admit,
     Arrive,
     Basis,
@@ -88,24 +92,29 @@ from ..events import (
     Reject,
     proposal_record,
 )
+from ..facts import FactsCache, RequestFacts
+from ..lifecycle import MOVES, Stage
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .request import Request
 from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
 
-__all__ = ["TRANSITIONS", "Action", "CoreStatistics", "DecisionCore", "DispatchPolicy", "ReqState"]
+__all__ = [
+    "ACTIONS",
+    "NOT_EMITTED",
+    "TRANSITIONS",
+    "Action",
+    "CoreStatistics",
+    "DecisionCore",
+    "DispatchPolicy",
+    "ReqState",
+]
 
 DispatchPolicy = Literal["priority", "fifo"]
 
 
-class ReqState(Enum):
-    """Where one request stands in the core."""
-
-    NEW = "new"
-    ARRIVED = "arrived"
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
+#: where one request stands in the core: the lifecycle's stages (QUEUED is ADMITTED, RUNNING DISPATCHED)
+ReqState = Stage
 
 
 class Action(Enum):
@@ -119,34 +128,61 @@ class Action(Enum):
     RELEASE = "release"  # frees its slot
 
 
-S, K = ReqState, EventKind
-TRANSITIONS: Mapping[tuple[ReqState, EventKind], tuple[ReqState, Action]] = MappingProxyType(
+Move = tuple[Stage, EventKind]
+S, K = Stage, EventKind
+#: the lifecycle moves the core emits, grouped by what each does to the core's shared state
+ACTIONS: Mapping[Action, frozenset[Move]] = MappingProxyType(
     {
-        (S.NEW, K.ARRIVE): (S.ARRIVED, Action.RECORD),
-        (S.ARRIVED, K.ADMIT): (S.QUEUED, Action.ENQUEUE),
-        (S.ARRIVED, K.REJECT): (S.DONE, Action.FORGET),
-        (S.QUEUED, K.DISPATCH): (S.RUNNING, Action.TAKE_SLOT),
-        (S.QUEUED, K.DROP): (S.DONE, Action.DEQUEUE),
-        (S.QUEUED, K.FAIL): (S.DONE, Action.DEQUEUE),
-        (S.RUNNING, K.COMPLETE): (S.DONE, Action.RELEASE),
-        (S.RUNNING, K.FAIL): (S.DONE, Action.RELEASE),
+        Action.RECORD: frozenset({(S.NEW, K.ARRIVE)}),
+        Action.ENQUEUE: frozenset({(S.ARRIVED, K.ADMIT)}),
+        Action.FORGET: frozenset({(S.ARRIVED, K.REJECT)}),
+        Action.TAKE_SLOT: frozenset({(S.ADMITTED, K.DISPATCH)}),
+        Action.DEQUEUE: frozenset({(S.ADMITTED, K.DROP), (S.ADMITTED, K.FAIL)}),
+        Action.RELEASE: frozenset({(S.DISPATCHED, K.COMPLETE), (S.DISPATCHED, K.FAIL)}),
     }
+)
+#: lifecycle moves the core never emits, and why
+NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
+    {(S.DISPATCHED, K.DROP): "non-preemptive: a running request is never dropped (DR drops at dispatch time)"}
 )
 del S, K
 
+
+def _show(moves: list[Move]) -> str:
+    return ", ".join(f"{s.name} --{k.value}-->" for s, k in moves) or "none"
+
+
+def derive_transitions(
+    actions: Mapping[Action, frozenset[Move]], not_emitted: Mapping[Move, str]
+) -> Mapping[Move, tuple[Stage, Action]]:
+    """The lifecycle's moves that the core emits, each with its next stage and action.
+
+    Raises:
+        LifecycleError: naming every move the two disagree on: an action on a
+            move the lifecycle lacks, a move with neither an action nor a
+            reason in ``not_emitted``, or one with both (or two actions).
+    """
+    table = [(move, action) for action, moves in actions.items() for move in moves]
+    emitted = [move for move, _ in table]
+    illegal = [move for move in emitted if move not in MOVES]
+    unknown = [move for move in MOVES if move not in emitted and move not in not_emitted]
+    twice = [move for move in MOVES if emitted.count(move) + (move in not_emitted) > 1]
+    if illegal or unknown or twice or any(move not in MOVES for move in not_emitted):
+        raise LifecycleError(
+            f"enforce.core disagrees with the lifecycle: actions on illegal moves: {_show(illegal)}; "
+            f"moves with no action nor a NOT_EMITTED reason: {_show(unknown)}; "
+            f"moves given twice: {_show(twice)}; NOT_EMITTED entries that are no move: "
+            f"{_show([m for m in not_emitted if m not in MOVES])}"
+        )
+    return MappingProxyType({move: (MOVES[move], action) for move, action in table})
+
+
+TRANSITIONS: Mapping[Move, tuple[Stage, Action]] = derive_transitions(ACTIONS, NOT_EMITTED)
+
 # The same table indexed for the hot path: per state, by event class (C-level hashing).
-_CLASS_OF = {
-    EventKind.ARRIVE: Arrive,
-    EventKind.ADMIT: Admit,
-    EventKind.REJECT: Reject,
-    EventKind.DISPATCH: Dispatch,
-    EventKind.COMPLETE: Complete,
-    EventKind.DROP: Drop,
-    EventKind.FAIL: Fail,
-}
-_EDGES: dict[ReqState, dict[type, tuple[ReqState, Action]]] = {s: {} for s in ReqState}
+_EDGES: dict[Stage, dict[type, tuple[Stage, Action]]] = {s: {} for s in Stage}
 for (_state, _kind), _edge in TRANSITIONS.items():
-    _EDGES[_state][_CLASS_OF[_kind]] = _edge
+    _EDGES[_state][EVENT_CLASSES[_kind]] = _edge
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,17 +207,15 @@ class CoreStatistics:
 
 
 class _Entry:
-    """One live request and its automaton state."""
+    """One live request: its facts, absolute deadline and automaton state."""
 
-    __slots__ = ("basis", "deadline", "dispatched_at", "key", "lower", "request", "state", "upper", "weight")
+    __slots__ = ("basis", "deadline", "dispatched_at", "facts", "key", "request", "state")
 
-    def __init__(self, request: Request, deadline: float, lower: float, upper: float | None, w: float):
+    def __init__(self, request: Request, facts: RequestFacts, deadline: float):
         self.request = request
+        self.facts = facts
         self.deadline = deadline
-        self.lower = lower
-        self.upper = upper
-        self.weight = w
-        self.state = ReqState.NEW
+        self.state = Stage.NEW
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
         self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
@@ -200,6 +234,10 @@ class DecisionCore:
         gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
         watch: enable the online assumption watch with this configuration.
         origin: the window origin (default: the contract's epoch).
+
+    Attributes:
+        facts: the requests' contract facts by shape (`rvguard.facts.FactsCache`);
+            the Guard caps a request's tokens through it before the core sees it.
     """
 
     def __init__(
@@ -221,14 +259,10 @@ class DecisionCore:
         self._origin = contract.epoch if origin is None else origin
         self._entitlement = Entitlement(contract, origin=self._origin)
         self._watch = None if watch is None else AssumptionWatch(contract, watch, origin=self._origin)
-        self._tiers = {n: t.tier for n, t in contract.tenants.items()}
-        self._lowest = max(self._tiers.values())
-        self._floored = {n: t.floored for n, t in contract.tenants.items()}
+        self._lowest = max(t.tier for t in contract.tenants.values())
         self._demote = contract.excess.value == "demote"
-        #: (tenant, max_tokens, prompt_tokens) -> (relative deadline, capped tokens, L, U, weight)
-        self._shapes: dict[
-            tuple[str, int | None, int | None], tuple[float, int, float, float | None, float]
-        ] = {}
+        #: each request's contract facts, by shape (the one cache, `rvguard.facts`)
+        self.facts = FactsCache(contract)
         self._live: dict[str, _Entry] = {}
         self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
@@ -266,50 +300,44 @@ class DecisionCore:
 
         ``proposal`` is the learner's, untrusted: anything that is not a
         well-typed `Proposal` is taken as a `LearnerFailure` (see
-        `learners.checked_proposal`); it is traced on the arrive.
+        `learners.checked_proposal`).
 
         Raises:
             EnforcementError: unknown tenant (403), a rid seen before, live or
                 ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
-        entry, capped = self._entry(request, now)
+        entry = self._entry(request, now)
         proposal = usable_proposal(proposal)
         r, (shown, why) = request, traced_proposal(proposal)
+        capped = entry.facts.capped_tokens
         arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, shown, why)
         self._apply(entry, arrive)
         decision = self._by_contract(entry, now) or self._by_learner(entry, proposal, now)
         return self._decided(entry, [arrive], decision, now)
 
     def receive(self, request: Request, now: float) -> list[Event]:
-        """The first of two steps: the Arrive now, and the decision too when the contract alone
-        makes it (floor, or excess under ``reject``); else the request waits for `decide`.
-
-        The Guard uses this to ask a learner after the arrival is recorded
-        (under a deadline), and only when its answer can matter.
+        """Step one (module doc): the Arrive, and the decision when the contract alone makes it.
 
         Raises:
             EnforcementError, TraceOrderError: as `arrive`.
         """
-        entry, capped = self._entry(request, now)
-        r = request
+        entry = self._entry(request, now)
+        r, capped = request, entry.facts.capped_tokens
         out: list[Event] = [Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped)]
         self._apply(entry, out[0])
         decision = self._by_contract(entry, now)
         return out if decision is None else self._decided(entry, out, decision, now)
 
     def decide(self, rid: str, proposal: Proposal, now: float) -> list[Event]:
-        """The second step: the learner's answer decides a request `receive` left waiting.
-
-        The proposal (and a learner failure's ``learner_error``) is traced on
-        the Admit or Reject, since the Arrive was written before it existed.
+        """Step two: the learner's answer decides a waiting request (traced on the decision).
 
         Raises:
             EnforcementError: ``rid`` is not waiting for a decision (state unchanged).
         """
         self._check_time(now)
         entry = self._live.get(rid)
-        if entry is None or entry.state is not ReqState.ARRIVED:
+        if entry is None or entry.state is not Stage.ARRIVED:
             raise EnforcementError(f"request {rid!r} is not waiting for a decision", status_hint=409)
         self._advance(now)
         proposal = usable_proposal(proposal)
@@ -322,12 +350,12 @@ class DecisionCore:
     def awaits_decision(self, rid: str) -> bool:
         """True while ``rid`` was received and waits for `decide`."""
         entry = self._live.get(rid)
-        return entry is not None and entry.state is ReqState.ARRIVED
+        return entry is not None and entry.state is Stage.ARRIVED
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         self._apply(entry, decision)
         out.append(decision)
-        if entry.state is ReqState.QUEUED:
+        if entry.state is Stage.ADMITTED:
             self._fill(now, out)
         return out
 
@@ -339,7 +367,7 @@ class DecisionCore:
         """
         self._check_time(now)
         entry = self._live.get(rid)
-        if entry is None or entry.state is not ReqState.RUNNING:
+        if entry is None or entry.state is not Stage.DISPATCHED:
             state = "unknown" if entry is None else entry.state.name
             raise EnforcementError(f"request {rid!r} is not in flight ({state})", status_hint=409)
         self._advance(now)
@@ -347,7 +375,7 @@ class DecisionCore:
         self._apply(entry, ev)
         if not failed and self._watch is not None:
             service = now - entry.dispatched_at
-            self._watch.observe_service(entry.request.tenant, service, entry.weight, now)
+            self._watch.observe_service(entry.request.tenant, service, entry.facts.weight, now)
         out: list[Event] = [ev]
         self._fill(now, out)
         return out
@@ -360,7 +388,7 @@ class DecisionCore:
         if entry is None:
             return []
         self._advance(now)
-        end = Reject if entry.state is ReqState.ARRIVED else Fail  # not yet decided: it never was admitted
+        end = Reject if entry.state is Stage.ARRIVED else Fail
         out: list[Event] = [end(now, rid, reason)]
         self._apply(entry, out[0])
         self._fill(now, out)
@@ -388,34 +416,20 @@ class DecisionCore:
 
     def statistics(self) -> CoreStatistics:
         """The counters now, as a frozen record."""
-        c = self._counts
-        return CoreStatistics(
-            arrived=c["arrived"],
-            admitted_floor=self._basis_counts[Basis.FLOOR],
-            admitted_surplus=self._basis_counts[Basis.SURPLUS],
-            admitted_demoted=self._basis_counts[Basis.DEMOTED],
-            rejected=c["rejected"],
-            dispatched=c["dispatched"],
-            completed=c["completed"],
-            dropped=c["dropped"],
-            failed=c["failed"],
-            uncertain=c["uncertain"],
-            in_flight=self._running,
-            queue_depth=self._queued,
-            max_queue_depth=c["max_queue_depth"],
-            alerts=len(self.alerts),
-            floor_scale=self._floor_scale(),
-        )
+        b = self._basis_counts
+        basis = {f"admitted_{k.value}": b[k] for k in Basis}
+        live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
+        return CoreStatistics(**self._counts, **basis, **live, floor_scale=self._floor_scale())
 
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
         states = [e.state for e in self._live.values()]
-        assert self._running == states.count(ReqState.RUNNING) <= self.contract.slots
-        assert self._queued == states.count(ReqState.QUEUED)
-        assert all(s in (ReqState.ARRIVED, ReqState.QUEUED, ReqState.RUNNING) for s in states)
+        assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
+        assert self._queued == states.count(Stage.ADMITTED)
+        assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.DISPATCHED) for s in states)
         for tenant, (_, used) in self._floor_used.items():
             assert used <= self.contract.tenants[tenant].floor
-        live_heap = sum(1 for item in self._heap if item[-1].state is ReqState.QUEUED)
+        live_heap = sum(1 for item in self._heap if item[-1].state is Stage.ADMITTED)
         assert live_heap == self._queued
 
     # -- decisions -------------------------------------------------------------
@@ -433,46 +447,24 @@ class DecisionCore:
                 status_hint=400,
             )
 
-    def _shape(self, request: Request) -> tuple[float, int, float, float | None, float]:
-        """The contract's facts for a request's shape, cached: pydantic lookups cost microseconds."""
-        key = (request.tenant, request.max_tokens, request.prompt_tokens)
-        shape = self._shapes.get(key)
-        if shape is None:
-            c, mt = self.contract, request.max_tokens
-            rel = c.tenants[request.tenant].deadline
-            shape = (
-                rel,
-                c.capped_tokens(mt),
-                c.lower_bound(mt),
-                c.upper_bound(mt),
-                c.weight(request.prompt_tokens, mt),
-            )
-            if len(self._shapes) < 4096:
-                self._shapes[key] = shape
-        return shape
-
-    def _entry(self, request: Request, now: float) -> tuple[_Entry, int]:
-        """A new request's entry and capped tokens; raises (nothing changed) if it is refused."""
+    def _entry(self, request: Request, now: float) -> _Entry:
+        """A new request's entry; raises (nothing changed) if it is refused."""
         self._check_time(now)
-        if request.tenant not in self._tiers:
+        if request.tenant not in self.contract.tenants:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
         self._check_new(request, now)
-        rel, capped, lower, upper, w = self._shape(request)
-        deadline = request.deadline if request.deadline is not None else request.t + rel
+        facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
         self._advance(now)
-        return _Entry(request, deadline, lower, upper, w), capped
+        return _Entry(request, facts, facts.deadline(request.t, request.deadline))
 
     def _by_contract(self, entry: _Entry, now: float) -> Admit | Reject | None:
-        """Count the arrival for entitlement; the decision when the contract alone makes it.
-
-        ``None``: the learner's answer decides (an unfloored tenant's surplus,
-        or a floored tenant's excess under ``demote``).
-        """
-        req = entry.request
-        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, entry.weight)
-        if not self._floored[req.tenant]:
+        """Count the arrival for entitlement; the decision if the contract alone makes it (else
+        ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
+        req, facts = entry.request, entry.facts
+        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight)
+        if not facts.floored:
             return None
-        if entitled and self._floor_room(req.tenant, k, entry.weight):
+        if entitled and self._floor_room(req.tenant, k, facts.weight):
             return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
         return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
 
@@ -481,7 +473,7 @@ class DecisionCore:
         req = entry.request
         if not proposal.admit:
             return Reject(now, req.rid, reject_reason(proposal))
-        basis = Basis.DEMOTED if self._floored[req.tenant] else Basis.SURPLUS
+        basis = Basis.DEMOTED if entry.facts.floored else Basis.SURPLUS
         return self._admit(entry, basis, proposal, now, 0)
 
     def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float, k: int) -> Admit:
@@ -491,13 +483,14 @@ class DecisionCore:
         if self.dispatch_policy == "fifo":
             entry.key = (0, 0, 0.0, seq)
         elif basis is Basis.FLOOR:
-            entry.key = (self._tiers[entry.request.tenant], 0, 0.0, seq)
+            entry.key = (entry.facts.tier, 0, 0.0, seq)
             prev = self._floor_used.get(entry.request.tenant)
-            used = entry.weight if prev is None or prev[0] != k else prev[1] + entry.weight
+            w = entry.facts.weight
+            used = w if prev is None or prev[0] != k else prev[1] + w
             self._floor_used[entry.request.tenant] = (k, used)
         else:
             h = proposal.priority_hint or 0.0
-            tier = self._lowest if basis is Basis.DEMOTED else self._tiers[entry.request.tenant]
+            tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
             entry.key = (tier, 1, h, seq)
         return Admit(now, entry.request.rid, basis)
 
@@ -521,15 +514,16 @@ class DecisionCore:
         slots = self.contract.slots
         while self._running < slots and self._heap:
             entry = heapq.heappop(self._heap)[-1]
-            if entry.state is not ReqState.QUEUED:
+            if entry.state is not Stage.ADMITTED:
                 continue
             rid = entry.request.rid
-            if self.deferred_drop and now + entry.lower > entry.deadline:
+            facts = entry.facts
+            if self.deferred_drop and now + facts.lower > entry.deadline:
                 drop = Drop(now, rid, "doomed")
                 self._apply(entry, drop)
                 out.append(drop)
                 continue
-            if self.gate_upper and entry.upper is not None and now + entry.upper > entry.deadline:
+            if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
                 self._counts["uncertain"] += 1
             dispatch = Dispatch(now, rid)
             entry.dispatched_at = now
@@ -537,7 +531,7 @@ class DecisionCore:
             out.append(dispatch)
 
     def _queued_entries(self) -> list[_Entry]:
-        return [e for e in self._live.values() if e.state is ReqState.QUEUED]
+        return [e for e in self._live.values() if e.state is Stage.ADMITTED]
 
     # -- the automaton -----------------------------------------------------------
     def _apply(self, entry: _Entry, ev: Event) -> None:
@@ -570,7 +564,7 @@ class DecisionCore:
         entry.state = nxt
 
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
-        """The terminal edges out of QUEUED (DEQUEUE) and RUNNING (RELEASE)."""
+        """The terminal edges out of ADMITTED (DEQUEUE) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
         self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
@@ -583,7 +577,7 @@ class DecisionCore:
 
     def _maybe_compact(self) -> None:
         if len(self._heap) > 64 and len(self._heap) > 2 * self._queued:
-            self._heap = [item for item in self._heap if item[-1].state is ReqState.QUEUED]
+            self._heap = [item for item in self._heap if item[-1].state is Stage.ADMITTED]
             heapq.heapify(self._heap)
 
     # -- time ------------------------------------------------------------------

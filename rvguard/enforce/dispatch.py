@@ -13,16 +13,16 @@ the gateway).
 from __future__ import annotations
 
 import inspect
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..errors import EnforcementError, MissingExtraError
+from ..errors import DispatchError, MissingExtraError
 from .request import Request
+from .stream import Assembly, http_error, parse_chunk, sse_chunks, sse_lines
 
 if TYPE_CHECKING:
     import httpx
@@ -34,6 +34,7 @@ __all__ = [
     "MockDispatcher",
     "Response",
     "VLLMDispatcher",
+    "failure_reason",
     "fresh_connections",
     "parse_chunk",
     "sse_lines",
@@ -55,13 +56,6 @@ class Response:
     total: float | None = None
     status: int = 200
     raw: Mapping[str, Any] = field(default_factory=_empty, compare=False, repr=False)
-
-
-class DispatchError(EnforcementError):
-    """The backend failed the request; ``status_hint`` is its HTTP status (502/504 for transport)."""
-
-    def __init__(self, message: str, *, status_hint: int = 502) -> None:
-        super().__init__(message, status_hint=status_hint)
 
 
 class Dispatcher(Protocol):
@@ -196,8 +190,7 @@ class VLLMDispatcher:
         try:
             async with self._client.stream("POST", self._url, json=self.body(request)) as resp:
                 if resp.status_code != 200:
-                    detail = (await resp.aread()).decode("utf-8", "replace")[:200]
-                    raise DispatchError(f"http {resp.status_code}: {detail}", status_hint=resp.status_code)
+                    raise http_error(resp.status_code, await resp.aread())
                 return await self._read_stream(resp, start)
         except httpx.TimeoutException as exc:
             raise DispatchError(f"timeout: {type(exc).__name__}", status_hint=504) from exc
@@ -205,83 +198,37 @@ class VLLMDispatcher:
             raise DispatchError(f"transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
 
     async def _read_stream(self, resp: httpx.Response, start: float) -> Response:
-        parts: list[str] = []
+        answer = Assembly()
         first: float | None = None
-        usage: Mapping[str, Any] = {}
-        done = False
-        async for line in sse_lines(resp):
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            chunk = parse_chunk(data)
-            usage = chunk.get("usage") or usage
-            text = _chunk_text(chunk)
-            if text:
-                if first is None:
-                    first = self._clock.now() - start
-                parts.append(text)
-        if not done:
-            raise DispatchError("stream ended before [DONE]", status_hint=502)
-        total = self._clock.now() - start
+        async for _data, chunk in sse_chunks(resp):
+            if answer.add(chunk) and first is None:
+                first = self._clock.now() - start
+        usage = answer.usage
         return Response(
-            text="".join(parts),
+            text=answer.text,
             output_tokens=usage.get("completion_tokens"),
             prompt_tokens=usage.get("prompt_tokens"),
             first_token=first,
-            total=total,
+            total=self._clock.now() - start,
             status=resp.status_code,
             raw=MappingProxyType(dict(usage)),
         )
 
 
-async def sse_lines(resp: Any) -> AsyncIterator[str]:
-    """The lines of a streamed (SSE) body, split where SSE splits them: at LF (CR LF, CR stripped).
+def failure_reason(exc: BaseException) -> str:
+    """The ``fail`` reason the Guard records for a dispatch that raised ``exc``.
 
-    Not ``httpx.Response.aiter_lines``: it splits like ``str.splitlines``, also at U+2028, U+0085
-    and the like, which a model can emit and a JSON encoder may leave raw inside a chunk; the chunk
-    then arrives cut in two and the request failed as "malformed" (seen with the random-weight
-    test model in CI).
+    ``timeout`` for a `TimeoutError`; a `DispatchError`'s own ``reason`` when it
+    names one (``client-error: …`` for a request the backend refused as the
+    client's mistake, which SF does not count against the guard); else
+    ``<ExceptionType>: <message>``.
     """
-    rest = ""
-    async for text in resp.aiter_text():
-        rest += text
-        *lines, rest = rest.split("\n")
-        for line in lines:
-            yield line.removesuffix("\r")
-    if rest:
-        yield rest.removesuffix("\r")
-
-
-def parse_chunk(data: str) -> Mapping[str, Any]:
-    """One SSE chunk as an object; a malformed or ``error`` chunk raises `DispatchError`.
-
-    vLLM reports a failure after the 200 as ``{"error": {"message", "code", ...}}``
-    (older releases: the error object itself, ``"object": "error"``); its
-    ``code`` becomes the status when it is an HTTP error status.
-    """
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, DispatchError) and exc.reason:
+        return exc.reason
     try:
-        chunk = json.loads(data)
-    except ValueError:
-        chunk = None
-    if not isinstance(chunk, Mapping):
-        raise DispatchError(f"malformed chunk: {data[:80]!r}", status_hint=502)
-    err = chunk.get("error") if "error" in chunk else (chunk if chunk.get("object") == "error" else None)
-    if err is None:
-        return chunk
-    message = err.get("message", err) if isinstance(err, Mapping) else err
-    code = err.get("code") if isinstance(err, Mapping) else None
-    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599 else 502
-    raise DispatchError(f"error chunk: {str(message)[:200]}", status_hint=status)
-
-
-def _chunk_text(chunk: Mapping[str, Any]) -> str:
-    choices = chunk.get("choices") or []
-    if not choices:
-        return ""
-    c = choices[0]
-    if "text" in c:
-        return str(c.get("text") or "")
-    return str((c.get("delta") or {}).get("content") or "")
+        detail = str(exc)
+    except Exception:  # noqa: BLE001 - a backend's unprintable error is still its failure
+        detail = "<unprintable>"
+    return f"{type(exc).__name__}: {detail}"

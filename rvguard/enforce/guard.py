@@ -55,7 +55,7 @@ from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response
+from .dispatch import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
 from .request import Request
@@ -362,7 +362,7 @@ class Guard:
         except TimeoutError as exc:
             self._finished(call, exc, "timeout")
         except Exception as exc:  # noqa: BLE001 - a backend failure is the request's fail event
-            self._finished(call, exc, f"{type(exc).__name__}: {_detail(exc, '')}")
+            self._finished(call, exc, failure_reason(exc))
         else:
             call.response = response
             self._finished(call, None, "")
@@ -414,7 +414,9 @@ class Guard:
         tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
         if tenant is None:
             return None
-        capped = self.contract.capped_tokens(request.max_tokens)
+        capped = request.max_tokens  # an unknown tenant is refused by the core (403)
+        if tenant in self.contract.tenants:
+            capped = self.core.facts(tenant, request.prompt_tokens, request.max_tokens).capped_tokens
         if tenant == request.tenant and request.t == now and request.max_tokens == capped:
             return request
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)

@@ -2,26 +2,30 @@
 
 Theory of operation
 -------------------
-Each completion request becomes one `Request` for the Guard, whose tenant is
-bound by `IdentityBinder` from the credentials alone (`config` module); the
-learner proposes, the decision core decides, and the Guard's task calls
-`UpstreamDispatcher`, which streams from the upstream and relays each chunk on
-the request's `Channel`. The HTTP handler returns a `_PendingAnswer` at
-once: an ASGI response that waits for the first chunk or the outcome *while
-listening for the client's disconnect*, then answers
+A completion request is handled in this order, so that nothing a client
+controls costs more than its credentials allow:
 
-* 200 — the stream passed through (``stream: true``) or the assembled JSON;
-* 429 + ``Retry-After`` (the next window start) — rejected (learner, excess);
-* 401 — no credential bound any tenant (``unauthenticated: reject``);
-* 503 — dropped as doomed, or cancelled by shutdown;
-* 502/504 — the upstream failed or timed out (an upstream 4xx keeps its status).
+1. its request id and trace context are taken or made (`wire.forwarded_context`),
+   and returned (``x-request-id``) on every answer, errors included;
+2. the tenant is bound from the headers alone (`config`; an unknown or missing
+   key is refused 401 by default) — before a byte of the body is read;
+3. the body is read within ``max_body`` and ``body_timeout``, parsed strictly
+   and checked (`edge`): a client's mistake is a 400 (413, 408) that spends no
+   credit and leaves no trace event;
+4. with token credits, the prompt is counted by the upstream (``/tokenize``);
+5. the Guard decides (the learner proposes); its task calls `UpstreamDispatcher`,
+   which streams from the upstream and relays each chunk on the request's
+   `Channel`; `answers.PendingAnswer` answers while watching for the client's
+   disconnect (which cancels the request: the Guard fails it ``cancelled``,
+   frees its slot and closes the upstream stream).
 
-A client that goes away (before or during the stream) cancels its submit
-task; the Guard then fails the request with reason ``cancelled``, frees its
-slot and closes the upstream stream (vLLM aborts the sequence). Every
-request that reached the Guard thus has exactly one terminal event in the
-trace, which the Guard's sinks write: a line-buffered JSONL file and the
-Prometheus `MetricsSink`.
+Every request that reached the Guard has exactly one terminal event in the
+trace (`trace.TraceFile`, which also records the request id and trace context
+on ``arrive``) and in ``/metrics`` (`metrics.MetricsSink`). A failing trace
+sink never withholds an answer: it is logged, counted and makes ``/readyz``
+fail. ``/healthz`` is liveness; ``/readyz`` readiness (the upstream answered
+its last probe, the trace is being written). Every error has OpenAI's shape
+(`wire`), unknown routes included.
 """
 
 from __future__ import annotations
@@ -29,38 +33,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
+import logging
 import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
-from ..enforce.dispatch import DispatchError
 from ..enforce.guard import Guard, Outcome
 from ..enforce.identity import Identity
 from ..enforce.learners import Learner
 from ..enforce.request import Request
 from ..enforce.watch import WatchConfig
-from ..errors import EnforcementError, SpecError
-from ..events import Event, event_to_dict
+from ..errors import DispatchError, EnforcementError, SinkError, SpecError
+from ..events import is_client_error
+from .answers import Answers, PendingAnswer
 from .config import KeysConfig, identity_from_headers
+from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
 from .metrics import MetricsSink
-from .upstream import END, Channel, Chunk, Endpoint, UpstreamDispatcher, upstream_url
+from .server import KEEP_ALIVE_S, serving
+from .trace import TraceFile
+from .upstream import END, Channel, UpstreamDispatcher, upstream_url
+from .wire import ForwardedContext, error_body, error_response, forwarded_context, relayed
 
-__all__ = ["Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
+__all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
 
-#: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
-#: client never reuses a connection at the instant the server closes it
-KEEP_ALIVE_S = 75
+log = logging.getLogger("rvguard.gateway")
+_CONTEXT = "rvguard.context"  # the ASGI scope key holding a request's `ForwardedContext`
+#: seconds a readiness probe of the upstream may take before the upstream counts as down
+PROBE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class GatewaySettings:
         upstream: the OpenAI-compatible server, e.g. ``http://127.0.0.1:8000``.
         keys: API keys, claim secret, unauthenticated policy.
         learner: the untrusted proposer (``None``: admit everything).
-        trace: JSONL file the Guard's events go to (``None``: no trace).
+        trace: JSONL file the Guard's events go to (``None``: no trace); never truncated.
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
         deferred_drop: drop doomed requests at dispatch time (503).
@@ -79,6 +89,10 @@ class GatewaySettings:
         watch: the assumption watch (``None``: off).
         send_priority: send the tier as vLLM's ``priority`` (the engine must run
             ``--scheduling-policy priority``); the gateway dispatches by tier either way.
+        upstream_api_key: sent upstream as ``Authorization: Bearer`` (never logged).
+        max_body: the largest request body accepted, in bytes (413 above).
+        header_timeout, body_timeout: seconds a request's headers, then its body, may take.
+        probe_interval: seconds between two readiness probes of the upstream.
     """
 
     upstream: str
@@ -92,6 +106,11 @@ class GatewaySettings:
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
     send_priority: bool = True
+    upstream_api_key: str | None = field(default=None, repr=False)
+    max_body: int = 4 * 1024 * 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    probe_interval: float = 5.0
 
     def __post_init__(self) -> None:
         upstream_url(self.upstream)
@@ -100,6 +119,9 @@ class GatewaySettings:
             "connect_timeout": self.connect_timeout,
             "read_timeout": self.read_timeout,
             "drain_timeout": self.drain_timeout,
+            "header_timeout": self.header_timeout,
+            "body_timeout": self.body_timeout,
+            "probe_interval": self.probe_interval,
         }
         for name, value in seconds.items():
             if value is None and name == "timeout":
@@ -108,105 +130,40 @@ class GatewaySettings:
                 raise SpecError(
                     f"{name} must be a positive number of seconds, got {value!r}", field=name, value=value
                 )
+        if isinstance(self.max_body, bool) or not isinstance(self.max_body, int) or self.max_body < 1:
+            raise SpecError(
+                f"max_body must be a positive number of bytes, got {self.max_body!r}", field="max_body"
+            )
 
 
-class TraceFile:
-    """A Guard sink writing one JSON object a line, line-buffered (a crash loses at most one line)."""
+class _RequestIds:
+    """ASGI middleware: every HTTP exchange gets its `ForwardedContext`; every answer its ``x-request-id``."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._out: IO[str] = open(path, "w", encoding="utf-8", newline="\n", buffering=1)  # noqa: SIM115
-
-    def __call__(self, event: Event) -> None:
-        """Append ``event``."""
-        self._out.write(json.dumps(event_to_dict(event), separators=(",", ":"), allow_nan=False) + "\n")
-
-    def close(self) -> None:
-        """Flush and close."""
-        self._out.close()
-
-
-def error_body(status: int, message: str, **extra: Any) -> dict[str, Any]:
-    """An OpenAI-style error object with rvguard's fields (``reason``, ``rid``, ...)."""
-    return {"error": {"message": message, "type": "rvguard_error", "code": status, **extra}}
-
-
-class _BadRequest(Exception):
-    """A malformed client body (answered 400 before it reaches the Guard)."""
-
-
-def _validate(body: Any, endpoint: Endpoint) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise _BadRequest("the body must be a JSON object")
-    need = "prompt" if endpoint == "completions" else "messages"
-    if need not in body:
-        raise _BadRequest(f"'{need}' is required")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise _BadRequest("'stream' must be a boolean")
-    for key in ("n", "best_of"):
-        if body.get(key) not in (None, 1):
-            raise _BadRequest(f"'{key}' must be 1: each request holds one slot")
-    for key in ("max_tokens", "max_completion_tokens"):
-        v = body.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise _BadRequest(f"'{key}' must be a non-negative integer")
-    return body
-
-
-def _max_tokens(body: Mapping[str, Any]) -> int | None:
-    v = body.get("max_tokens")
-    return v if v is not None else body.get("max_completion_tokens")
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-class _PendingAnswer(Response):
-    """An ASGI response that waits for the Guard while watching for the client's disconnect."""
-
-    def __init__(self, gateway: Gateway, task: asyncio.Task[Outcome], channel: Channel, body: dict[str, Any]):
-        super().__init__(status_code=200)
-        self._gw = gateway
-        self._task = task
-        self._channel = channel
-        self._body = body
-        self._rid = ""
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        listener = asyncio.ensure_future(_disconnected(receive))
-        runner = asyncio.ensure_future(self._run(send))
-        try:
-            await asyncio.wait({listener, runner}, return_when=asyncio.FIRST_COMPLETED)
-            if runner.done():
-                runner.result()
-        finally:
-            for t in (listener, runner):
-                t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
-            self._task.cancel()  # a no-op once the outcome is in; else the Guard fails it "cancelled"
-            self._gw.forget(self._task)
-
-    async def _run(self, send: Send) -> None:
-        first = await self._channel.get()
-        if isinstance(first, Chunk) or self._outcome().status == "completed":
-            await self._gw.send_success(send, self._body, first, self._channel, self._task)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
-        await self._gw.render_outcome(self._outcome(), self._body)(
-            {"type": "http"},
-            _no_receive,
-            send,  # a plain Response ignores both
-        )
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        ctx = forwarded_context(headers)
+        scope[_CONTEXT] = ctx
 
-    def _outcome(self) -> Outcome:
-        if self._task.cancelled():
-            return Outcome(self._gw.rid_of(self._task), "failed", "cancelled")
-        return self._task.result()
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"x-request-id", ctx.request_id.encode())],
+                }
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
 
 
-async def _no_receive() -> dict[str, Any]:  # pragma: no cover - never called by plain responses
-    return {"type": "http.disconnect"}
+def _context(http: HttpRequest) -> ForwardedContext:
+    ctx = http.scope.get(_CONTEXT)
+    return ctx if isinstance(ctx, ForwardedContext) else forwarded_context(http.headers)
 
 
 class Gateway:
@@ -214,9 +171,12 @@ class Gateway:
 
     Args:
         contract: the contract to enforce.
-        settings: upstream, keys, learner, trace, timeouts.
+        settings: upstream, keys, learner, trace, timeouts, limits.
         clock: the Guard's clock (default `MonotonicClock`: the start is the contract's epoch).
         registry: Prometheus registry (default a fresh one).
+
+    Raises:
+        SpecError: bad settings, or a trace path that already holds a trace.
     """
 
     def __init__(
@@ -239,12 +199,12 @@ class Gateway:
             read_timeout=settings.read_timeout,
             clock=self.clock,
             send_priority=settings.send_priority,
+            api_key=settings.upstream_api_key,
         )
         self._binder = settings.keys.binder(contract)
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
-        sinks: list[Any] = [self.metrics]
-        if settings.trace is not None:
-            sinks.insert(0, TraceFile(settings.trace))
+        self.trace = TraceFile(settings.trace) if settings.trace is not None else None
+        sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
         self.guard = Guard(
             contract,
             self.dispatcher,
@@ -258,9 +218,22 @@ class Gateway:
             watch=settings.watch,
         )
         self.metrics.watch_guard(self.guard)
+        if self.trace is not None:
+            trace = self.trace
+            self.metrics.trace_failing.set_function(lambda: float(trace.failing))
+        self.answers = Answers(contract, self.clock, self.metrics)
         self._ids = itertools.count()
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
-        self.app = Starlette(routes=self._routes(), lifespan=self._lifespan)
+        self.models: frozenset[str] = frozenset()
+        self.upstream_up = False
+        self._probed = False
+        self._open = False
+        app = Starlette(
+            routes=self._routes(),
+            lifespan=self._lifespan,
+            exception_handlers={HTTPException: self._http_error, Exception: self._crash},
+        )
+        self.app: ASGIApp = _RequestIds(app)
 
     def _routes(self) -> list[Route]:
         return [
@@ -269,85 +242,94 @@ class Gateway:
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/metrics", self._metrics, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET"]),
+            Route("/readyz", self._readyz, methods=["GET"]),
         ]
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        async with self.guard:  # on exit: drain live requests, then fail what is left ("shutdown")
-            yield
-        await self.dispatcher.aclose()
-
-    # -- endpoints -------------------------------------------------------------
-    async def _completions(self, http: HttpRequest) -> Response:
-        return await self._serve(http, "completions")
-
-    async def _chat(self, http: HttpRequest) -> Response:
-        return await self._serve(http, "chat")
-
-    async def _serve(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        self._log_startup()
+        prober = asyncio.ensure_future(self._probe_loop())  # not ready until a probe succeeds
         try:
-            body = _validate(json.loads(await http.body() or b"null"), endpoint)
-        except (ValueError, _BadRequest) as err:
-            return JSONResponse(error_body(400, f"bad request: {err}"), status_code=400)
-        identity = identity_from_headers(http.headers)
-        binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
-        if not binding.authenticated:
-            self.metrics.unauthenticated.inc()
-        prompt_tokens = None
-        if binding.tenant is not None and self._counts_prompt(binding.tenant):
-            try:
-                prompt_tokens = await self.dispatcher.count_prompt_tokens(endpoint, body)
-            except DispatchError as err:  # before arrival: the request never reaches the Guard
-                message = f"cannot count the prompt's tokens for token credits: {err}"
-                return JSONResponse(error_body(502, message), status_code=502)
-        rid = f"g{next(self._ids)}"
-        payload = {"endpoint": endpoint, "body": body}
-        request = Request(
-            rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
-        )
-        channel = Channel()
-        if body.get("stream") is True:
-            self.dispatcher.channels[rid] = channel
-        task = asyncio.ensure_future(self._submit(request, identity))
-        task.add_done_callback(lambda _t: channel.put(END))
-        self._tasks[task] = rid
-        return _PendingAnswer(self, task, channel, body)
+            async with self.guard:  # on exit: drain live requests, then fail what is left ("shutdown")
+                self._open = True
+                yield
+        finally:
+            self._open = False
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
+            await self.dispatcher.aclose()
 
-    async def _submit(self, request: Request, identity: Identity) -> Outcome:
-        try:
-            return await self.guard.submit(request, identity)
-        except EnforcementError as err:  # the guard is closed (503), or refused the request
-            return Outcome(request.rid, "failed", str(err), error=err)
-
-    def _counts_prompt(self, tenant: str) -> bool:
-        """True when a request of ``tenant`` spends prompt tokens: token credits, a prompt weight, a floor."""
+    def _log_startup(self) -> None:
+        s, keys = self.settings, self.settings.keys
         c = self.contract
-        spec = c.tenants.get(tenant)
-        return (
-            c.credit is CreditMode.TOKENS and c.token_weights.prompt > 0 and spec is not None and spec.floored
+        log.info(
+            "rvguard gateway starting",
+            extra={
+                "event": "startup",
+                "upstream": s.upstream,
+                "upstream_key": s.upstream_api_key is not None,
+                "tenants": ",".join(f"{n}:B={t.floor}:D={t.deadline:g}" for n, t in c.tenants.items()),
+                "slots": c.slots,
+                "window": c.window,
+                "credit": c.credit.value,
+                "keys": len(keys.keys),
+                "claims": keys.claim_secret is not None,
+                "unauthenticated": keys.unauthenticated,
+                "trace": str(s.trace) if s.trace is not None else "",
+                "learner": type(s.learner).__name__ if s.learner is not None else "AdmitAll",
+                "max_body": s.max_body,
+                "header_timeout": s.header_timeout,
+                "body_timeout": s.body_timeout,
+            },
         )
+        if keys.unauthenticated == "lowest-tier":
+            log.warning(
+                "the keys file serves anonymous traffic: requests without a valid key go to tenant %r",
+                c.lowest_tier_tenant,
+                extra={"event": "startup", "unauthenticated": "lowest-tier"},
+            )
+        elif not keys.keys and keys.claim_secret is None:
+            log.warning(
+                "no API keys and no claim secret: every request will be refused with 401 (pass --keys)",
+                extra={"event": "startup"},
+            )
 
-    def rid_of(self, task: asyncio.Task[Outcome]) -> str:
-        """The rid an HTTP exchange's submit task carries."""
-        return self._tasks.get(task, "")
-
-    def forget(self, task: asyncio.Task[Outcome]) -> None:
-        """Drop the bookkeeping of a finished HTTP exchange."""
-        rid = self._tasks.pop(task, None)
-        if rid is not None:
-            self.dispatcher.channels.pop(rid, None)
-
-    async def _models(self, http: HttpRequest) -> Response:
+    # -- readiness -------------------------------------------------------------
+    async def _probe(self) -> None:
+        """Ask the upstream for its models; log when its reachability changes."""
         try:
-            status, data = await self.dispatcher.get_json("/v1/models")
-        except DispatchError as err:
-            return JSONResponse(error_body(err.status_hint, str(err)), status_code=err.status_hint)
-        return JSONResponse(data, status_code=status)
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                self.models = frozenset(await self.dispatcher.models())
+        except (DispatchError, TimeoutError) as err:
+            if self.upstream_up or not self._probed:
+                why = str(err) or "no answer within the probe timeout"
+                log.warning("upstream unreachable: %s", why, extra={"event": "upstream_down"})
+            self.upstream_up = False
+        else:
+            if not self.upstream_up:
+                models = ",".join(sorted(self.models))
+                log.info("upstream reachable", extra={"event": "upstream_up", "models": models})
+            self.upstream_up = True
+        self._probed = True
+        self.metrics.upstream_up.set(float(self.upstream_up))
 
-    async def _metrics(self, http: HttpRequest) -> Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    async def _probe_loop(self) -> None:
+        while True:
+            await self._probe()
+            await asyncio.sleep(self.settings.probe_interval)
 
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    async def _readyz(self, http: HttpRequest) -> Response:
+        checks = {
+            "serving": self._open,
+            "upstream": self.upstream_up,
+            "trace": self.trace is None or not self.trace.failing,
+        }
+        if all(checks.values()):
+            return JSONResponse({"status": "ready", "checks": checks})
+        failing = [name for name, ok in checks.items() if not ok]
+        body = error_body(f"not ready: {', '.join(failing)}", "service_unavailable_error", code="not_ready")
+        return JSONResponse({**body, "checks": checks}, status_code=503)
 
     async def _healthz(self, http: HttpRequest) -> Response:
         s = self.guard.statistics()
@@ -355,126 +337,213 @@ class Gateway:
             {"status": "ok", "live": s.live, "in_flight": s.in_flight, "queue_depth": s.queue_depth}
         )
 
-    # -- answers ---------------------------------------------------------------
-    def render_outcome(self, outcome: Outcome, body: Mapping[str, Any]) -> Response:
-        """The HTTP answer for an outcome (a completed one as the assembled JSON)."""
-        headers = {"x-rvguard-rid": outcome.rid}
+    # -- completions -----------------------------------------------------------
+    async def _completions(self, http: HttpRequest) -> Response:
+        return await self._serve(http, "completions")
+
+    async def _chat(self, http: HttpRequest) -> Response:
+        return await self._serve(http, "chat")
+
+    async def _serve(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        ctx = _context(http)
+        identity = identity_from_headers(http.headers)
+        binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
+        if not binding.authenticated:
+            self.metrics.unauthenticated.inc()
+        tenant = binding.tenant
+        if tenant is None:  # refused on its headers: the body is never read, the connection closed
+            self._refused(ctx, None, 401, "unauthenticated")
+            message = f"unauthenticated: {binding.reason or 'no valid API key or claim'}"
+            headers = {"www-authenticate": "Bearer", "connection": "close"}
+            return error_response(
+                401, message, "authentication_error", code="invalid_api_key", headers=headers
+            )
+        try:
+            body = await self._read(http, endpoint)
+            prompt_tokens = await self._prompt_tokens(endpoint, body, tenant, ctx)
+        except BadRequest as err:
+            self.metrics.invalid.labels(err.code or "invalid").inc()
+            self._refused(ctx, tenant, err.status, err.code or "invalid", detail=str(err))
+            unread = {"connection": "close"} if err.status in (408, 413) else None  # the rest is not read
+            return error_response(
+                err.status, str(err), "invalid_request_error", param=err.param, code=err.code, headers=unread
+            )
+        except DispatchError as err:  # before arrival: the request never reaches the Guard
+            self._upstream_failed(ctx, tenant, "", 502, str(err))
+            message = f"cannot count the prompt's tokens for token credits: {err}"
+            return error_response(502, message, "upstream_error", code="tokenize_failed")
+        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens)
+
+    async def _read(self, http: HttpRequest, endpoint: Endpoint) -> dict[str, Any]:
+        s = self.settings
+        body = parse_json(await read_body(http, max_body=s.max_body, timeout=s.body_timeout))
+        check_body(body, endpoint, output_cap=self.contract.output_cap)
+        model = body.get("model")
+        if model is not None and self.models and model not in self.models:
+            raise BadRequest(
+                f"the model {model!r} does not exist (served: {', '.join(sorted(self.models))})",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
+        return body
+
+    async def _prompt_tokens(
+        self, endpoint: Endpoint, body: Mapping[str, Any], tenant: str, ctx: ForwardedContext
+    ) -> int | None:
+        """The prompt's tokens when a request of ``tenant`` spends them (token credits, a floor)."""
+        c = self.contract
+        spec = c.tenants[tenant]
+        if c.credit is not CreditMode.TOKENS or not spec.floored:
+            return None
+        count = None
+        if c.token_weights.prompt > 0:
+            count = await self.dispatcher.count_prompt_tokens(endpoint, body, headers=ctx.headers)
+        if c.weight(count, _max_tokens(body)) <= 0:
+            raise BadRequest(
+                "this request would weigh 0 credits: it must ask for some work", code="zero_weight"
+            )
+        return count
+
+    def _submit(
+        self,
+        ctx: ForwardedContext,
+        identity: Identity,
+        tenant: str,
+        endpoint: Endpoint,
+        body: dict[str, Any],
+        prompt_tokens: int | None,
+    ) -> Response:
+        rid = f"g{next(self._ids)}"
+        payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
+        request = Request(
+            rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
+        )
+        if self.trace is not None:
+            self.trace.annotate(rid, {"request_id": ctx.request_id, "traceparent": ctx.traceparent})
+        channel = Channel()
+        if body.get("stream") is True:
+            self.dispatcher.channels[rid] = channel
+        task = asyncio.ensure_future(self._decide(request, identity, ctx, tenant))
+        task.add_done_callback(lambda t: self._finished(t, channel))
+        self._tasks[task] = rid
+        return PendingAnswer(self.answers, task, channel, body, rid=rid, tenant=tenant)
+
+    async def _decide(
+        self, request: Request, identity: Identity, ctx: ForwardedContext, tenant: str
+    ) -> Outcome:
+        try:
+            outcome = await self.guard.submit(request, identity)
+        except SinkError as err:  # the trace failed (logged there); the request was decided all the same
+            outcome = (
+                err.outcome
+                if err.outcome is not None
+                else Outcome(request.rid, "failed", str(err), error=err)
+            )
+        except EnforcementError as err:  # the guard is closed (503), or refused the request
+            outcome = Outcome(request.rid, "failed", str(err), error=err)
+        self._account(outcome, ctx, tenant)
+        return outcome
+
+    def _finished(self, task: asyncio.Task[Outcome], channel: Channel) -> None:
+        channel.put(END)
+        rid = self._tasks.pop(task, "")
+        self.dispatcher.channels.pop(rid, None)
+        if self.trace is not None:
+            self.trace.forget(rid)
+        if task.cancelled():
+            log.info("client went away", extra={"event": "cancelled", "rid": rid})
+
+    def rid_of(self, task: asyncio.Task[Outcome]) -> str:
+        """The rid an HTTP exchange's submit task carries."""
+        return self._tasks.get(task, "")
+
+    # -- accounting and logs ---------------------------------------------------
+    def _account(self, outcome: Outcome, ctx: ForwardedContext, tenant: str) -> None:
+        """Metrics of the answer, and one log line for an outcome that is not a completion."""
         if outcome.status == "completed":
-            return JSONResponse(_assemble(outcome, body), headers=headers)
-        status, extra = self._failure(outcome)
-        if status == 401:
-            headers["www-authenticate"] = "Bearer"
-        if status == 429:
-            now = self.clock.now()
-            nxt = self.contract.window_start(self.contract.window_index(now) + 1)
-            headers["retry-after"] = str(max(1, math.ceil(nxt - now)))
-            extra.update(retry_after=nxt - now, next_window_start=nxt)
-        message = f"{outcome.status}: {outcome.reason}" if outcome.reason else outcome.status
-        return JSONResponse(
-            error_body(status, message, reason=outcome.reason, rid=outcome.rid, **extra),
-            status_code=status,
-            headers=headers,
+            if outcome.response is not None:
+                self.metrics.observe_answer(tenant, outcome.response)
+            return
+        status, _body, _headers = self.answers.failure(outcome)
+        if outcome.status in ("rejected", "dropped"):
+            self._refused(ctx, tenant, status, outcome.reason, rid=outcome.rid)
+        elif is_client_error(outcome.reason):
+            log.info(
+                "the upstream refused the request as the client's mistake",
+                extra=_fields(
+                    ctx, tenant, event="client_error", rid=outcome.rid, status=status, reason=outcome.reason
+                ),
+            )
+        else:
+            self._upstream_failed(ctx, tenant, outcome.rid, status, outcome.reason)
+
+    def _refused(
+        self,
+        ctx: ForwardedContext,
+        tenant: str | None,
+        status: int,
+        reason: str,
+        *,
+        rid: str = "",
+        detail: str = "",
+    ) -> None:
+        extra = _fields(ctx, tenant, event="refused", rid=rid, status=status, reason=reason)
+        if detail:
+            extra["detail"] = detail
+        log.info("request refused", extra=extra)
+
+    def _upstream_failed(
+        self, ctx: ForwardedContext, tenant: str, rid: str, status: int, reason: str
+    ) -> None:
+        log.warning(
+            "upstream failed",
+            extra=_fields(ctx, tenant, event="upstream_failed", rid=rid, status=status, reason=reason),
         )
 
-    def _failure(self, outcome: Outcome) -> tuple[int, dict[str, Any]]:
-        if outcome.status == "rejected":
-            return (401 if outcome.reason == "unauthenticated" else 429), {"type": "rvguard_rejected"}
-        if outcome.status == "dropped":
-            return 503, {"type": "rvguard_dropped"}
-        err = outcome.error
-        if isinstance(err, TimeoutError):
-            return 504, {"type": "upstream_timeout"}
-        if isinstance(err, EnforcementError):
-            hint = err.status_hint
-            status = hint if hint in (504, 503) or 400 <= hint < 500 else 502
-            return status, {"type": "upstream_error"}
-        if outcome.reason in ("cancelled", "shutdown"):
-            return 503, {"type": "rvguard_cancelled"}
-        return 502, {"type": "upstream_error"}
+    # -- other routes ----------------------------------------------------------
+    async def _models(self, http: HttpRequest) -> Response:
+        try:
+            status, data = await self.dispatcher.get_json("/v1/models")
+        except DispatchError as err:
+            return error_response(err.status_hint, str(err), "upstream_error", code="upstream_unreachable")
+        if status != 200 and isinstance(data, Mapping) and isinstance(data.get("error"), Mapping):
+            return JSONResponse(relayed(data["error"]), status_code=status)
+        return JSONResponse(data, status_code=status)
 
-    async def send_success(
-        self,
-        send: Send,
-        body: Mapping[str, Any],
-        first: Chunk | object,
-        channel: Channel,
-        task: asyncio.Task[Outcome],
-    ) -> None:
-        """Answer 200: the relayed stream, or (not streaming) the assembled JSON once complete."""
-        if body.get("stream") is not True:
-            await self.render_outcome(task.result(), body)({"type": "http"}, _no_receive, send)
-            return
-        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-        headers.append((b"x-rvguard-rid", self.rid_of(task).encode()))
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        item = first
-        while isinstance(item, Chunk):
-            if usage or not item.usage_only:
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": f"data: {item.data}\n\n".encode(),
-                        "more_body": True,
-                    }
-                )
-            item = await channel.get()
-        outcome = task.result() if not task.cancelled() else Outcome(self.rid_of(task), "failed", "cancelled")
-        if outcome.status == "completed":
-            tail = b"data: [DONE]\n\n"
-        else:
-            status, extra = self._failure(outcome)
-            err = error_body(status, f"{outcome.status}: {outcome.reason}", reason=outcome.reason, **extra)
-            tail = f"data: {json.dumps(err)}\n\n".encode()
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
+    async def _metrics(self, http: HttpRequest) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def _http_error(self, http: HttpRequest, exc: Exception) -> Response:
+        """Starlette's own errors (an unknown route: 404, a wrong method: 405) in OpenAI's shape."""
+        assert isinstance(exc, HTTPException)
+        status = exc.status_code
+        message = f"no route {http.method} {http.url.path}" if status == 404 else str(exc.detail)
+        code = {404: "unknown_url", 405: "method_not_allowed"}.get(status)
+        self.metrics.invalid.labels(code or str(status)).inc()
+        return error_response(status, message, "invalid_request_error", code=code, headers=exc.headers)
+
+    async def _crash(self, http: HttpRequest, exc: Exception) -> Response:
+        """A bug: logged with its traceback, answered 500 in OpenAI's shape."""
+        log.error(
+            "internal error", exc_info=exc, extra={"event": "internal_error", **_fields(_context(http), None)}
+        )
+        return error_response(500, "internal error in the gateway", "server_error", code="internal_error")
 
 
-def _assemble(outcome: Outcome, body: Mapping[str, Any]) -> dict[str, Any]:
-    """The non-streamed OpenAI answer, from what the upstream streamed."""
-    resp = outcome.response
-    raw: Mapping[str, Any] = resp.raw if resp is not None else {}
-    text = resp.text if resp is not None else ""
-    chat = "messages" in body
-    logprobs = raw.get("logprobs")  # folded from the stream's chunks (None unless the client asked)
-    choice: dict[str, Any] = {"index": 0, "logprobs": logprobs, "finish_reason": raw.get("finish_reason")}
-    if chat:
-        choice["message"] = {"role": "assistant", "content": text}
-    else:
-        choice["text"] = text
-    return {
-        "id": raw.get("id") or f"{'chatcmpl' if chat else 'cmpl'}-{outcome.rid}",
-        "object": "chat.completion" if chat else "text_completion",
-        "created": raw.get("created", 0),
-        "model": raw.get("model") or body.get("model", ""),
-        "choices": [choice],
-        "usage": dict(raw.get("usage") or {}),
+def _fields(ctx: ForwardedContext, tenant: str | None, **more: Any) -> dict[str, Any]:
+    """The fields of a request's log line: its ids, its tenant, and ``more``."""
+    out: dict[str, Any] = {
+        "request_id": ctx.request_id,
+        "tenant": tenant or "",
+        "traceparent": ctx.traceparent,
     }
+    out.update(more)
+    return out
 
 
-@contextlib.asynccontextmanager
-async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
-    """Run ``app`` under uvicorn in the current event loop; yields its base URL (port 0: ephemeral).
-
-    For tests and benchmarks: the server stops (gracefully, lifespan included) on exit.
-    """
-    import uvicorn
-
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=KEEP_ALIVE_S
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.ensure_future(server.serve())
-    for _ in range(1000):  # ≤ 10 s
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.01)
-    if not server.started:
-        server.should_exit = True
-        await task
-        raise EnforcementError(f"uvicorn did not start on {host}:{port}", status_hint=500)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://{host}:{bound}"
-    finally:
-        server.should_exit = True
-        await task
+def _max_tokens(body: Mapping[str, Any]) -> int | None:
+    v = body.get("max_tokens")
+    return v if v is not None else body.get("max_completion_tokens")

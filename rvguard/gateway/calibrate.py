@@ -214,8 +214,11 @@ async def calibrate(
     reps: int = 5,
     output_cap: int = 48,
     prompt: str = "Calibrate the service envelope.",
+    api_key: str | None = None,
 ) -> Calibration:
     """Measure batches of 1 and ``slots`` at each length, ``reps`` times; fit the envelope.
+
+    ``api_key`` is sent as ``Authorization: Bearer`` (an engine started with ``--api-key``).
 
     Raises:
         SpecError: bad arguments.
@@ -229,7 +232,8 @@ async def calibrate(
     base = upstream_url(upstream)
     clock = MonotonicClock()
     try:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0)) as client:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
+        async with httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0), headers=headers) as client:
             name = model or await _first_model(client, base)
             result = Calibration(base, name, slots, output_cap)
             url = base + "/v1/completions"

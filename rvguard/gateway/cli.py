@@ -12,7 +12,11 @@ import asyncio
 import json
 import sys
 
-__all__ = ["Calibrate", "Serve", "run_calibrate", "run_serve"]
+__all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve"]
+
+#: where ``serve`` reads the upstream's API key by default (a key never goes on the command line)
+UPSTREAM_KEY_ENV = "RVGUARD_UPSTREAM_API_KEY"
+_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
 def _add_serve(p: argparse.ArgumentParser) -> None:
@@ -32,7 +36,31 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         help="send no vLLM priority (an engine without --scheduling-policy priority refuses any); "
         "the gateway still dispatches by tier, at most C at a time",
     )
-    p.add_argument("--log-level", default="warning", help="uvicorn log level")
+    p.add_argument("--max-body", type=int, default=4 << 20, help="largest request body in bytes (413 above)")
+    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's headers may take")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request's body may take (408)")
+    p.add_argument(
+        "--upstream-key-env",
+        metavar="VAR",
+        help=f"environment variable holding the upstream's API key (default {UPSTREAM_KEY_ENV}, if set)",
+    )
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
+    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _upstream_key(var: str | None) -> str | None:
+    """The upstream API key from the environment; a variable named with ``--upstream-key-env`` must be set."""
+    import os
+
+    from ..errors import SpecError
+
+    if var is None:
+        return os.environ.get(UPSTREAM_KEY_ENV) or None
+    if not os.environ.get(var):
+        raise SpecError(
+            f"--upstream-key-env: the environment variable {var} is not set", field="upstream_key_env"
+        )
+    return os.environ[var]
 
 
 def _add_calibrate(c: argparse.ArgumentParser) -> None:
@@ -53,9 +81,12 @@ def run_serve(args: argparse.Namespace) -> bool:
 
     from ..contract import load_contract
     from ..errors import SpecError
-    from .app import KEEP_ALIVE_S, Gateway, GatewaySettings
+    from .app import Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
+    from .logs import configure
+    from .server import uvicorn_config
 
+    configure(args.log_format, args.log_level)
     contract = load_contract(args.spec)
     if not 0 <= args.port <= 65535:
         raise SpecError(f"--port must be in 0..65535, got {args.port}", field="port", value=args.port)
@@ -68,18 +99,22 @@ def run_serve(args: argparse.Namespace) -> bool:
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,
         send_priority=not args.no_priority,
+        upstream_api_key=_upstream_key(args.upstream_key_env),
+        max_body=args.max_body,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
+    config = uvicorn_config(
+        gateway.app,
+        host=args.host,
+        port=args.port,
+        header_timeout=args.header_timeout,
+        log_level=args.log_level,
+    )
     try:
-        uvicorn.run(
-            gateway.app,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level,
-            lifespan="on",
-            timeout_keep_alive=KEEP_ALIVE_S,
-        )
+        uvicorn.Server(config).run()
     except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
         if stop.code in (0, None):
             return True
@@ -109,6 +144,7 @@ def run_calibrate(args: argparse.Namespace) -> bool:
             reps=args.reps,
             output_cap=args.output_cap,
             prompt=args.prompt,
+            api_key=_upstream_key(None),
         )
     )
     text = result.to_yaml()

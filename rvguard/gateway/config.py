@@ -12,7 +12,8 @@ Keys file (YAML or JSON)::
       sk-assured-1: assured
       sk-opp-1: opportunistic
     claim_secret: "a long random string"   # optional; claims are refused without it
-    unauthenticated: lowest-tier           # or reject (default lowest-tier)
+    unauthenticated: reject                # the default; lowest-tier serves anonymous traffic
+                                           # as the lowest-tier unfloored tenant (warned at start-up)
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class KeysConfig:
 
     keys: Mapping[str, str] = field(default_factory=dict)
     claim_secret: bytes | None = None
-    unauthenticated: Unauthenticated = "lowest-tier"
+    unauthenticated: Unauthenticated = "reject"
 
     def binder(self, contract: Contract) -> IdentityBinder:
         """The identity binder these settings describe."""
@@ -72,7 +73,7 @@ def _parse_keys(data: Any, source: str) -> KeysConfig:
         raise SpecError(
             f"{source}: 'claim_secret' must be a string of at least 16 characters", field="claim_secret"
         )
-    policy = data.get("unauthenticated", "lowest-tier")
+    policy = data.get("unauthenticated", "reject")
     if policy not in ("reject", "lowest-tier"):
         raise SpecError(
             f"{source}: 'unauthenticated' is reject or lowest-tier", field="unauthenticated", value=policy

@@ -9,11 +9,17 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 
 * ``hang`` — read the request, never answer (until `FakeUpstream.close`);
 * ``reset`` — abort the connection;
-* ``500`` / ``400`` — answer that status;
+* ``4xx`` / ``5xx`` (three digits, e.g. ``400``, ``404``, ``500``) — answer that status with an
+  OpenAI-shaped error object;
 * ``midfail`` — stream two chunks, then abort;
 * ``miderror`` — (streamed) two chunks, then an ``{"error": …}`` chunk and ``[DONE]``;
-* ``linesep`` — every token carries U+2028 and U+0085, left raw in the JSON (as a model may).
+* ``linesep`` — every token carries U+2028 and U+0085, left raw in the JSON (as a model may);
+* ``tool``, ``reason``, ``refuse``, ``extra`` — what a chat answer carries (`_Plan`).
 
+Chunks have the real shape (``"object": "chat.completion.chunk"``, a role-only
+first delta, ``finish_reason`` on the last). With ``api_key`` set it answers
+401 to any request without ``Authorization: Bearer <api_key>``; it records
+the ``headers`` of each completion request, beside its body.
 It counts what a test needs to see a leak: ``active`` (generating now),
 ``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
 ``connections`` (accepted), ``tokenized`` (``/tokenize`` answers) and the
@@ -30,14 +36,30 @@ from typing import Any
 
 __all__ = ["FakeUpstream"]
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    500: "Internal Server Error",
+}
+_HttpRequest = tuple[str, str, dict[str, str], bytes]  # method, path, headers (lower-case names), body
 
 
 class FakeUpstream:
     """See module doc. ``async with FakeUpstream() as up: up.url``."""
 
-    def __init__(self, *, slots: int | None = None, token_delay: float = 0.0, model: str = "fake") -> None:
+    def __init__(
+        self,
+        *,
+        slots: int | None = None,
+        token_delay: float = 0.0,
+        model: str = "fake",
+        api_key: str | None = None,
+    ) -> None:
         self.slots = slots
+        self.api_key = api_key
+        self.headers: list[dict[str, str]] = []
         self.token_delay = token_delay
         self.model = model
         self.url = ""
@@ -103,8 +125,11 @@ class FakeUpstream:
             self._handlers.discard(task)
             writer.transport.abort()
 
-    async def _answer(self, req: tuple[str, str, bytes], writer: asyncio.StreamWriter) -> bool:
-        method, path, raw = req
+    async def _answer(self, req: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+        method, path, headers, raw = req
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            err = {"message": "invalid API key", "type": "AuthenticationError", "param": None, "code": 401}
+            return await _send_json(writer, 401, {"error": err})
         if method == "GET" and path == "/v1/models":
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             return await _send_json(writer, 200, data)
@@ -114,6 +139,7 @@ class FakeUpstream:
             return await _send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         body = json.loads(raw or b"{}")
         self.bodies.append(body)
+        self.headers.append(headers)
         mode = str(body.get("prompt") or (body.get("messages") or [{}])[-1].get("content") or "")
         if mode.startswith("hang"):
             await self._stop.wait()
@@ -121,11 +147,16 @@ class FakeUpstream:
         if mode.startswith("reset"):
             writer.transport.abort()
             return False
-        if mode[:3] in ("500", "400"):
-            return await _send_json(writer, int(mode[:3]), {"error": {"message": "fake failure"}})
-        return await self._generate(
-            body, writer, midfail=mode.startswith("midfail"), miderror=mode.startswith("miderror")
-        )
+        if mode[:3].isdigit() and mode[0] in "45":
+            status = int(mode[:3])
+            err = {
+                "message": f"fake failure {status}",
+                "type": "FakeError",
+                "param": "prompt",
+                "code": status,
+            }
+            return await _send_json(writer, status, {"error": err})
+        return await self._generate(body, writer, mode)
 
     async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""
@@ -139,60 +170,174 @@ class FakeUpstream:
             writer, 200, {"count": count, "max_model_len": 2048, "tokens": list(range(count))}
         )
 
-    async def _generate(
-        self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool, miderror: bool = False
-    ) -> bool:
+    async def _generate(self, body: dict[str, Any], writer: asyncio.StreamWriter, mode: str) -> bool:
         async with self._sem if self._sem is not None else contextlib.nullcontext():
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             try:
-                return await self._emit(body, writer, midfail=midfail, miderror=miderror)
+                return await self._emit(body, writer, mode)
             except ConnectionError:
                 self.aborted += 1
                 return False
             finally:
                 self.active -= 1
 
-    async def _emit(
-        self, body: dict[str, Any], writer: asyncio.StreamWriter, *, midfail: bool, miderror: bool = False
-    ) -> bool:
+    async def _emit(self, body: dict[str, Any], writer: asyncio.StreamWriter, mode: str) -> bool:
         self._ids += 1
-        n = int(body.get("max_tokens") or 16)
         chat = "messages" in body
-        head = {"id": f"fake-{self._ids}", "created": 1700000000, "model": body.get("model") or self.model}
+        head = {
+            "id": f"fake-{self._ids}",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": 1700000000,
+            "model": body.get("model") or self.model,
+        }
+        plan = _Plan(body, mode, chat=chat)
         stream = bool(body.get("stream"))
-        if stream:
-            _start(writer, 200, "text/event-stream", chunked=True)
-        parts: list[str] = []
-        sep = "\u2028\x85" if str(body.get("prompt") or "").startswith("linesep") else ""  # Unicode line ends
-        lp: list[dict[str, Any]] = []  # per token, in the endpoint's shape (when asked for)
-        for i in range(n):
-            if self.token_delay:
-                await asyncio.sleep(self.token_delay)
-            if i == 2 and (midfail or (miderror and stream)):
-                return await _fail_midway(writer, abort=midfail)
-            if body.get("logprobs"):
-                lp.append(_logprobs(f"t{i}{sep} ", -0.01 * (i + 1), sum(map(len, parts)), chat=chat))
-            parts.append(f"t{i}{sep} ")
-            if stream:
-                choice = _token_choice(parts[-1], chat, last=i == n - 1, logprobs=lp[-1] if lp else None)
-                data = json.dumps({**head, "choices": [choice]}, ensure_ascii=False)  # raw U+2028 stays raw
-                await _chunk(writer, f"data: {data}\n\n".encode())
-        usage = {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
-        self.served += 1
         if not stream:
-            text = "".join(parts)
-            msg: dict[str, Any] = (
-                {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
-            )
-            if lp:
-                msg["logprobs"] = {k: [v for one in lp for v in one[k]] for k in lp[0]}
-            return await _send_json(writer, 200, {**head, "choices": [{"index": 0, **msg}], "usage": usage})
+            for i in range(len(plan.steps)):
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+                if i == 2 and mode.startswith("midfail"):
+                    return await _fail_midway(writer, abort=True)
+            self.served += 1
+            head["object"] = "chat.completion" if chat else "text_completion"
+            return await _send_json(writer, 200, {**head, **plan.whole()})
+        _start(writer, 200, "text/event-stream", chunked=True)
+        for i, choice in enumerate(plan.chunks()):
+            if self.token_delay and (i or not chat):
+                await asyncio.sleep(self.token_delay)
+            if i == 2 + chat and mode.startswith(("midfail", "miderror")):
+                return await _fail_midway(writer, abort=mode.startswith("midfail"))
+            data = json.dumps(
+                {**head, **plan.top, "choices": [choice]}, ensure_ascii=False
+            )  # U+2028 stays raw
+            await _chunk(writer, f"data: {data}\n\n".encode())
+        self.served += 1
         if (body.get("stream_options") or {}).get("include_usage"):
-            await _chunk(writer, f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
+            usage = json.dumps({**head, "choices": [], "usage": plan.usage()})
+            await _chunk(writer, f"data: {usage}\n\n".encode())
         await _chunk(writer, b"data: [DONE]\n\n")
         await _chunk(writer, b"")
         return True
+
+
+class _Plan:
+    """What the fake generates for one request, streamed (`chunks`) or whole (`whole`).
+
+    Both are written out from the same plan, independently: ``whole`` is *not* a
+    fold of ``chunks``, so a test comparing the gateway's folded answer with
+    the fake's own non-streamed one compares two derivations.
+
+    Modes (the prompt's or last message's start): ``tool`` — a tool call to the
+    request's first tool (chat), arguments in three pieces; ``reason`` — half the
+    tokens as ``reasoning_content`` (chat); ``refuse`` — a ``refusal`` (chat);
+    ``extra`` — fields no spec names, in the delta/choice and at the top; a mode
+    with ``stop`` in it finishes with ``stop`` (else ``length``, or ``tool_calls``);
+    ``linesep`` — tokens carry raw U+2028 and U+0085.
+    """
+
+    def __init__(self, body: dict[str, Any], mode: str, *, chat: bool) -> None:
+        self.chat = chat
+        self.mode = mode if chat else ("extra" if mode.startswith("extra") else mode)
+        self.n = int(body.get("max_tokens") or 16)
+        sep = "\u2028\x85" if mode.startswith("linesep") else ""
+        self.tokens = [f"t{i}{sep} " for i in range(self.n)]
+        self.logprobs = bool(body.get("logprobs"))
+        tools = body.get("tools") or [{"function": {"name": "lookup"}}]
+        self.tool = str((tools[0].get("function") or {}).get("name") or "lookup")
+        self.args = ['{"q": ', '"t0", ', '"n": 1}']
+        self.top: dict[str, Any] = {"x_fake_top": "kept"} if self.mode.startswith("extra") else {}
+        self.steps = self.args if self.mode.startswith("tool") and chat else self.tokens
+
+    def _kind(self) -> str:
+        for kind in ("tool", "reason", "refuse", "extra"):
+            if self.mode.startswith(kind):
+                return kind
+        return "text"
+
+    def _delta(self, i: int) -> dict[str, Any]:
+        kind, token = self._kind(), self.tokens[i]
+        if kind == "reason" and i < self.n // 2:
+            return {"reasoning_content": token}
+        if kind == "refuse":
+            return {"refusal": token}
+        if kind == "extra":
+            return {"content": token, "x_fake_note": f"n{i}"}
+        return {"content": token}
+
+    def chunks(self) -> list[dict[str, Any]]:
+        """``choices[0]`` of each streamed chunk (chat: a role-only chunk first, as vLLM sends)."""
+        out: list[dict[str, Any]] = []
+        if self.chat:
+            out.append({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None})
+        if self._kind() == "tool" and self.chat:
+            function = {"name": self.tool, "arguments": ""}
+            call = {"index": 0, "id": "call-fake-0", "type": "function", "function": function}
+            out.append({"index": 0, "delta": {"tool_calls": [call]}})
+            for piece in self.args:
+                out.append(
+                    {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}}
+                )
+        else:
+            for i, token in enumerate(self.tokens):
+                choice: dict[str, Any] = (
+                    {"index": 0, "delta": self._delta(i)} if self.chat else {"index": 0, "text": token}
+                )
+                if self.logprobs:
+                    choice["logprobs"] = _logprobs(
+                        token, -0.01 * (i + 1), sum(map(len, self.tokens[:i])), chat=self.chat
+                    )
+                if self._kind() == "extra":
+                    choice["x_fake_choice"] = {"seen": [i]}
+                out.append(choice)
+        for choice in out:
+            choice.setdefault("logprobs", None)
+            choice["finish_reason"] = None
+        out[-1]["finish_reason"] = self.finish()
+        return out
+
+    def finish(self) -> str:
+        if self._kind() == "tool" and self.chat:
+            return "tool_calls"
+        return "stop" if "stop" in self.mode else "length"
+
+    def usage(self) -> dict[str, int]:
+        n = len(self.steps)
+        return {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
+
+    def whole(self) -> dict[str, Any]:
+        """The non-streamed answer's ``choices``, ``usage`` (and extra top fields), written out directly."""
+        kind, text = self._kind(), "".join(self.tokens)
+        choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": self.finish()}
+        if self.logprobs:
+            lp = [
+                _logprobs(t, -0.01 * (i + 1), sum(map(len, self.tokens[:i])), chat=self.chat)
+                for i, t in enumerate(self.tokens)
+            ]
+            choice["logprobs"] = {k: [v for one in lp for v in one[k]] for k in lp[0]}
+        if not self.chat:
+            choice["text"] = text
+            if kind == "extra":
+                choice["x_fake_choice"] = {"seen": list(range(self.n))}
+            return {**self.top, "choices": [choice], "usage": self.usage()}
+        half = "".join(self.tokens[: self.n // 2])
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if kind == "tool":
+            call = {
+                "id": "call-fake-0",
+                "type": "function",
+                "function": {"name": self.tool, "arguments": "".join(self.args)},
+            }
+            message = {"role": "assistant", "content": "", "tool_calls": [call]}
+        elif kind == "reason":
+            message = {"role": "assistant", "content": text[len(half) :], "reasoning_content": half}
+        elif kind == "refuse":
+            message = {"role": "assistant", "content": "", "refusal": text}
+        elif kind == "extra":
+            message["x_fake_note"] = "".join(f"n{i}" for i in range(self.n))
+            choice["x_fake_choice"] = {"seen": list(range(self.n))}
+        choice["message"] = message
+        return {**self.top, "choices": [choice], "usage": self.usage()}
 
 
 async def _fail_midway(writer: asyncio.StreamWriter, *, abort: bool) -> bool:
@@ -205,17 +350,6 @@ async def _fail_midway(writer: asyncio.StreamWriter, *, abort: bool) -> bool:
     await _chunk(writer, b"data: [DONE]\n\n")
     await _chunk(writer, b"")
     return True
-
-
-def _token_choice(token: str, chat: bool, *, last: bool, logprobs: dict[str, Any] | None) -> dict[str, Any]:
-    """One streamed token's ``choices[0]``."""
-    choice: dict[str, Any] = (
-        {"index": 0, "delta": {"content": token}} if chat else {"index": 0, "text": token}
-    )
-    choice["finish_reason"] = "length" if last else None
-    if logprobs is not None:
-        choice["logprobs"] = logprobs
-    return choice
 
 
 def _logprobs(token: str, logprob: float, offset: int, *, chat: bool) -> dict[str, Any]:
@@ -231,20 +365,21 @@ def _logprobs(token: str, logprob: float, offset: int, *, chat: bool) -> dict[st
     }
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
+async def _read_request(reader: asyncio.StreamReader) -> _HttpRequest | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
         return None
     lines = head.decode("latin-1").split("\r\n")
     method, path, _ = lines[0].split(" ", 2)
-    length = 0
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
+        if name.strip():
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
     raw = await reader.readexactly(length) if length else b""
-    return method, path, raw
+    return method, path, headers, raw
 
 
 def _start(

@@ -11,8 +11,17 @@ gateway registered one. The fields the floor depends on are forced here, not
 taken from the client: ``max_tokens`` (the contract's cap), ``priority`` (the
 true tenant's tier), ``n = 1`` and a streamed upstream call.
 
+The stream is read by `rvguard.enforce.stream` (the same reader as
+`VLLMDispatcher`), and folded into the non-streamed answer by its `Assembly`,
+which keeps every field of every delta (tool calls, reasoning, refusal,
+logprobs, unknown fields): ``Response.raw`` is that answer.
+
 Transport failures become `DispatchError` with 502 (reset/refused) or 504
-(timeout); an upstream HTTP error keeps its status as ``status_hint``.
+(timeout); an upstream HTTP error keeps its status as ``status_hint`` and its
+own error object as ``error`` (a client's fault is recorded as
+``client-error``). Each call carries the upstream API key, when one is set,
+and the headers the gateway forwards (``payload["headers"]``: trace context,
+request id).
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatch import DispatchError, Response, fresh_connections, parse_chunk, sse_lines
+from ..enforce.dispatch import Response, fresh_connections
 from ..enforce.request import Request
-from ..errors import MissingExtraError, SpecError
+from ..enforce.stream import Assembly, http_error, sse_chunks
+from ..errors import DispatchError, MissingExtraError, SpecError
 
 if TYPE_CHECKING:
     import httpx
@@ -104,55 +114,6 @@ def forced_body(body: Mapping[str, Any], *, max_tokens: int, priority: int | Non
     return out
 
 
-def _text(choice: Mapping[str, Any]) -> str:
-    if "text" in choice:
-        return str(choice.get("text") or "")
-    return str((choice.get("delta") or {}).get("content") or "")
-
-
-class _Reading:
-    """What the dispatcher keeps of one stream to build the non-streamed answer."""
-
-    __slots__ = ("created", "finish", "first", "id", "logprobs", "model", "parts", "usage")
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.logprobs: dict[str, list[Any]] | None = None
-        self.first: float | None = None
-        self.usage: Mapping[str, Any] = {}
-        self.finish: str | None = None
-        self.id = ""
-        self.created = 0
-        self.model = ""
-
-    def take(self, chunk: Mapping[str, Any]) -> bool:
-        """Fold one chunk in; True when it carries text."""
-        self.usage = chunk.get("usage") or self.usage
-        self.id = self.id or str(chunk.get("id") or "")
-        self.created = self.created or int(chunk.get("created") or 0)
-        self.model = self.model or str(chunk.get("model") or "")
-        choices = chunk.get("choices") or []
-        if not choices:
-            return False
-        self.finish = choices[0].get("finish_reason") or self.finish
-        self._fold_logprobs(choices[0].get("logprobs"))
-        text = _text(choices[0])
-        if text:
-            self.parts.append(text)
-        return bool(text)
-
-    def _fold_logprobs(self, part: Any) -> None:
-        """Concatenate a chunk's logprobs lists (completions: tokens, token_logprobs, top_logprobs,
-        text_offset; chat: content) into the whole answer's."""
-        if not isinstance(part, Mapping):
-            return
-        whole = self.logprobs if self.logprobs is not None else {}
-        for key, value in part.items():
-            if isinstance(value, list):
-                whole.setdefault(key, []).extend(value)
-        self.logprobs = whole
-
-
 def upstream_url(url: str) -> str:
     """``url`` without a trailing slash, if it is an http(s) URL with a host; else `SpecError`.
 
@@ -174,6 +135,8 @@ def upstream_url(url: str) -> str:
 class UpstreamDispatcher:
     """POSTs the client's (forced) body upstream, streams, relays chunks, returns a `Response`.
 
+    A reusable unit: one engine, one HTTP client; the gateway holds one (a fleet, several).
+
     Args:
         base_url: the upstream, e.g. ``http://127.0.0.1:8000``.
         contract: gives the output cap and the tenants' tiers.
@@ -182,11 +145,13 @@ class UpstreamDispatcher:
         clock: for the client-side timings.
         send_priority: send the tenant's tier as vLLM's ``priority`` (needs an engine started
             with ``--scheduling-policy priority``; off: none is sent).
+        api_key: sent as ``Authorization: Bearer`` on every upstream call (an engine run with
+            ``--api-key``); ``None``: none.
 
-    ``request.payload`` holds ``endpoint`` (``completions``|``chat``) and ``body``
-    (the client's JSON object). ``Response.raw`` holds ``usage``, ``finish_reason``,
-    ``id``, ``created``, ``model`` and ``logprobs`` (the chunks' lists concatenated;
-    None when the client asked for none) as the upstream reported them.
+    ``request.payload`` holds ``endpoint`` (``completions``|``chat``), ``body``
+    (the client's JSON object) and optionally ``headers`` (forwarded as they
+    are). ``Response.raw`` is the answer in the non-streamed shape, as
+    `rvguard.enforce.stream.Assembly` folds it from the stream.
     """
 
     def __init__(
@@ -199,6 +164,7 @@ class UpstreamDispatcher:
         read_timeout: float = 60.0,
         clock: Clock | None = None,
         send_priority: bool = True,
+        api_key: str | None = None,
     ) -> None:
         try:
             import httpx
@@ -213,6 +179,9 @@ class UpstreamDispatcher:
         limits = fresh_connections()
         self.client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._auth: Mapping[str, str] = MappingProxyType(
+            {"authorization": f"Bearer {api_key}"} if api_key else {}
+        )
         self.channels: dict[str, Channel] = {}
 
     async def aclose(self) -> None:
@@ -229,18 +198,19 @@ class UpstreamDispatcher:
             priority=self._contract.tier_of(request.tenant) if self.send_priority else None,
         )
 
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return {**(extra or {}), **self._auth}
+
     async def dispatch(self, request: Request) -> Response:
         """Serve ``request`` upstream; raise `DispatchError` (502/504/upstream status) on failure."""
         httpx = self._httpx
         url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
+        headers = self._headers(request.payload.get("headers"))
         start = self._clock.now()
         try:
-            async with self.client.stream("POST", url, json=self.body(request)) as resp:
+            async with self.client.stream("POST", url, json=self.body(request), headers=headers) as resp:
                 if resp.status_code != 200:
-                    detail = (await resp.aread()).decode("utf-8", "replace")[:300]
-                    raise DispatchError(
-                        f"upstream http {resp.status_code}: {detail}", status_hint=resp.status_code
-                    )
+                    raise http_error(resp.status_code, await resp.aread())
                 return await self._relay(request.rid, resp, start)
         except httpx.TimeoutException as exc:
             raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
@@ -248,45 +218,28 @@ class UpstreamDispatcher:
             raise DispatchError(f"upstream transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
 
     async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
-        reading = _Reading()
-        done = False
-        async for line in sse_lines(resp):
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            chunk = parse_chunk(data)  # malformed or {"error": …} after the 200: DispatchError
-            if reading.take(chunk) and reading.first is None:
-                reading.first = self._clock.now() - start
+        answer = Assembly()
+        first: float | None = None
+        async for data, chunk in sse_chunks(resp):  # malformed, {"error": …}, no [DONE]: DispatchError
+            if answer.add(chunk) and first is None:
+                first = self._clock.now() - start
             channel = self.channels.get(rid)
             if channel is not None:
                 channel.put(Chunk(data, not chunk.get("choices")))
-        if not done:
-            raise DispatchError("upstream stream ended before [DONE]", status_hint=502)
-        return self._response(reading, resp.status_code, start)
-
-    def _response(self, r: _Reading, status: int, start: float) -> Response:
-        raw = {
-            "usage": dict(r.usage),
-            "finish_reason": r.finish,
-            "id": r.id,
-            "created": r.created,
-            "model": r.model,
-            "logprobs": r.logprobs,
-        }
+        usage = answer.usage
         return Response(
-            text="".join(r.parts),
-            output_tokens=r.usage.get("completion_tokens"),
-            prompt_tokens=r.usage.get("prompt_tokens"),
-            first_token=r.first,
+            text=answer.text,
+            output_tokens=usage.get("completion_tokens"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            first_token=first,
             total=self._clock.now() - start,
-            status=status,
-            raw=MappingProxyType(raw),
+            status=resp.status_code,
+            raw=MappingProxyType(answer.answer()),
         )
 
-    async def count_prompt_tokens(self, endpoint: Endpoint, body: Mapping[str, Any]) -> int:
+    async def count_prompt_tokens(
+        self, endpoint: Endpoint, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> int:
         """The prompt's size in the upstream's own tokens, for token credits (vLLM's ``POST /tokenize``).
 
         A completions prompt given as token ids is counted without a call. Raises
@@ -301,21 +254,32 @@ class UpstreamDispatcher:
             ask["messages"] = body.get("messages")
         else:
             ask["prompt"] = prompt
-        status, data = await self.get_json("/tokenize", ask)
+        status, data = await self.get_json("/tokenize", ask, headers=headers)
         count = data.get("count") if isinstance(data, Mapping) else None
         if status != 200 or not isinstance(count, int):
             raise DispatchError(f"upstream /tokenize answered {status}: {str(data)[:200]}", status_hint=502)
         return count
 
-    async def get_json(self, path: str, post: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+    async def models(self) -> list[str]:
+        """The model ids the upstream serves (``GET /v1/models``); `DispatchError` when it cannot say."""
+        status, data = await self.get_json("/v1/models")
+        listed = data.get("data") if isinstance(data, Mapping) else None
+        if status != 200 or not isinstance(listed, list):
+            raise DispatchError(f"upstream /v1/models answered {status}", status_hint=502)
+        return [str(m["id"]) for m in listed if isinstance(m, Mapping) and "id" in m]
+
+    async def get_json(
+        self, path: str, post: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Any]:
         """GET ``path`` upstream (for ``/v1/models``), or POST ``post`` to it; raise `DispatchError` on
         transport failure or a non-JSON answer."""
         httpx = self._httpx
+        sent = self._headers(headers)
         try:
             if post is None:
-                resp = await self.client.get(self.base_url + path)
+                resp = await self.client.get(self.base_url + path, headers=sent)
             else:
-                resp = await self.client.post(self.base_url + path, json=post)
+                resp = await self.client.post(self.base_url + path, json=post, headers=sent)
         except httpx.TimeoutException as exc:
             raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
         except httpx.TransportError as exc:

@@ -10,7 +10,7 @@ columns by `rvguard.io`; `events()` gives the rows back as events.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,15 +29,15 @@ from ..events import (
     Proposal,
     Reject,
 )
+from ..lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, REJECT
 
 __all__ = ["BASIS_CODES", "KIND_CODES", "ColumnarTrace"]
 
-KIND_CODES: dict[EventKind, int] = {k: i for i, k in enumerate(EventKind)}
-KINDS: tuple[EventKind, ...] = tuple(EventKind)
+KIND_CODES: Mapping[EventKind, int] = CODE  # the lifecycle's codes (kept here for the io readers)
 BASIS_CODES: dict[Basis, int] = {b: i for i, b in enumerate(Basis)}
 BASES: tuple[Basis, ...] = tuple(Basis)
 
-_ENDS: dict[int, type[Reject | Drop | Fail]] = {2: Reject, 5: Drop, 6: Fail}
+_ENDS: dict[int, type[Reject | Drop | Fail]] = {REJECT: Reject, DROP: Drop, FAIL: Fail}
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -122,33 +122,7 @@ class ColumnarTrace:
 
     def event(self, i: int) -> Event:
         """Row ``i`` as an event object."""
-        kind = KINDS[int(self.kind[i])]
-        t = float(self.t[i])
-        rid = self.rid_names[int(self.rid[i])]
-        if kind is EventKind.ARRIVE:
-            d = float(self.deadline[i])
-            p = int(self.prompt_tokens[i])
-            m = int(self.max_tokens[i])
-            return Arrive(
-                t=t,
-                rid=rid,
-                tenant=self.tenant_names[int(self.tenant[i])],
-                deadline=None if np.isnan(d) else d,
-                prompt_tokens=None if p < 0 else p,
-                max_tokens=None if m < 0 else m,
-                proposal=self.proposals[i] if self.proposals else None,
-            )
-        if kind is EventKind.ADMIT:
-            return Admit(t=t, rid=rid, basis=BASES[int(self.basis[i])])
-        if kind is EventKind.REJECT:
-            return Reject(t=t, rid=rid, reason=self.reason[i])
-        if kind is EventKind.DROP:
-            return Drop(t=t, rid=rid, reason=self.reason[i])
-        if kind is EventKind.FAIL:
-            return Fail(t=t, rid=rid, reason=self.reason[i])
-        if kind is EventKind.DISPATCH:
-            return Dispatch(t=t, rid=rid)
-        return Complete(t=t, rid=rid)
+        return self.events_at([i])[0]
 
     def events_at(self, rows: Sequence[int]) -> list[Event]:
         """The events of the given rows, read from the columns in bulk (as `event` would)."""
@@ -168,7 +142,7 @@ class ColumnarTrace:
         )
         for i, kind, t, rid_code, tenant, d, p, m, basis in cols:
             rid = self.rid_names[rid_code]
-            if kind == 0:
+            if kind == ARRIVE:
                 out.append(
                     Arrive(
                         t=t,
@@ -180,11 +154,11 @@ class ColumnarTrace:
                         proposal=self.proposals[i] if self.proposals else None,
                     )
                 )
-            elif kind == 1:
+            elif kind == ADMIT:
                 out.append(Admit(t=t, rid=rid, basis=BASES[basis]))
-            elif kind == 3:
+            elif kind == DISPATCH:
                 out.append(Dispatch(t=t, rid=rid))
-            elif kind == 4:
+            elif kind == COMPLETE:
                 out.append(Complete(t=t, rid=rid))
             else:
                 out.append(_ENDS[kind](t=t, rid=rid, reason=self.reason[i]))

@@ -54,10 +54,14 @@ def parse_number(cell: str, column: str) -> Any:
     """``cell`` as an int or a float when it reads as one, else the text unchanged.
 
     Raises:
-        TraceFormatError: a number too large to be finite (``1e999``).
+        TraceFormatError: a number too large to be finite (``1e999``), or an
+            integer longer than Python's 4300-digit limit.
     """
     if _INT.fullmatch(cell):
-        return int(cell)
+        try:
+            return int(cell)
+        except ValueError:
+            raise TraceFormatError("integer longer than 4300 digits", field=column) from None
     if _FLOAT.fullmatch(cell):
         value = float(cell)
         if not math.isfinite(value):

@@ -10,6 +10,11 @@ Rules, each giving an error that names file, line and field:
   "truncated last line" (a writer died mid-record);
 * ``NaN``/``Infinity``/``-Infinity`` tokens and overflowing numbers (``1e999``)
   are rejected, wherever they appear: they are not JSON and cannot round-trip;
+* an object naming a key twice is rejected (parsers disagree on which one
+  wins, so two tools could judge different records); so is nesting deeper
+  than ``MAX_DEPTH`` and an integer longer than Python's 4300-digit limit;
+* a UTF-8 byte-order mark is skipped at the start of the file, and is an
+  error anywhere else;
 * field checks are `rvguard.events.event_from_dict`'s, located here.
 
 Writing is compact (one object a line, floats as ``repr`` so they round-trip
@@ -21,11 +26,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from ..bounds import MAX_DEPTH, shown
 from ..errors import TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
+from ..untrusted import StructureError, json_duplicate_hook, json_too_deep
 from ._source import STDIO, PathArg, display_name
 
 __all__ = ["JsonlWriter", "iter_jsonl", "parse_jsonl_line"]
@@ -47,46 +54,73 @@ def _finite_float(token: str) -> float:
 
 
 _COMPACT = (",", ":")
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=json_duplicate_hook
+)
+_BOM = b"\xef\xbb\xbf"
 
 
-def _non_finite_field(raw: str) -> str:
-    """Name the top-level key whose value holds a non-finite token ("" if none is found)."""
-    loose = json.loads(raw)
+class _TooLong:
+    """Stands for an integer beyond the digit limit while the faulty field is looked for."""
+
+
+def _too_long(token: str) -> Any:
+    try:
+        return int(token)
+    except ValueError:
+        return _TooLong()
+
+
+def _faulty_field(raw: str, bad: Callable[[Any], bool]) -> str:
+    """Name the top-level key whose value holds a ``bad`` scalar ("" if none is found)."""
+    try:
+        loose = json.loads(raw, parse_int=_too_long)
+    except ValueError:  # the fault came first and the rest is malformed: no field to name
+        return ""
     if not isinstance(loose, dict):
         return ""
     for key, value in loose.items():
-        if _has_non_finite(value):
+        if _holds(value, bad):
             return str(key)
     return ""
 
 
-def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
+def _holds(value: Any, bad: Callable[[Any], bool]) -> bool:
     if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
+        return any(_holds(v, bad) for v in value.values())
     if isinstance(value, list):
-        return any(_has_non_finite(v) for v in value)
-    return False
+        return any(_holds(v, bad) for v in value)
+    return bad(value)
+
+
+def _non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _decode(raw: str, *, last_without_newline: bool) -> dict[str, Any]:
     """Parse one line into a record dict, raising an unlocated `TraceFormatError`."""
     if not raw.strip():
         raise TraceFormatError("blank line (only the newline that ends the file may be empty)")
+    if json_too_deep(raw):
+        raise TraceFormatError(f"nested deeper than {MAX_DEPTH} levels")
     try:
         rec = _DECODER.decode(raw)
     except _NonFinite as exc:
         raise TraceFormatError(
-            f"non-finite number {exc.args[0]!r} (JSON has no NaN or Infinity)", field=_non_finite_field(raw)
+            f"non-finite number {exc.args[0]!r} (JSON has no NaN or Infinity)",
+            field=_faulty_field(raw, _non_finite),
         ) from None
+    except StructureError as exc:
+        raise TraceFormatError(str(exc), field=exc.key) from None
     except json.JSONDecodeError as exc:
         if last_without_newline:
             raise TraceFormatError(f"truncated last line (no newline at end of file, {exc.msg})") from None
         raise TraceFormatError(f"malformed JSON at column {exc.colno}: {exc.msg}") from None
+    except ValueError:  # int() refused a literal beyond sys.get_int_max_str_digits()
+        field = _faulty_field(raw, lambda v: isinstance(v, _TooLong))
+        raise TraceFormatError("integer longer than 4300 digits", field=field) from None
     if not isinstance(rec, dict):
-        raise TraceFormatError(f"must be a JSON object, got {type(rec).__name__}: {raw.strip()[:60]}")
+        raise TraceFormatError(f"must be a JSON object, got {type(rec).__name__}: {shown(raw.strip())}")
     return rec
 
 
@@ -127,6 +161,8 @@ def iter_jsonl(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
 
 def _iter_stream(stream: IO[bytes], name: str) -> Iterator[tuple[int, Event | TraceError]]:
     for lineno, chunk in enumerate(stream, start=1):
+        if lineno == 1 and chunk.startswith(_BOM):
+            chunk = chunk[len(_BOM) :]
         try:
             yield lineno, _one(chunk)
         except TraceError as err:
@@ -153,10 +189,9 @@ class JsonlWriter:
         self._count += 1
         try:
             text = json.dumps(event_to_dict(event), separators=_COMPACT, ensure_ascii=False, allow_nan=False)
+            self._out.write(text + "\n")  # encoded whole before writing: a lone surrogate writes nothing
         except (TypeError, ValueError) as exc:
             raise TraceFormatError(f"cannot write as JSON: {exc}", path=self.path, line=self._count) from None
-        self._out.write(text)
-        self._out.write("\n")
 
     def close(self) -> None:
         """Flush, and close the file unless it is stdout."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..bounds import MAX_TIME, MAX_TOKENS, shown
 from ..errors import TraceError, TraceFormatError
 from ..events import Basis, EventKind, Proposal, event_from_dict
 from ._arrow import pyarrow, pyarrow_compute
@@ -64,7 +65,8 @@ class _Cols:
         return bool(self.pa.types.is_integer(t) or self.pa.types.is_floating(t))
 
     def floats(self, name: str) -> npt.NDArray[np.float64]:
-        arr = self.pc.cast(self.get(name), self.pa.float64())
+        # unsafe: a uint64/int64 beyond 2**53 rounds, and every bound it is checked against is far below
+        arr = self.pc.cast(self.get(name), self.pa.float64(), safe=False)
         return np.asarray(arr.fill_null(np.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
 
     def member(self, name: str, values: list[str]) -> npt.NDArray[np.int64]:
@@ -111,11 +113,7 @@ def _core_checks(c: _Cols, kind: npt.NDArray[np.int64]) -> list[Check]:
         (~has_kind, "kind", lambda i: "is missing"),
         (kind < 0, "kind", lambda i: f"unknown event kind {c.value('kind', i)!r}"),
         (~t_present, "t", lambda i: "is missing"),
-        (
-            ~np.isfinite(t) | (t < 0),
-            "t",
-            lambda i: f"must be a finite non-negative number, got {c.value('t', i)!r}",
-        ),
+        (~_in_range(t, MAX_TIME), "t", lambda i: _time_message(c, "t", i)),
         (~rid_ok, "rid", lambda i: f"must be a non-empty string, got {c.value('rid', i)!r}"),
     ]
 
@@ -140,12 +138,36 @@ def _text_ok(c: _Cols, name: str, *, required: bool) -> Mask:
     return np.asarray(length.to_numpy(zero_copy_only=False), dtype=np.int64) > 0
 
 
+def _in_range(v: npt.NDArray[np.float64], top: float) -> Mask:
+    """0 ≤ v ≤ top (NaN and ±inf fall outside)."""
+    with np.errstate(invalid="ignore"):
+        ok: Mask = (v >= 0) & (v <= top)
+    return ok
+
+
+def _time_message(c: _Cols, name: str, i: int) -> str:
+    """The event path's message for a bad time (`rvguard.events._time`)."""
+    value = c.value(name, i)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number, got {shown(value)}"
+    what = "must not be negative" if value < 0 else f"must be finite and at most {MAX_TIME:g} s"
+    return f"{what}, got {shown(value)}"
+
+
 def _time_ok(c: _Cols, name: str) -> Mask:
     valid = c.valid(name)
     if not c.is_number(name):
         return ~valid
-    v = c.floats(name)
-    return ~valid | (np.isfinite(v) & (v >= 0))
+    return ~valid | _in_range(c.floats(name), MAX_TIME)
+
+
+def _deadline_after_t(c: _Cols) -> Mask:
+    """A present, in-range deadline is not before its row's time (both in range, so exact)."""
+    if not c.is_number("deadline") or not c.is_number("t"):
+        return np.ones(c.n, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        late: Mask = ~(c.floats("deadline") < c.floats("t"))
+    return late
 
 
 def _count_ok(c: _Cols, name: str) -> Mask:
@@ -154,7 +176,7 @@ def _count_ok(c: _Cols, name: str) -> Mask:
         return ~valid
     v = c.floats(name)
     with np.errstate(invalid="ignore"):
-        ok: Mask = ~valid | (np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
+        ok: Mask = ~valid | (_in_range(v, MAX_TOKENS) & (v == np.floor(v)))
     return ok
 
 
@@ -166,7 +188,8 @@ def _kind_checks(c: _Cols, kind: npt.NDArray[np.int64]) -> list[Check]:
     basis = c.member("basis", _BASIS_NAMES)
     checks: list[Check] = [
         (arrive & ~_text_ok(c, "tenant", required=True), "tenant", _got(c, "tenant", "a non-empty string")),
-        (arrive & ~_time_ok(c, "deadline"), "deadline", _got(c, "deadline", "a finite non-negative number")),
+        (arrive & ~_time_ok(c, "deadline"), "deadline", lambda i: _time_message(c, "deadline", i)),
+        (arrive & ~_deadline_after_t(c), "deadline", lambda i: _before_t(c, i)),
         (
             arrive & ~_count_ok(c, "prompt_tokens"),
             "prompt_tokens",
@@ -176,15 +199,19 @@ def _kind_checks(c: _Cols, kind: npt.NDArray[np.int64]) -> list[Check]:
         (admit & c.valid("basis") & (basis < 0), "basis", _got(c, "basis", "one of floor, surplus, demoted")),
         (reasoned & ~_text_ok(c, "reason", required=False), "reason", _got(c, "reason", "a string")),
     ]
-    checks[4:4] = _proposal_checks(c, arrive)
+    checks[5:5] = _proposal_checks(c, arrive)
     return checks
 
 
 def _got(c: _Cols, name: str, what: str) -> Callable[[int], str]:
-    return lambda i: f"must be {what}, got {c.value(name, i)!r}"
+    return lambda i: f"must be {what}, got {shown(c.value(name, i))}"
 
 
-_WHOLE = "a non-negative whole number"
+def _before_t(c: _Cols, i: int) -> str:
+    return f"is before the arrival time t = {float(c.value('t', i))!r}, got {float(c.value('deadline', i))!r}"
+
+
+_WHOLE = f"a whole number in [0, {MAX_TOKENS}]"
 _PROPOSAL_COLS = ("proposal_admit", "proposal_objective", "proposal_priority_hint")
 
 

@@ -25,24 +25,24 @@ from events and from `Monitor.advance`. "Strictly" makes an event exactly
 at the bound win: a completion at t = D is on time.
 
 The tables are data; `compile` turns them into flat lists indexed by
-``location * 7 + kind code`` so the hot path does no hashing of enums, and
-the monitor fuses the compiled automata of a request into one product state
-whose moves it caches (`rvguard.monitors.product`).
+``location * N_KINDS + kind code`` (the codes of `rvguard.lifecycle`), so
+the hot path does no hashing of enums, and the monitor fuses the compiled
+automata of a request into one product state whose moves it caches
+(`rvguard.monitors.product`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from ..events import Event, EventKind
+from ..lifecycle import CODE, N_KINDS
 
-__all__ = ["Edge", "Instance", "TimedAutomaton", "Timer", "entitled"]
-
-N_KINDS = len(EventKind)
+__all__ = ["N_KINDS", "Edge", "Instance", "TimedAutomaton", "Timer", "entitled"]
 
 
 class Instance:
@@ -176,7 +176,7 @@ class TimedAutomaton:
 
     Attributes:
         name: the property's name in reports (``AF``, ``SF``, ...).
-        locations: the location enum; ``initial`` is where instances start
+        locations: the location enum (or its members, in order); ``initial`` is where instances start
             (before their ``arrive`` event), ``bad`` the violating ones.
         transitions: ``(location, kind) -> edges`` tried in order.
         timers: timer edges.
@@ -186,7 +186,7 @@ class TimedAutomaton:
 
     name: str
     description: str
-    locations: type[Enum]
+    locations: type[Enum] | Iterable[Enum]
     initial: Enum
     bad: frozenset[Enum]
     transitions: Mapping[tuple[Enum, EventKind], Sequence[Edge]]
@@ -202,7 +202,7 @@ class TimedAutomaton:
 
 
 class CompiledAutomaton:
-    """`TimedAutomaton` flattened: ``table[loc * 7 + code]`` is a tuple of edges or None."""
+    """`TimedAutomaton` flattened: ``table[loc * N_KINDS + code]`` is a tuple of edges or None."""
 
     __slots__ = ("auto", "bad", "codes", "index", "locs", "table", "timers")
 
@@ -211,17 +211,16 @@ class CompiledAutomaton:
         self.locs: list[Enum] = list(auto.locations)
         self.index: dict[Enum, int] = {loc: i for i, loc in enumerate(self.locs)}
         self.bad: list[bool] = [loc in auto.bad for loc in self.locs]
-        kinds = list(EventKind)
         self.table: list[tuple[tuple[int, Guard | None, Update | None, Edge], ...] | None] = [None] * (
             len(self.locs) * N_KINDS
         )
         for (loc, kind), edges in auto.transitions.items():
-            slot = self.index[loc] * N_KINDS + kinds.index(kind)
+            slot = self.index[loc] * N_KINDS + CODE[kind]
             self.table[slot] = tuple((self.index[e.target], e.guard, e.update, e) for e in edges)
         self.timers: list[list[Timer]] = [[] for _ in self.locs]
         for timer in auto.timers:
             self.timers[self.index[timer.location]].append(timer)
         #: event codes this automaton reacts to (a strict one reacts to every kind)
         self.codes: frozenset[int] = frozenset(
-            range(N_KINDS) if auto.strict else (kinds.index(k) for (_, k) in auto.transitions)
+            range(N_KINDS) if auto.strict else (CODE[k] for (_, k) in auto.transitions)
         )

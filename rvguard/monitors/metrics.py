@@ -24,14 +24,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
+from ..lifecycle import ADMIT, ARRIVE, COMPLETE, DISPATCH, N_KINDS, REJECT, TERMINAL_CODES
 from .automaton import Instance
 
 if TYPE_CHECKING:
     from .p95 import SojournP95
 
 __all__ = ["Metrics", "MetricsAccumulator", "ServiceStats", "WindowRow"]
-
-_REJECT, _COMPLETE = 2, 4  # event codes (rvguard.events: Reject.code, Complete.code)
 
 # per-window counter columns
 OFFERED, ENTITLED, ADMITTED, REJECTED, ON_TIME, MISSED = range(6)
@@ -66,7 +65,11 @@ class WindowRow:
 
 @dataclass(frozen=True)
 class Metrics:
-    """The metrics of DESIGN §3 for one trace (see the module docstring for terms)."""
+    """The metrics of DESIGN §3 for one trace (see the module docstring for terms).
+
+    The three ratios are derived from their counts here, so the online and
+    the offline path cannot compute them differently.
+    """
 
     events: int
     requests: int
@@ -74,13 +77,13 @@ class Metrics:
     last_t: float | None
     entitled: int
     entitled_attained: int
-    floor_attainment: float | None
+    floor_attainment: float | None = field(init=False)
     admitted_judged: int
     admitted_missed: int
-    admitted_miss: float | None
+    admitted_miss: float | None = field(init=False)
     offered_judged: int
     offered_unmet_count: int
-    offered_unmet: float | None
+    offered_unmet: float | None = field(init=False)
     max_assured_backlog: int
     open_requests: int
     utilisation: float | None
@@ -88,6 +91,11 @@ class Metrics:
     service_opportunistic: ServiceStats
     assured_sojourn_p95: SojournP95
     windows: tuple[WindowRow, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "floor_attainment", ratio(self.entitled_attained, self.entitled))
+        object.__setattr__(self, "admitted_miss", ratio(self.admitted_missed, self.admitted_judged))
+        object.__setattr__(self, "offered_unmet", ratio(self.offered_unmet_count, self.offered_judged))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the ``metrics`` object of ``check --json``)."""
@@ -157,15 +165,19 @@ class MetricsAccumulator:
         self.p95_sojourns = array("d")
 
         #: ``handlers[code](inst, ev, code)`` accounts one accepted event of that kind
-        self.handlers: tuple[Callable[[Instance, Event, int], None], ...] = (
-            self._arrive,
-            self._admit,
-            self._terminal,
-            self._dispatch,
-            self._terminal,
-            self._terminal,
-            self._terminal,
+        self.handlers: tuple[Callable[[Instance, Event, int], None], ...] = tuple(
+            self._handler(code) for code in range(N_KINDS)
         )
+
+    def _handler(self, code: int) -> Callable[[Instance, Event, int], None]:
+        """The accounting of one kind: terminal kinds judge the request, others count the event."""
+        if code in TERMINAL_CODES:
+            return self._terminal
+        return {ARRIVE: self._arrive, ADMIT: self._admit, DISPATCH: self._dispatch}.get(code, self._count)
+
+    def _count(self, inst: Instance, ev: Event, code: int) -> None:  # pragma: no cover - a kind to come
+        self.events += 1
+        self.last_t = ev.t
 
     def on_event(self, inst: Instance, ev: Event, code: int) -> None:
         """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
@@ -204,17 +216,17 @@ class MetricsAccumulator:
     def _terminal(self, inst: Instance, ev: Event, code: int) -> None:
         self.events += 1
         self.last_t = t = ev.t
-        on_time = code == _COMPLETE and t <= inst.deadline
+        on_time = code == COMPLETE and t <= inst.deadline
         admitted = inst.admitted
         row = inst.row
         assert row is not None
-        if code == _REJECT:
+        if code == REJECT:
             row[REJECTED] += 1
         row[ON_TIME if on_time else MISSED] += 1
         t_dispatch = inst.t_dispatch
         if t_dispatch is not None:
             self.busy += t - t_dispatch
-            if code == _COMPLETE:
+            if code == COMPLETE:
                 self.services[inst.floored].add(t - t_dispatch, inst.lower, self._ceilings[inst.tenant])
         if on_time and admitted and inst.entitled:
             self.entitled_attained += 1
@@ -226,7 +238,7 @@ class MetricsAccumulator:
                 self.admitted_judged += 1
                 self.admitted_missed += not on_time
                 self.p95_windows.append(inst.window)
-                self.p95_sojourns.append(t - inst.t_arrive if code == _COMPLETE else math.inf)
+                self.p95_sojourns.append(t - inst.t_arrive if code == COMPLETE else math.inf)
 
     def snapshot(self, live: list[Instance], now: float | None) -> Metrics:
         """The metrics now; live requests whose deadline has passed count as missed."""
@@ -263,13 +275,10 @@ class MetricsAccumulator:
             last_t=self.last_t,
             entitled=self.entitled,
             entitled_attained=self.entitled_attained,
-            floor_attainment=ratio(self.entitled_attained, self.entitled),
             admitted_judged=adm_j,
             admitted_missed=adm_m,
-            admitted_miss=ratio(adm_m, adm_j),
             offered_judged=off_j,
             offered_unmet_count=off_m,
-            offered_unmet=ratio(off_m, off_j),
             max_assured_backlog=self.max_backlog,
             open_requests=open_requests,
             utilisation=None if not span else busy / (self._slots * span),

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..contract import Contract, Entitlement
-from ..errors import SpecError, TraceOrderError, UnknownTenantError
+from ..errors import SpecError, TraceOrderError
 from ..events import Arrive, Event
+from ..facts import FactsCache
 from ..verdict import Violation
 from . import wf
 from .af import AF
@@ -39,7 +40,7 @@ BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF,
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
 
 _WF = wf.WF.compile()
-#: WF as a flat next-location table: ``_WF_NEXT[loc * 7 + code]``, -1 = illegal
+#: WF (the lifecycle) as a flat next-location table: ``_WF_NEXT[loc * N_KINDS + code]``, -1 = illegal
 _WF_NEXT: list[int] = [-1 if e is None else e[0][0] for e in _WF.table]
 
 
@@ -107,9 +108,7 @@ class Monitor:
         self._by_code: list[list[tuple[int, CompiledAutomaton]]] = [
             [(i, c) for i, c in enumerate(self._compiled) if code in c.codes] for code in range(N_KINDS)
         ]
-        self._facts: dict[
-            tuple[str, int | None, int | None], tuple[float, float, float | None, bool, float]
-        ] = {}
+        self._facts = FactsCache(contract)
         self._entitlement = Entitlement(contract)
         self._live: dict[str, Instance] = {}
         self._finished: set[str] = set()
@@ -275,35 +274,24 @@ class Monitor:
                 self._schedule(inst, locs, i, target, out)
             return
 
-    def _request_facts(self, ev: Arrive) -> tuple[float, float, float | None, bool, float]:
-        """(relative deadline, L, U, floored, weight) of an arrival, cached by its shape."""
-        key = (ev.tenant, ev.max_tokens, ev.prompt_tokens)
-        facts = self._facts.get(key)
-        if facts is None:
-            c = self.contract
-            tenant = c.tenants.get(ev.tenant)
-            if tenant is None:
-                raise UnknownTenantError(
-                    f"tenant {ev.tenant!r} is not in the contract ({', '.join(c.tenants)})", field="tenant"
-                )
-            facts = (
-                tenant.deadline,
-                c.lower_bound(ev.max_tokens),
-                c.upper_bound(ev.max_tokens),
-                tenant.floor > 0,
-                c.weight(ev.prompt_tokens, ev.max_tokens),
-            )
-            if len(self._facts) < 4096:
-                self._facts[key] = facts
-        return facts
-
     def _create(self, ev: Arrive) -> Instance:
-        rel, lower, upper, floored, weight = self._request_facts(ev)
+        f = self._facts(ev.tenant, ev.prompt_tokens, ev.max_tokens)  # raises UnknownTenantError
         t = ev.t
-        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, weight)
-        deadline = t + rel if ev.deadline is None else ev.deadline
+        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight)
+        deadline = f.deadline(t, ev.deadline)
         inst = Instance(
-            ev.rid, ev.tenant, t, deadline, lower, upper, floored, weight, window, entitled, rank, used
+            ev.rid,
+            ev.tenant,
+            t,
+            deadline,
+            f.lower,
+            f.upper,
+            f.floored,
+            f.weight,
+            window,
+            entitled,
+            rank,
+            used,
         )
         self._live[ev.rid] = inst
         return inst

@@ -18,8 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..contract import Contract, CreditMode, Entitlement
-from ..errors import TraceOrderError, UnknownTenantError
+from ..errors import TraceOrderError
+from ..facts import fact_columns, unknown_tenant
 from ..io.columnar import ColumnarTrace
+from ..lifecycle import ADMIT, ARRIVE, DISPATCH, INITIAL, KINDS, MOVES, N_KINDS, NEXT, STAGES, TERMINAL_KINDS
+from ..lifecycle import CODE as KIND_CODE
 from ..verdict import Violation
 from .automaton import TimedAutomaton
 from .metrics import Metrics
@@ -39,8 +42,6 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B1 = npt.NDArray[np.bool_]
-
-ARRIVE, ADMIT, REJECT, DISPATCH, COMPLETE, DROP, FAIL = range(7)
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,7 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
     for code, name in enumerate(trace.tenant_names):
         if name not in contract.tenants:
             row = int(np.flatnonzero(trace.tenant == code)[0])
-            raise UnknownTenantError(
-                f"tenant {name!r} is not in the contract ({', '.join(contract.tenants)})",
-                path=path,
-                line=int(trace.line[row]),
-                field="tenant",
-            )
+            raise unknown_tenant(contract, name).located(path=path, line=int(trace.line[row]))
 
 
 @dataclass(frozen=True)
@@ -104,9 +100,9 @@ class RowIndex:
     """Where each request's events are: one row per rid and kind (-1 = none).
 
     Built in O(n) with no sort by rid: each row is scattered into its rid's
-    slot for its kind (the four terminal kinds share one slot). ``clean``
-    says whether every rid's rows spell a word of WF's protocol; the per-rid
-    rows are meaningful only when it does.
+    column for its kind (the terminal kinds share one column). ``clean``
+    says whether every rid's rows spell a word of the lifecycle (WF); the
+    per-rid rows are meaningful only when it does.
     """
 
     arrive: I64
@@ -118,57 +114,96 @@ class RowIndex:
     clean: bool
 
 
-#: the per-rid slot of each kind's row: arrive, admit, dispatch, and one slot for the end
-_SLOT = np.array([0, 1, 3, 2, 3, 3, 3], dtype=np.int64)
+def _row_columns() -> tuple[tuple[int, ...], int] | None:
+    """The per-request row table's layout, generated from the lifecycle.
 
-
-def _protocol_holds(a: I64, m: I64, d: I64, e: I64, ek: I64) -> bool:
-    """Per rid, with at most one row of each kind: arrive < admit < dispatch < end, as WF allows.
-
-    ``admit`` and ``reject`` need an earlier ``arrive``; ``dispatch``, ``drop``
-    and ``fail`` an earlier ``admit``; ``complete`` an earlier ``dispatch``;
-    ``drop`` and ``fail`` come after the ``dispatch`` if any; ``reject``
-    excludes ``admit``.
+    Returns ``(column of each kind code, number of columns)``: each
+    non-terminal kind has its own column, ordered by how far from the initial
+    stage it first occurs, and the terminal kinds share the last one (a
+    request ends once). Along every legal move the columns must increase, so
+    that a request's rows in trace order fill its columns in order; None when
+    they cannot (a kind that may occur twice in one request's life, a cycle):
+    then the offline path replays through the online monitor.
     """
-    has_m = m >= 0
-    if not bool(((a >= 0) & (a < m))[has_m].all()):
-        return False
-    if not bool(((m >= 0) & (m < d))[d >= 0].all()):
-        return False
-    rej = ek == REJECT
-    if not bool(((a >= 0) & (a < e) & ~has_m)[rej].all()):
-        return False
-    if not bool(((d >= 0) & (d < e))[ek == COMPLETE].all()):
-        return False
-    return bool((has_m & (m < e) & (d < e))[(ek == DROP) | (ek == FAIL)].all())
+    dist = {INITIAL: 0}
+    frontier = [INITIAL]
+    while frontier:  # breadth-first distance of each stage from the initial one
+        d = dist[frontier[0]] + 1
+        frontier = list({n: None for (s, _), n in MOVES.items() if s in frontier and n not in dist})
+        dist.update((n, d) for n in frontier)
+    far = len(STAGES)  # an unreachable stage sorts last (lifecycle._check refuses one anyway)
+    inner = {
+        k: min(dist.get(s, far) for (s, kk) in MOVES if kk is k)
+        for (_, k) in MOVES
+        if k not in TERMINAL_KINDS
+    }
+    order = sorted(inner, key=lambda k: (inner[k], KIND_CODE[k]))
+    column = {k: order.index(k) if k in inner else len(order) for k in KINDS}
+    for (_, k), nxt in MOVES.items():
+        if any(column[k2] <= column[k] for (s2, k2) in MOVES if s2 is nxt):
+            return None
+    return tuple(column[k] for k in KINDS), len(order) + 1
+
+
+_LAYOUT = _row_columns()
+#: whether the per-request row table can hold the lifecycle's words (else: replay, never vectorise)
+_VECTORISED = _LAYOUT is not None
+_COLUMN = np.array(_LAYOUT[0] if _LAYOUT else [0] * N_KINDS, dtype=np.int64)
+_N_COLUMNS = _LAYOUT[1] if _LAYOUT else 1
+#: the lifecycle's moves as a flat int array (stage index * N_KINDS + code -> next stage index, -1 illegal)
+_NEXT = np.array(NEXT, dtype=np.int64)
+_TERMINAL = min(KIND_CODE[k] for k in TERMINAL_KINDS)  # any terminal kind: they share one column
+
+
+def _protocol_holds(columns: I64, kind: npt.NDArray[np.int8]) -> bool:
+    """Per rid, with at most one row per column: its rows spell a path of the lifecycle.
+
+    Walks every rid through `lifecycle.NEXT` at once, column by column: the
+    rows must come in column order (the order of every legal word) and each
+    must be a legal move from the stage the previous ones reached; a missing
+    column is skipped (the walk then fails at the next row if it was needed).
+    """
+    stage = np.full(columns.shape[1], STAGES.index(INITIAL), dtype=np.int64)
+    last = np.full(columns.shape[1], -1, dtype=np.int64)
+    for rows in columns:
+        has = np.flatnonzero(rows >= 0)
+        at = rows[has]
+        if not bool((at > last[has]).all()):
+            return False
+        nxt = _NEXT[stage[has] * N_KINDS + kind[at]]
+        if bool((nxt < 0).any()):
+            return False
+        stage[has] = nxt
+        last[has] = at
+    return True
 
 
 def row_index(trace: ColumnarTrace) -> RowIndex:
     """Per-rid rows of each kind, and whether the trace is WF-clean (O(n)).
 
-    WF's words are ``arrive [reject | admit [dispatch] [complete | drop |
-    fail]]`` with ``complete`` only after ``dispatch``. A rid's rows form one
-    of them exactly when each kind occurs at most once, at most one terminal,
-    in the order `_protocol_holds` checks. tests/monitors check this against
-    the automaton on arbitrary kind sequences.
+    A rid's rows form a word of the lifecycle (WF) exactly when no column of
+    the row table (`_row_columns`) is written twice and the rows spell a path
+    of its moves (`_protocol_holds`). tests/monitors check this against the
+    automaton on arbitrary kind sequences, and tests/test_lifecycle.py
+    against the table on every short word.
     """
     r, n = len(trace.rid_names), len(trace)
     kind = trace.kind
-    slots = np.full((4, r), -1, dtype=np.int64)  # rows: arrive, admit, dispatch, end
-    unique = n == 0 or (int(kind.min()) >= 0 and int(kind.max()) < len(_SLOT))
+    columns = np.full((_N_COLUMNS, r), -1, dtype=np.int64)
+    unique = _VECTORISED and (n == 0 or (int(kind.min()) >= 0 and int(kind.max()) < N_KINDS))
     if unique and n:
-        key = _SLOT[kind]
+        key = _COLUMN[kind]
         key *= r
         key += trace.rid
-        slots.reshape(-1)[key] = np.arange(n)
+        columns.reshape(-1)[key] = np.arange(n)
         del key
-        # a (rid, slot) written twice keeps one row: fewer filled slots than rows
-        unique = int(np.count_nonzero(slots >= 0)) == n
-    arrive, admit, dispatch, end = slots
+        # a (rid, column) written twice keeps one row: fewer filled cells than rows
+        unique = int(np.count_nonzero(columns >= 0)) == n
+    arrive, admit, dispatch, end = (columns[int(_COLUMN[c])] for c in (ARRIVE, ADMIT, DISPATCH, _TERMINAL))
     end_kind = np.full(r, -1, dtype=np.int64)
     has_end = end >= 0
     end_kind[has_end] = kind[end[has_end]]
-    clean = unique and _protocol_holds(arrive, admit, dispatch, end, end_kind)
+    clean = unique and _protocol_holds(columns, kind)
     return RowIndex(arrive, admit, dispatch, end, end_kind, np.flatnonzero(kind == ARRIVE), clean)
 
 
@@ -196,39 +231,26 @@ def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | Non
         out[rid_a] = values
         return out
 
-    names = trace.tenant_names
-    floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
-    rel = np.array([contract.tenants[n].deadline for n in names], dtype=np.float64)
     tenant_a = trace.tenant[arrive]
     t_a = trace.t[arrive]
-    tenant = spread(tenant_a, -1)
-    t_arrive = spread(t_a, np.nan)
-    explicit = trace.deadline[arrive]
-    deadline = spread(np.where(np.isnan(explicit), t_a + rel[tenant_a], explicit), np.nan)
-    maxtok = trace.max_tokens[arrive]
-    cap = contract.output_cap
-    capped = np.where(maxtok < 0, cap, np.minimum(maxtok, cap)).astype(np.float64)
-    svc = contract.service
-    lower = spread(svc.lower.base + svc.lower.per_token * capped, np.nan)
-    if svc.upper is not None:
-        upper = spread(svc.upper.base + svc.upper.per_token * capped, np.nan)
-    else:
-        upper = np.full(r, np.nan)
-    if contract.credit is CreditMode.TOKENS:
-        prompt = np.maximum(trace.prompt_tokens[arrive], 0).astype(np.float64)
-        w = contract.token_weights
-        weight = spread(w.prompt * prompt + w.output * capped, 1.0)
-    else:
-        weight = np.ones(r)
+    facts = fact_columns(
+        contract,
+        trace.tenant_names,
+        tenant_a,
+        t_a,
+        trace.deadline[arrive],
+        trace.prompt_tokens[arrive],
+        trace.max_tokens[arrive],
+    )
     return RequestTable(
         arrive_row=rows.arrive,
-        tenant=tenant,
-        t_arrive=t_arrive,
-        deadline=deadline,
-        lower=lower,
-        upper=upper,
-        weight=weight,
-        floored=(floors > 0)[np.maximum(tenant, 0)],
+        tenant=spread(tenant_a, -1),
+        t_arrive=spread(t_a, np.nan),
+        deadline=spread(facts.deadline, np.nan),
+        lower=spread(facts.lower, np.nan),
+        upper=spread(facts.upper, np.nan),
+        weight=spread(facts.weight, 1.0),
+        floored=spread(facts.floored, False),
         t_admit=_times(trace, rows.admit),
         t_dispatch=_times(trace, rows.dispatch),
         t_end=_times(trace, rows.end),

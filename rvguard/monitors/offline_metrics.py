@@ -9,7 +9,8 @@ import numpy.typing as npt
 
 from ..contract import Contract
 from ..io.columnar import ColumnarTrace
-from .metrics import Metrics, ServiceStats, WindowRow, ratio
+from ..lifecycle import COMPLETE, REJECT
+from .metrics import Metrics, ServiceStats, WindowRow
 from .p95 import sojourn_p95
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["offline_metrics"]
 
 Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.float64]]
-_REJECT, _DISPATCH, _COMPLETE = 2, 3, 4
 
 
 def _services(
@@ -79,7 +79,7 @@ def _windows(
     pattern = (
         (ent[1] if every else ent[1][arrived]).astype(np.int64)
         | (~np.isnan(req.t_admit if every else req.t_admit[arrived])) << 1
-        | (end_kind == _REJECT) << 2
+        | (end_kind == REJECT) << 2
         | on << 3
         | ((end_kind >= 0) & ~on) << 4
     )
@@ -113,13 +113,13 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     now = float(trace.t[-1]) if n else None
     d = req.deadline
     has_end = req.end_kind >= 0
-    on_time = (req.end_kind == _COMPLETE) & (req.t_end <= d)
+    on_time = (req.end_kind == COMPLETE) & (req.t_end <= d)
     admitted = ~np.isnan(req.t_admit)
     judged = arrived & (has_end | ((now is not None) & (d < (now if now is not None else 0.0))))
     fl = req.floored & arrived
     dispatched = ~np.isnan(req.t_dispatch)
     busy = _busy(req, dispatched, has_end, now)
-    done = dispatched & (req.end_kind == _COMPLETE)
+    done = dispatched & (req.end_kind == COMPLETE)
     ceiling_of = np.array([contract.ceiling(t) for t in trace.tenant_names] or [0.0])
     span = None if now is None else now - float(trace.t[0])
     entitled = count(ent[1])
@@ -130,7 +130,7 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     adm_m = count(sample & ~on_time)
     off_j = count(fl_judged)
     off_m = count(fl_judged & ~on_time)
-    completed = req.end_kind[sample] == _COMPLETE
+    completed = req.end_kind[sample] == COMPLETE
     sojourn = np.where(completed, req.t_end[sample] - req.t_arrive[sample], np.inf)
     done_a = np.flatnonzero(done & req.floored)
     done_o = np.flatnonzero(done & ~req.floored)
@@ -141,13 +141,10 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
         last_t=now,
         entitled=entitled,
         entitled_attained=attained,
-        floor_attainment=ratio(attained, entitled),
         admitted_judged=adm_j,
         admitted_missed=adm_m,
-        admitted_miss=ratio(adm_m, adm_j),
         offered_judged=off_j,
         offered_unmet_count=off_m,
-        offered_unmet=ratio(off_m, off_j),
         max_assured_backlog=_backlog(req) if n else 0,
         open_requests=count(arrived & ~judged),
         utilisation=None if not span else busy / (contract.slots * span),

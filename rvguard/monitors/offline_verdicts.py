@@ -15,12 +15,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..contract import Contract
-from ..events import Event
+from ..events import Event, is_client_error
 from ..io.columnar import ColumnarTrace
+from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
 from . import af, dr, sf
 from .automaton import Instance, TimedAutomaton
-from .offline import COMPLETE, DROP, FAIL, REJECT, RequestTable
+from .offline import RequestTable
 
 __all__ = ["offline_violations"]
 
@@ -108,6 +109,16 @@ def _af(reqs: _Requests) -> list[Violation]:
     )
 
 
+def _client_errors(reqs: _Requests) -> npt.NDArray[np.bool_]:
+    """Per request: it ended with a ``fail`` whose reason blames the client (SF exempts it)."""
+    req, trace = reqs.req, reqs.trace
+    ended = req.end_kind == FAIL
+    out = np.zeros(len(req.end_kind), dtype=bool)
+    rows = req.end_row[ended]
+    out[ended] = [is_client_error(trace.reason[i]) for i in rows.tolist()]
+    return out
+
+
 def _sf(reqs: _Requests) -> list[Violation]:
     req, ent, trace = reqs.req, reqs.ent, reqs.trace
     d = req.deadline
@@ -117,7 +128,8 @@ def _sf(reqs: _Requests) -> list[Violation]:
     on_time = (req.end_kind == COMPLETE) & (req.t_end <= d)
     late_admit = req.t_admit > d
     timer = cand & ~on_time & ((has_end & (req.t_end > d)) | (~has_end & (last_t > d)) | late_admit)
-    ended = cand & ~timer & has_end & ((req.end_kind == DROP) | (req.end_kind == FAIL))
+    failed = (req.end_kind == FAIL) & ~_client_errors(reqs)
+    ended = cand & ~timer & has_end & ((req.end_kind == DROP) | failed)
     rs = np.flatnonzero(timer)
     deadlines = d[rs].tolist()
     rows = []

@@ -18,7 +18,8 @@ import numpy as np
 from ..contract import Contract
 from ..errors import SpecError
 from ..io.columnar import ColumnarTrace
-from .offline import REJECT, entitlement_columns, protocol_is_clean, request_table, row_index
+from ..lifecycle import COMPLETE, REJECT
+from .offline import entitlement_columns, protocol_is_clean, request_table, row_index
 
 __all__ = ["PhaseRow", "PhaseSweep", "phase_sweep"]
 
@@ -67,7 +68,7 @@ def phase_sweep(trace: ColumnarTrace, contract: Contract, steps: int) -> PhaseSw
     if len(trace) == 0 or not protocol_is_clean(trace, index):
         return PhaseSweep((), None, None)
     req = request_table(trace, contract, index)
-    on_time = (req.end_kind == 4) & (req.t_end <= req.deadline)
+    on_time = (req.end_kind == COMPLETE) & (req.t_end <= req.deadline)
     served = ~np.isnan(req.t_admit) & on_time
     rejected = req.end_kind == REJECT
     base = entitlement_columns(req, trace, contract)[1]

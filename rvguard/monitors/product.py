@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A request's instance carries one int, its *product state*: the tuple of its
 WF location and of each monitored automaton's location, interned on first
-sight. ``next[state * 7 + code]`` caches what an event of kind ``code`` does
+sight. ``next[state * N_KINDS + code]`` caches what an event of kind ``code`` does
 from there:
 
 * ``>= 0``: the next product state. Used when every automaton's move is

@@ -7,8 +7,11 @@ waits in WAITING under the timer ``x > D(R) - t_arrive``: once observed
 time passes the absolute deadline D(R) with no completion, the instance goes
 bad *at the instant D(R)*, however late the next event comes. A completion
 at exactly D(R) is on time (the timer needs time to pass D strictly). A
-``drop`` or ``fail`` of a waiting request is a violation at that event.
-Requests that are not entitled, or were never admitted, are exempt (the
+``drop`` or ``fail`` of a waiting request is a violation at that event,
+except a ``fail`` whose reason says the client's request was at fault
+(``client-error``, `rvguard.events.is_client_error`: the backend refused it
+with a 4xx such as an unknown model): the service did not fail, so the request
+leaves SF exempt. Requests that are not entitled, or were never admitted, are exempt (the
 latter is AF's business). SF holds only under the contract's preconditions
 (A4 stability and the deadline bound, see `rvguard verify`): it is
 monitored, not enforced by construction.
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from ..events import Event, EventKind
+from ..events import Event, EventKind, Fail, is_client_error
 from .automaton import Edge, Instance, TimedAutomaton, Timer, entitled
 
 __all__ = ["SF", "TRANSITIONS", "Loc"]
@@ -53,6 +56,10 @@ def _ended(inst: Instance, ev: Event | None, now: float) -> str:
     return f"entitled admitted request {kind} at {now:.6g} s instead of completing by {inst.deadline:.6g} s"
 
 
+def _client_error(inst: Instance, ev: Event) -> bool:
+    return isinstance(ev, Fail) and is_client_error(ev.reason)
+
+
 def _deadline(inst: Instance) -> float:
     return inst.deadline
 
@@ -69,7 +76,10 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         Edge(Loc.BAD, label="t > D(R)", detail=_late),
     ),
     (Loc.WAITING, K.DROP): (Edge(Loc.BAD, detail=_ended),),
-    (Loc.WAITING, K.FAIL): (Edge(Loc.BAD, detail=_ended),),
+    (Loc.WAITING, K.FAIL): (
+        Edge(Loc.EXEMPT, _client_error, "client error"),
+        Edge(Loc.BAD, detail=_ended),
+    ),
 }
 
 TIMERS = (Timer(Loc.WAITING, _deadline, Loc.BAD, "x > D(R) - t_arrive", _late),)

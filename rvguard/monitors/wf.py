@@ -1,14 +1,17 @@
-"""WF — the well-formedness protocol of DESIGN §2, as a strict automaton.
+"""WF — the well-formedness protocol of DESIGN §2, as a strict automaton built from the lifecycle.
 
 Theory of operation
 -------------------
-Per request: ``arrive → admit → dispatch → (complete | fail | drop)``, or
-``arrive → reject``, or ``admit → drop`` (deferred drop at dispatch time), or
-``admit → fail`` (the request was cancelled or the guard shut down before it
-reached a slot; an extension of DESIGN §2 so that such requests still get
-exactly one terminal event without a false doom-drop). Anything else — an
-event for a request that never arrived, a second ``arrive``, any event
-after the terminal one — is missing from the table and so goes BAD.
+WF is `rvguard.lifecycle` read as a timed automaton: its locations are the
+lifecycle's stages plus BAD, its edges the lifecycle's moves, one unguarded
+edge each. Per request: ``arrive → admit → dispatch → (complete | fail |
+drop)``, or ``arrive → reject``, or ``admit → drop`` (deferred drop at
+dispatch time), or ``admit → fail`` (the request was cancelled or the guard
+shut down before it reached a slot; an extension of DESIGN §2 so that such
+requests still get exactly one terminal event without a false doom-drop).
+Anything else — an event for a request that never arrived, a second
+``arrive``, any event after the terminal one — is missing from the table and
+so goes BAD.
 
 Rejection is atomic: the monitor reports the violation and leaves every
 automaton's state as it was before the illegal event (the event is refused,
@@ -21,50 +24,32 @@ from __future__ import annotations
 from enum import Enum
 
 from ..events import Event, EventKind
+from ..lifecycle import FINAL as FINAL
+from ..lifecycle import INITIAL, MOVES, STAGES, Stage, describe
 from .automaton import Edge, Instance, TimedAutomaton
 
-__all__ = ["TRANSITIONS", "WF", "Loc"]
+__all__ = ["FINAL", "TRANSITIONS", "WF", "Loc", "illegal_detail"]
+
+#: WF's protocol locations are the lifecycle's stages (BAD is added below)
+Loc = Stage
 
 
-class Loc(Enum):
-    """Protocol locations of one request."""
-
-    NEW = "new"
-    ARRIVED = "arrived"
-    ADMITTED = "admitted"
-    DISPATCHED = "dispatched"
-    DONE = "done"
+class _Bad(Enum):
     BAD = "bad"
 
 
-K = EventKind
+BAD = _Bad.BAD
 
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
-    (Loc.NEW, K.ARRIVE): (Edge(Loc.ARRIVED),),
-    (Loc.ARRIVED, K.ADMIT): (Edge(Loc.ADMITTED),),
-    (Loc.ARRIVED, K.REJECT): (Edge(Loc.DONE),),
-    (Loc.ADMITTED, K.DISPATCH): (Edge(Loc.DISPATCHED),),
-    (Loc.ADMITTED, K.DROP): (Edge(Loc.DONE),),
-    (Loc.ADMITTED, K.FAIL): (Edge(Loc.DONE),),
-    (Loc.DISPATCHED, K.COMPLETE): (Edge(Loc.DONE),),
-    (Loc.DISPATCHED, K.FAIL): (Edge(Loc.DONE),),
-    (Loc.DISPATCHED, K.DROP): (Edge(Loc.DONE),),
-}
-
-_WHY = {
-    Loc.NEW: "the request never arrived",
-    Loc.ARRIVED: "the request has arrived but was neither admitted nor rejected",
-    Loc.ADMITTED: "the request is admitted but not dispatched",
-    Loc.DISPATCHED: "the request is in flight",
-    Loc.DONE: "the request already had its terminal event",
+    (stage, kind): (Edge(nxt),) for (stage, kind), nxt in MOVES.items()
 }
 
 
-def illegal_detail(loc: Loc, ev: Event) -> str:
+def illegal_detail(loc: Stage, ev: Event) -> str:
     """The sentence reported for an event the protocol does not allow."""
-    if ev.kind is K.ARRIVE and loc is not Loc.NEW:
+    if ev.kind is EventKind.ARRIVE and loc is not INITIAL:
         return f"duplicate arrive for rid {ev.rid!r}"
-    return f"{ev.kind.value} not allowed: {_WHY.get(loc, loc.value)}"
+    return f"{ev.kind.value} not allowed: {describe(loc)}"
 
 
 def _strict_detail(inst: Instance, ev: Event | None, now: float) -> str:  # pragma: no cover - see Monitor
@@ -74,14 +59,10 @@ def _strict_detail(inst: Instance, ev: Event | None, now: float) -> str:  # prag
 WF = TimedAutomaton(
     name="WF",
     description="well-formed request protocol (DESIGN §2)",
-    locations=Loc,
-    initial=Loc.NEW,
-    bad=frozenset({Loc.BAD}),
+    locations=(*STAGES, BAD),
+    initial=INITIAL,
+    bad=frozenset({BAD}),
     transitions=TRANSITIONS,
     strict=True,
-    clocks=(),
     strict_detail=_strict_detail,
 )
-
-#: Locations after which the request is finished and its instance is freed.
-FINAL = frozenset({Loc.DONE})

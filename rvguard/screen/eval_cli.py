@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import SpecError
-from ..sim.plots import check_out_dir
+from ..sim.plots import check_out_dir, pyplot
 from .evaluate import (
     CURVE,
     DIALS,
@@ -69,8 +69,6 @@ def render_eval(result: EvalResult) -> str:
 
 def plot_precision_coverage(result: EvalResult, curve: dict[str, list[Row]], out: str | Path) -> Path:
     """Precision against coverage, one point per service dial, in-sample and held-out."""
-    from ..sim.plots import pyplot
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for scope, marker in (("in-sample", "o"), ("held-out", "s")):
@@ -116,8 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> tuple[int, int | None]:
-    """(reps, folds), checked before anything runs; the plot directory too."""
+    """(reps, folds), checked before anything runs; the plot directory and the sim extra too."""
     check_out_dir(args.out)
+    pyplot()
     reps = DEFAULT_REPS if args.reps is None else int(args.reps)
     if reps < 2:
         raise SpecError(f"screen-eval needs --reps ≥ 2 (held-out folds), got {reps}", field="reps")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import progress
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Arrive, Complete, Dispatch, Drop, Event, Fail
@@ -299,7 +300,11 @@ def evaluate(
     if reps < 2:
         raise ValueError(f"screen-eval needs at least 2 reps (held-out folds), got {reps}")
     k = reps if folds is None else max(1, min(folds, reps))
-    runs = [run_config(c, reps=reps, duration=duration, seed=seed) for c in grid]
+    with progress.task("configurations", total=len(grid), unit="config") as advance:
+        runs = []
+        for c in grid:
+            runs.append(run_config(c, reps=reps, duration=duration, seed=seed))
+            advance(1)
     rows, preds = in_sample_rows(runs, dials)
     rows += held_out_rows(runs, dials, k)
     return EvalResult(tuple(runs), tuple(rows), preds, k)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import progress
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Arrive, Complete, Dispatch, Event, Reject
@@ -158,13 +159,15 @@ def run_arms(
     """Every arm over ``reps`` paired reps; one pooled `Condition` each (module doc)."""
     draw = arrivals or _marquee
     accs = [_Acc() for _ in arms]
-    for rep in range(reps):
-        cache: dict[Hashable, list[Request]] = {}
-        for arm, acc in zip(arms, accs, strict=True):
-            key = _load_key(arm)
-            if key not in cache:
-                cache[key] = draw(arm, seed, rep)
-            acc.add(arm, run_once(arm.contract, cache[key], seed=seed * 1000 + rep, **arm.run))
+    with progress.task("runs", total=reps * len(arms), unit="run") as advance:
+        for rep in range(reps):
+            cache: dict[Hashable, list[Request]] = {}
+            for arm, acc in zip(arms, accs, strict=True):
+                key = _load_key(arm)
+                if key not in cache:
+                    cache[key] = draw(arm, seed, rep)
+                acc.add(arm, run_once(arm.contract, cache[key], seed=seed * 1000 + rep, **arm.run))
+                advance(1)
     return [
         Condition(
             arm.params, tuple(a.missed), tuple(a.judged), tuple(a.violations), a.extras(arm), tuple(a.af)

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from ..contract import Contract
 from ..enforce.request import Request
 from ..events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail, Proposal, Reject
+from ..facts import FactsCache
 
 __all__ = ["FifoBaseline", "FlowController"]
 
@@ -39,6 +40,7 @@ class _Slots:
 
     def __init__(self, contract: Contract) -> None:
         self.contract = contract
+        self.facts = FactsCache(contract)
         self._running: set[str] = set()
         self._heap: list[tuple[int, int, str]] = []
         self._seq = itertools.count()
@@ -54,12 +56,11 @@ class _Slots:
         return len(self._heap)
 
     def _arrive_event(self, request: Request, proposal: Proposal, now: float) -> Arrive:
-        c = self.contract
-        deadline = request.deadline
-        if deadline is None:
-            deadline = request.t + c.tenants[request.tenant].deadline
-        capped = c.capped_tokens(request.max_tokens)
-        return Arrive(now, request.rid, request.tenant, deadline, request.prompt_tokens, capped, proposal)
+        r = request
+        f = self.facts(r.tenant, r.prompt_tokens, r.max_tokens)
+        return Arrive(
+            now, r.rid, r.tenant, f.deadline(r.t, r.deadline), r.prompt_tokens, f.capped_tokens, proposal
+        )
 
     def _enqueue(self, band: int, rid: str) -> None:
         heapq.heappush(self._heap, (band, next(self._seq), rid))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from ..contract import Contract
 from .experiments import ExperimentResult, beta_sweep, fifo_ablation
 from .experiments_faults import capacity_drop, gaie_fault
+from .experiments_fleet import fleet_pooling
 from .experiments_replay import REPLAY_CONTRACT, trace_replay
 from .experiments_stress import deadline_sweep, floor_sweep, stress
 
@@ -26,6 +27,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "trace-replay": trace_replay,
     "gaie-fault": gaie_fault,
     "capacity-drop": capacity_drop,
+    "fleet-pooling": fleet_pooling,
 }
 
 # Experiments whose default contract is not the marquee's (None: the marquee).

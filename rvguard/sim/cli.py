@@ -24,7 +24,7 @@ from ..io import TraceWriter
 from .backend import BackendModel
 from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 from .experiments import ExperimentResult
-from .plots import check_out_dir, plot_experiment
+from .plots import check_out_dir, plot_experiment, pyplot
 from .run import LEARNERS, run_once
 from .workloads import bursty, floor_rate, poisson, replay, split_rate
 
@@ -203,6 +203,7 @@ def _experiment(
 
 def _run_experiment(args: argparse.Namespace) -> bool:
     check_out_dir(args.out)
+    pyplot()  # the plot needs the sim extra: refuse now, not after the runs
     result, plot = _experiment(args.name, args.spec, args.reps, args.seed, args.out)
     if args.json:
         print(json.dumps({**result.to_dict(), "plot": str(plot)}, indent=2))
@@ -216,6 +217,7 @@ def _run_demo(args: argparse.Namespace) -> bool:
     if args.reps < 1:
         raise SpecError(f"--reps must be at least 1, got {args.reps}", field="reps")
     check_out_dir(args.out)
+    pyplot()  # the plot needs the sim extra: refuse now, not after the runs
     out = args.out or tempfile.mkdtemp(prefix="rvguard-demo-")
     print(f"rvguard demo: beta-sweep on the embedded simulator, {args.reps} reps a condition …", flush=True)
     result, plot = _experiment("beta-sweep", None, args.reps, 0, out)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .. import progress
 from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
 from ..events import Arrive, Dispatch, Event, Proposal
@@ -110,19 +111,25 @@ class Simulator:
 
     def run(self, arrivals: Iterable[Request]) -> SimResult:
         """Simulate until every arrival has been decided and every admitted request has ended."""
-        n = 0
+        n, last = 0, 0.0
         for req in arrivals:
             self._schedule(req.t, ARRIVAL, req)
-            n += 1
-        now = 0.0
-        while self._heap:
-            now, priority, _, event = heapq.heappop(self._heap)
-            if priority == ARRIVAL:
-                assert isinstance(event, Request)
-                self._on_arrival(event, now)
-            else:
-                assert isinstance(event, tuple)
-                self._on_completion(event[0], event[1], now)
+            n, last = n + 1, max(last, req.t)
+        now = shown = 0.0
+        steps = 0
+        with progress.task("simulating", total=last, unit="s") as advance:  # in simulated seconds
+            while self._heap:
+                now, priority, _, event = heapq.heappop(self._heap)
+                if priority == ARRIVAL:
+                    assert isinstance(event, Request)
+                    self._on_arrival(event, now)
+                else:
+                    assert isinstance(event, tuple)
+                    self._on_completion(event[0], event[1], now)
+                steps += 1
+                if not steps & 0x3FF:  # every 1024 events, cheap in the hot loop
+                    advance(min(now, last) - shown)
+                    shown = min(now, last)
         return SimResult(tuple(self._trace), now, n)
 
     def _on_arrival(self, req: Request, now: float) -> None:

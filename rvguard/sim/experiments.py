@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import progress
 from ..contract import Contract, contract_from_mapping
 from ..enforce.request import Request
 from ..errors import SpecError
@@ -211,14 +212,16 @@ def _run_cells(
     contract: Contract, cells: Sequence[Cell], reps: int, seed: int, **load: float
 ) -> list[Condition]:
     acc: list[tuple[list[int], list[int], list[int], list[int]]] = [([], [], [], []) for _ in cells]
-    for rep in range(reps):
-        arrivals = marquee_arrivals(contract, seed, rep, **load)
-        for i, (_, kwargs) in enumerate(cells):
-            out = run_once(contract, arrivals, seed=seed * 1000 + rep, **kwargs)
-            acc[i][0].append(out.metrics.admitted_missed)
-            acc[i][1].append(out.metrics.admitted_judged)
-            acc[i][2].append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
-            acc[i][3].append(sum(1 for v in out.violations if v.property == "AF"))
+    with progress.task("runs", total=reps * len(cells), unit="run") as advance:
+        for rep in range(reps):
+            arrivals = marquee_arrivals(contract, seed, rep, **load)
+            for i, (_, kwargs) in enumerate(cells):
+                out = run_once(contract, arrivals, seed=seed * 1000 + rep, **kwargs)
+                acc[i][0].append(out.metrics.admitted_missed)
+                acc[i][1].append(out.metrics.admitted_judged)
+                acc[i][2].append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
+                acc[i][3].append(sum(1 for v in out.violations if v.property == "AF"))
+                advance(1)
     return [
         Condition(params, tuple(m), tuple(j), tuple(v), af=tuple(af))
         for (params, _), (m, j, v, af) in zip(cells, acc, strict=True)

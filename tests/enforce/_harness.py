@@ -5,7 +5,8 @@ heap of completions; completions before arrivals at equal times), so tests
 can produce whole traces. The checker is an independent, offline statement
 of AF, SF, DR and WF over a finished trace, written from DESIGN §3 directly
 (it shares only `contract.Entitlement` with the core, on purpose: DESIGN §1
-makes entitlement one definition for every layer).
+makes entitlement one definition for every layer; and WF reads the lifecycle
+table, the specification the core's own table is derived from).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rvguard.contract import Contract, Entitlement
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Proposal, Reject
+from rvguard.lifecycle import INITIAL, MOVES
 
 _YES = Proposal()
 
@@ -81,24 +83,17 @@ def by_rid(trace: Iterable[Event]) -> dict[str, list[Event]]:
     return out
 
 
-_NEXT = {
-    "start": {"arrive"},
-    "arrive": {"admit", "reject"},
-    "admit": {"dispatch", "drop", "fail"},
-    "dispatch": {"complete", "fail"},
-}
-
-
 def check_wf(trace: Sequence[Event]) -> list[str]:
-    """WF by brute force: order of kinds per rid, non-decreasing time."""
+    """WF by brute force: each rid's kinds walk the lifecycle's moves, time never goes back."""
     bad = [f"time {b.t} < {a.t}" for a, b in itertools.pairwise(trace) if b.t < a.t]
     for rid, evs in by_rid(trace).items():
-        state = "start"
+        stage = INITIAL
         for ev in evs:
-            if ev.kind.value not in _NEXT.get(state, set()):
-                bad.append(f"{rid}: {ev.kind.value} after {state}")
+            nxt = MOVES.get((stage, ev.kind))
+            if nxt is None:
+                bad.append(f"{rid}: {ev.kind.value} in stage {stage.value}")
                 break
-            state = ev.kind.value
+            stage = nxt
     return bad
 
 

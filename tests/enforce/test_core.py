@@ -252,7 +252,7 @@ def test_every_state_kind_pair_is_in_the_table_or_rejected() -> None:
     for state in ReqState:
         for kind in EventKind:
             core = DecisionCore(contract)
-            entry = _Entry(req("r", "assured", 0.0), 1.0, 0.1, None, 1.0)
+            entry = _Entry(req("r", "assured", 0.0), core.facts("assured", None, None), 1.0)
             entry.state = state
             cls = {"arrive": Arrive, "admit": Admit, "reject": Reject, "dispatch": Dispatch}
             cls.update(complete=Complete, drop=Drop, fail=Fail)

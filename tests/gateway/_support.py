@@ -58,7 +58,7 @@ def settings(upstream: str, trace: Path | None, **over: Any) -> GatewaySettings:
 @contextlib.asynccontextmanager
 async def gateway(c: Contract, s: GatewaySettings) -> AsyncIterator[tuple[Gateway, str]]:
     gw = Gateway(c, s)
-    async with serving(gw.app) as url:
+    async with serving(gw.app, header_timeout=s.header_timeout) as url:
         yield gw, url
 
 
@@ -97,8 +97,12 @@ def contract_data(c: Contract) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def serve_process(c: Contract, upstream: str, tmp: Path, *extra: str) -> Any:
+def serve_process(
+    c: Contract, upstream: str, tmp: Path, *extra: str, env: dict[str, str] | None = None
+) -> Any:
     """``rvguard serve`` as a real process (its own event loop and CPU); yields (url, trace path).
+
+    ``env`` is added to the process's environment (e.g. the upstream's API key).
 
     Stopped with SIGINT (graceful: drains, closes the trace), then killed if it lingers.
     """
@@ -120,7 +124,7 @@ def serve_process(c: Contract, upstream: str, tmp: Path, *extra: str) -> Any:
         str(port),
     ]
     cmd += ["--keys", str(keys), "--trace", str(trace), *extra]
-    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):  # ≤ 30 s

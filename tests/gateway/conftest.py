@@ -8,7 +8,9 @@ it never skips.
 
 The server listens on 127.0.0.1 only, in its own process group (so the
 whole group — API server and engine core — can be stopped, paused or
-killed), and is killed when the session ends.
+killed), and is killed when the session ends. It is started with
+``--api-key``, as a secured engine is: the gateway must send the key
+(``Engine.key``, ``Engine.headers`` for direct calls).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Engine:
         self.proc: subprocess.Popen[bytes] | None = None
         self.model = "tiny"
         self.slots = SLOTS
+        self.key = "sk-engine-e2e"
+        self.headers = {"authorization": f"Bearer {self.key}"}
 
     def start(self) -> None:
         """Start the server and wait until it lists its model (fails the test run if it does not)."""
@@ -80,6 +84,8 @@ class Engine:
             "2048",
             "-O0",
             "--enforce-eager",
+            "--api-key",
+            self.key,
         ]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -96,7 +102,7 @@ class Engine:
                     f"vLLM exited with {self.proc.returncode} before ready:\n{_tail(self.log)}", pytrace=False
                 )
             try:
-                if httpx.get(self.url + "/v1/models", timeout=2.0).status_code == 200:
+                if httpx.get(self.url + "/v1/models", headers=self.headers, timeout=2.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -19,6 +19,7 @@ from rvguard.gateway.fake import FakeUpstream
 
 from ._support import (
     KEYS,
+    SECRET,
     auth,
     contract,
     gateway,
@@ -145,7 +146,8 @@ async def test_chat_streamed_and_not(tmp_path: Path) -> None:
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "t0 t1 t2 "
     assert r.json()["object"] == "chat.completion"
     assert status == 200 and lines[-1] == "[DONE]"
-    assert [json.loads(x)["choices"][0]["delta"]["content"] for x in lines[:-1]] == ["t0 ", "t1 "]
+    deltas = [json.loads(x)["choices"][0]["delta"] for x in lines[:-1]]
+    assert deltas == [{"role": "assistant", "content": ""}, {"content": "t0 "}, {"content": "t1 "}]
     assert_sound(trace, c, gw)
 
 
@@ -221,9 +223,10 @@ async def test_rejections_are_429_with_retry_after_the_next_window(tmp_path: Pat
     assert [r.status_code for r in rs] == [429, 200, 200, 429]
     for r, reason in ((rs[0], "learner"), (rs[3], "excess")):
         err = r.json()["error"]
-        assert err["reason"] == reason and err["code"] == 429
-        assert 0 < err["retry_after"] <= 1000.0 and err["next_window_start"] == 1000.0
-        assert int(r.headers["retry-after"]) == pytest.approx(err["retry_after"], abs=1.0)
+        assert err["code"] == reason and err["type"] == "rate_limit_error"
+        wait_ms = int(r.headers["retry-after-ms"])
+        assert 990_000 < wait_ms <= 1_000_000  # to the next window start, t = 1000 s
+        assert int(r.headers["retry-after"]) == -(-wait_ms // 1000)  # the same, rounded up
     assert_sound(trace, c, gw)
 
 
@@ -235,22 +238,22 @@ async def test_unauthenticated_reject_policy_is_401_and_not_traced(tmp_path: Pat
             r = await client.post(url + "/v1/completions", json={"prompt": "x"}, headers=auth("sk-nope"))
             metrics = (await client.get(url + "/metrics")).text
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
-    assert r.json()["error"]["reason"] == "unauthenticated"
+    assert r.json()["error"]["type"] == "authentication_error"
     assert read_trace(trace) == [] and up.bodies == []
     assert "rvguard_unauthenticated_total 1.0" in metrics
 
 
 @pytest.mark.parametrize(
-    "body",
+    ("body", "code"),
     [
-        b"{not json",
-        b"[1]",
-        b'{"max_tokens": 3}',
-        b'{"prompt": "x", "n": 2}',
-        b'{"prompt": "x", "max_tokens": -1}',
+        (b"{not json", "invalid_json"),
+        (b"[1]", "invalid_json"),
+        (b'{"max_tokens": 3}', "missing_required_parameter"),
+        (b'{"prompt": "x", "n": 2}', "invalid_value"),
+        (b'{"prompt": "x", "max_tokens": -1}', "invalid_value"),
     ],
 )
-async def test_bad_bodies_are_400_before_the_guard(tmp_path: Path, body: bytes) -> None:
+async def test_bad_bodies_are_400_before_the_guard(tmp_path: Path, body: bytes, code: str) -> None:
     c, trace = contract(), tmp_path / "t.jsonl"
     async with (
         FakeUpstream() as up,
@@ -258,7 +261,7 @@ async def test_bad_bodies_are_400_before_the_guard(tmp_path: Path, body: bytes) 
         httpx.AsyncClient() as client,
     ):
         r = await client.post(url + "/v1/completions", content=body, headers=auth("sk-opp"))
-    assert r.status_code == 400 and r.json()["error"]["code"] == 400
+    assert r.status_code == 400 and r.json()["error"]["code"] == code
     assert read_trace(trace) == []
 
 
@@ -282,18 +285,19 @@ async def test_models_metrics_and_health(tmp_path: Path) -> None:
     assert 'rvguard_completed_total{basis="floor",tenant="assured"} 1.0' in metrics
     assert 'rvguard_floor_credits{tenant="assured"} 2.0' in metrics
     assert "rvguard_in_flight 0.0" in metrics and "rvguard_sojourn_seconds_count" in metrics
-    assert "rvguard_uncertain_dispatches 0.0" in metrics and "rvguard_sink_errors 0.0" in metrics
+    assert "rvguard_uncertain_dispatches_total 0.0" in metrics and "rvguard_sink_errors_total 0.0" in metrics
     assert health == {"status": "ok", "live": 0, "in_flight": 0, "queue_depth": 0}
-    assert down.status_code == 502 and down.json()["error"]["code"] == 502
+    assert down.status_code == 502 and down.json()["error"]["code"] == "upstream_unreachable"
 
 
 async def test_identity_never_comes_from_client_fields(tmp_path: Path) -> None:
     """Unknown key, tampered or expired claim, tenant headers/body fields: never a floored tenant."""
     c, trace = contract(), tmp_path / "t.jsonl"
     attempts, good = identity_attempts()
+    keys = KeysConfig(keys=KEYS, claim_secret=SECRET, unauthenticated="lowest-tier")
     async with (
         FakeUpstream() as up,
-        gateway(c, settings(up.url, trace)) as (gw, url),
+        gateway(c, settings(up.url, trace, keys=keys)) as (gw, url),
         httpx.AsyncClient() as client,
     ):
         for headers in attempts:
@@ -359,7 +363,7 @@ async def test_failure_mid_stream_ends_the_stream_with_an_error(tmp_path: Path) 
             client, url + "/v1/completions", {"prompt": "midfail", "stream": True}, "sk-opp"
         )
     assert status == 200 and len(lines) == 3
-    assert json.loads(lines[-1])["error"]["code"] == 502
+    assert json.loads(lines[-1])["error"]["code"] == "upstream_failed"
     assert assert_sound(trace, c, gw)[-1]["kind"] == "fail"
 
 
@@ -453,6 +457,6 @@ async def test_shutdown_drains_in_flight_requests(tmp_path: Path) -> None:
 
 
 def test_error_body_shape() -> None:
-    assert error_body(429, "m", reason="r") == {
-        "error": {"message": "m", "type": "rvguard_error", "code": 429, "reason": "r"}
+    assert error_body("m", "rate_limit_error", code="excess") == {
+        "error": {"message": "m", "type": "rate_limit_error", "param": None, "code": "excess"}
     }

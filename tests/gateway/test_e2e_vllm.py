@@ -14,15 +14,20 @@ import time
 from pathlib import Path
 
 import httpx
+import openai
+import pytest
 
 from rvguard.check import check_trace
 from rvguard.contract import Entitlement
 from rvguard.gateway.calibrate import calibrate
+from rvguard.gateway.config import KeysConfig
 from rvguard.gateway.loadgen import Result, replay, shots_from_trace
 from rvguard.io.public import FractionRule
 
 from ..conftest import SHARED_TRACES
+from ._support import KEYS as _KEYS
 from ._support import (
+    SECRET,
     auth,
     contract,
     gateway,
@@ -63,7 +68,10 @@ async def _capacity(engine: Engine) -> float:
         for _ in range(3):
             t0 = time.perf_counter()
             answers = await asyncio.gather(
-                *(client.post(engine.url + "/v1/completions", json=body) for _ in range(engine.slots))
+                *(
+                    client.post(engine.url + "/v1/completions", json=body, headers=engine.headers)
+                    for _ in range(engine.slots)
+                )
             )
             assert all(a.status_code == 200 for a in answers)
             best = min(best, time.perf_counter() - t0)
@@ -92,9 +100,12 @@ async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
         stream_every=5,
     )
     learner = "tests.gateway._support:RejectAssured"
-    with serve_process(c, engine.url, tmp_path, "--learner", learner, "--read-timeout", "60") as (url, trace):
+    args = ("--learner", learner, "--read-timeout", "60")
+    key = {"RVGUARD_UPSTREAM_API_KEY": engine.key}  # the engine runs --api-key; never on the command line
+    with serve_process(c, engine.url, tmp_path, *args, env=key) as (url, trace):
         guarded = await replay(url, shots, model=engine.model, keys=KEYS, timeout=120.0)
-    direct = await replay(engine.url, shots, model=engine.model, timeout=120.0)
+    direct_keys = dict.fromkeys(KEYS, engine.key)
+    direct = await replay(engine.url, shots, model=engine.model, keys=direct_keys, timeout=120.0)
 
     # No request lost: every shot answered, every arrival has exactly one terminal event.
     lost = [
@@ -145,7 +156,7 @@ async def test_client_disconnect_mid_stream_frees_gateway_and_engine_slots(
 ) -> None:
     c, trace = contract(output_cap=1500), tmp_path / "t.jsonl"  # ≈ 2 s of generation: time to leave
     async with (
-        gateway(c, settings(engine.url, trace)) as (gw, url),
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace)) as (gw, url),
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         body = {"model": engine.model, "prompt": "x", "max_tokens": 1500, "stream": True}
@@ -159,7 +170,7 @@ async def test_client_disconnect_mid_stream_frees_gateway_and_engine_slots(
 
 async def test_hanging_engine_times_out_then_recovers(engine: Engine, tmp_path: Path) -> None:
     c, trace = contract(), tmp_path / "t.jsonl"
-    s = settings(engine.url, trace, read_timeout=1.0)
+    s = settings(engine.url, upstream_api_key=engine.key, trace=trace, read_timeout=1.0)
     async with gateway(c, s) as (gw, url), httpx.AsyncClient(timeout=30.0) as client:
         body = {"model": engine.model, "prompt": "x", "max_tokens": 8}
         engine.signal(signal.SIGSTOP)  # the whole group: sockets accept, nothing answers
@@ -190,13 +201,16 @@ async def test_non_streamed_logprobs_match_the_engine_own_answer(engine: Engine,
         ("/v1/chat/completions", {**chat, "logprobs": True}),
     ]
     async with (
-        gateway(c, settings(engine.url, tmp_path / "t.jsonl")) as (_gw, url),
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=tmp_path / "t.jsonl")) as (
+            _gw,
+            url,
+        ),
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         for path, extra in cases:
             body = {"model": engine.model, "max_tokens": 6, "temperature": 0.0, **extra}
             via = await client.post(url + path, json=body, headers=auth("sk-opp"))
-            direct = await client.post(engine.url + path, json=body)
+            direct = await client.post(engine.url + path, json=body, headers=engine.headers)
             assert via.status_code == direct.status_code == 200, via.text
             got, want = via.json()["choices"][0]["logprobs"], direct.json()["choices"][0]["logprobs"]
             assert set(got) == set(want) and want
@@ -222,7 +236,7 @@ async def test_token_credits_count_the_prompt_as_the_engine_does(engine: Engine,
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Is the floor held?"}]}),
     ]
     async with (
-        gateway(c, settings(engine.url, trace)) as (_gw, url),
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace)) as (_gw, url),
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         used = []
@@ -242,8 +256,9 @@ async def test_forged_identities_are_never_served_as_floored_on_the_engine(
     """Unknown key, tampered/forged/expired claims, tenant headers and body fields: all opportunistic."""
     c, trace = contract(), tmp_path / "t.jsonl"
     attempts, good = identity_attempts()
+    keys = KeysConfig(keys=_KEYS, claim_secret=SECRET, unauthenticated="lowest-tier")  # opted into
     async with (
-        gateway(c, settings(engine.url, trace)) as (_gw, url),
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace, keys=keys)) as (_gw, url),
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         body = {"model": engine.model, "prompt": "x", "max_tokens": 2, "user": "assured", "tenant": "assured"}
@@ -257,7 +272,9 @@ async def test_forged_identities_are_never_served_as_floored_on_the_engine(
 
 
 async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
-    cal = await calibrate(engine.url, slots=engine.slots, lengths=(8, 32), reps=2, output_cap=32)
+    cal = await calibrate(
+        engine.url, slots=engine.slots, lengths=(8, 32), reps=2, output_cap=32, api_key=engine.key
+    )
     lo, up = cal.lower(), cal.upper()
     assert cal.model == engine.model
     every = [x for by in cal.samples.values() for xs in by.values() for x in xs]
@@ -270,7 +287,9 @@ async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
 async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Path) -> None:
     c, trace = contract(), tmp_path / "t.jsonl"
     shots = shots_from_trace(SLICE, rate=20.0, limit=30, output_cap=CAP, min_tokens=32)
-    async with gateway(c, settings(engine.url, trace, read_timeout=30.0)) as (gw, url):
+    async with gateway(
+        c, settings(engine.url, upstream_api_key=engine.key, trace=trace, read_timeout=30.0)
+    ) as (gw, url):
         load = asyncio.ensure_future(replay(url, shots, model=engine.model, keys=KEYS, timeout=60.0))
         await asyncio.sleep(0.6)
         engine.kill()
@@ -286,3 +305,67 @@ async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Pat
     counts = terminal_counts(read_trace(trace))
     assert len(counts) == len(shots) + 1 and set(counts.values()) == {1}
     assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
+
+
+async def test_the_sdk_gets_the_engine_own_answers_through_the_gateway(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Greedy decoding, the official SDK on both sides: the gateway's answers are the engine's own."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    msgs = [{"role": "user", "content": "The floor holds"}]
+    async with (
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace)) as (_gw, url),
+        openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-opp", max_retries=0) as via,
+        openai.AsyncOpenAI(base_url=engine.url + "/v1", api_key=engine.key, max_retries=0) as direct,
+    ):
+        pairs = []
+        for client in (via, direct):
+            chat = await client.chat.completions.create(
+                model=engine.model,
+                messages=msgs,
+                max_tokens=6,
+                temperature=0.0,
+                logprobs=True,  # type: ignore[arg-type]
+            )
+            text = await client.completions.create(
+                model=engine.model, prompt="The floor", max_tokens=6, temperature=0.0
+            )
+            pairs.append((chat, text))
+        pieces = [
+            c.choices[0].delta.content or ""
+            async for c in await via.chat.completions.create(
+                model=engine.model,
+                messages=msgs,
+                max_tokens=6,
+                temperature=0.0,
+                stream=True,  # type: ignore[arg-type]
+            )
+            if c.choices
+        ]
+    (chat_via, text_via), (chat_direct, text_direct) = pairs
+    assert chat_via.choices[0].message.content == chat_direct.choices[0].message.content
+    assert chat_via.choices[0].finish_reason == chat_direct.choices[0].finish_reason
+    assert chat_via.usage == chat_direct.usage and text_via.usage == text_direct.usage
+    got, want = chat_via.choices[0].logprobs, chat_direct.choices[0].logprobs
+    assert got is not None and want is not None and got.content and want.content
+    assert [x.token for x in got.content] == [x.token for x in want.content]
+    assert text_via.choices[0].text == text_direct.choices[0].text
+    assert "".join(pieces) == chat_via.choices[0].message.content
+    assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
+
+
+async def test_the_engine_own_400_is_relayed_and_is_no_sf_violation(engine: Engine, tmp_path: Path) -> None:
+    """A prompt beyond the engine's context: vLLM's own error object, the SDK's type, no SF blame."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    async with (
+        gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace)) as (_gw, url),
+        openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-assured", max_retries=2) as client,
+    ):
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.completions.create(model=engine.model, prompt="word " * 3000, max_tokens=4)
+    assert "context" in info.value.message or "length" in info.value.message, info.value.message
+    assert info.value.response.headers["x-should-retry"] == "false"
+    events = read_trace(trace)
+    assert [e["kind"] for e in events] == ["arrive", "admit", "dispatch", "fail"]  # one try: no retry
+    assert events[0]["tenant"] == "assured" and events[-1]["reason"] == "client-error: http 400"
+    assert check_trace(str(trace), c).violations == []  # SF included

@@ -51,7 +51,7 @@ async def test_relays_chunks_and_builds_the_response() -> None:
         await d.aclose()
     assert up.bodies[0]["max_tokens"] == 96 and up.bodies[0]["priority"] == 0
     assert resp.output_tokens == 96 and resp.text.startswith("t0 t1 ")
-    assert resp.raw["finish_reason"] == "length" and resp.raw["id"].startswith("fake-")
+    assert resp.raw["choices"][0]["finish_reason"] == "length" and resp.raw["id"].startswith("fake-")
     assert resp.first_token is not None and resp.total is not None and resp.total >= resp.first_token
     items = []
     while not ch._q.empty():

@@ -118,7 +118,7 @@ def test_line_numbers_count_physical_lines(tmp_path: Path) -> None:
         ("t,kind,rid\n1,teleport,a\n", 2, "kind", "unknown event kind"),
         ("t,kind,rid\n1,complete,\n", 2, "rid", "non-empty string"),
         ("t,kind,rid,tenant\n1,arrive,a,\n", 2, "tenant", "non-empty string"),
-        ("t,kind,rid,tenant,max_tokens\n1,arrive,a,x,-3\n", 2, "max_tokens", "non-negative"),
+        ("t,kind,rid,tenant,max_tokens\n1,arrive,a,x,-3\n", 2, "max_tokens", "whole number in [0, 2"),
         ("t,kind,rid,basis\n1,admit,a,luck\n", 2, "basis", "one of floor"),
         ("t,kind,rid,tenant,proposal_admit\n1,arrive,a,x,maybe\n", 2, "proposal.admit", "true or false"),
         ("t,kind,rid,x\n1,complete,a,1e999\n", 2, "x", "non-finite"),

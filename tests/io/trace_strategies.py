@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -39,7 +40,7 @@ def events(*, text: st.SearchStrategy[str] = words, extra: bool = True) -> st.Se
         max_tokens=counts,
         proposal=proposals,
         extra=ex,
-    )
+    ).map(_deadline_not_before_t)
     admit = st.builds(Admit, t=times, rid=text, basis=st.sampled_from(Basis), extra=ex)
     ending = st.sampled_from([Reject, Drop, Fail]).flatmap(
         lambda cls: st.builds(cls, t=times, rid=text, reason=st.just("") | text, extra=ex)
@@ -48,6 +49,13 @@ def events(*, text: st.SearchStrategy[str] = words, extra: bool = True) -> st.Se
         lambda cls: st.builds(cls, t=times, rid=text, extra=ex)
     )
     return st.one_of(arrive, admit, ending, plain)
+
+
+def _deadline_not_before_t(ev: Arrive) -> Arrive:
+    """Readers refuse an absolute deadline before its arrival: move such a deadline to ``t``."""
+    if ev.deadline is None or ev.deadline >= ev.t:
+        return ev
+    return replace(ev, deadline=ev.t)
 
 
 def same(a: list[Event], b: list[Event]) -> bool:

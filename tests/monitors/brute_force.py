@@ -45,6 +45,11 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
             continue
         if admit.t > d or (end is not None and end.t > d) or (end is None and last_t > d):
             out.add(("SF", rid, d))
-        elif isinstance(end, Drop | Fail):
+        elif isinstance(end, Drop) or (isinstance(end, Fail) and not _blames_client(end.reason)):
             out.add(("SF", rid, end.t))
     return out
+
+
+def _blames_client(reason: str) -> bool:
+    """A fail the client caused (written out here, not imported: the oracle shares no code)."""
+    return reason == "client-error" or reason.startswith("client-error:")

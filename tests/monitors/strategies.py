@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
+from rvguard.lifecycle import FINAL, MOVES
 
 # Steps that land exactly on window edges (W = 1) and on deadlines are common on purpose.
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
@@ -29,14 +30,20 @@ def small_contract(credit: str = "count", epoch: float = 0.0) -> Contract:
     )
 
 
+#: the kinds that may follow each kind (the lifecycle's moves); completions weighted up on purpose
 _NEXT = {
-    "arrive": ["admit", "reject"],
-    "admit": ["dispatch", "drop", "fail"],
-    "dispatch": ["complete", "complete", "fail", "drop"],
+    kind.value: sorted(k.value for (s, k) in MOVES if s is MOVES[(stage, kind)])
+    for (stage, kind) in MOVES
+    if MOVES[(stage, kind)] not in FINAL
 }
+_NEXT["dispatch"].append("complete")
 
 
-def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS) -> Event:
+#: fail reasons: a service failure, and a client error (SF exempts the latter)
+FAIL_REASONS = ("err", "client-error: http 400")
+
+
+def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS, reason: str = "err") -> Event:
     if kind == "admit":
         return Admit(t, rid, basis)
     if kind == "reject":
@@ -47,7 +54,7 @@ def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS) -> Event
         return Complete(t, rid)
     if kind == "drop":
         return Drop(t, rid, "doomed")
-    return Fail(t, rid, "err")
+    return Fail(t, rid, reason)
 
 
 @st.composite
@@ -73,7 +80,8 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
         rid = draw(st.sampled_from(sorted(live)))
         kind = draw(st.sampled_from(_NEXT[live[rid]]))
         basis = draw(st.sampled_from(list(Basis))) if kind == "admit" else Basis.SURPLUS
-        events.append(_event(kind, t, rid, basis))
+        reason = draw(st.sampled_from(FAIL_REASONS)) if kind == "fail" else "err"
+        events.append(_event(kind, t, rid, basis, reason))
         if kind in ("complete", "fail", "drop", "reject"):
             del live[rid]
         else:

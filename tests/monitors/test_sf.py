@@ -50,3 +50,19 @@ def test_sf_fail_or_drop_of_an_entitled_admitted_request_is_a_violation(marquee:
 
 def test_sf_ignores_requests_that_are_not_entitled(marquee: Contract) -> None:
     assert run(marquee, served("o", 0.0, 9.0, tenant="opportunistic")).violations() == []
+
+
+def test_sf_exempts_a_fail_the_client_caused_but_not_a_late_one(marquee: Contract) -> None:
+    """A backend's 4xx for the client's own mistake (reason ``client-error``) is not the service's miss."""
+    start = [Arrive(0.0, "r", "assured"), Admit(0.0, "r", Basis.FLOOR), Dispatch(0.1, "r")]
+    for reason in ("client-error", "client-error: http 400"):
+        m = Monitor(marquee)
+        m.feed_all([*start, Fail(0.2, "r", reason)])
+        assert m.advance(10.0) == [] and m.violations() == []
+    for reason in ("err", "client-errors", "DispatchError: client-error"):  # only the exact prefix counts
+        m = Monitor(marquee)
+        m.feed_all([*start, Fail(0.2, "r", reason)])
+        assert [v.property for v in m.violations()] == ["SF"]
+    m = Monitor(marquee)  # after the deadline the timer has fired already: still a miss
+    m.feed_all([*start, Fail(2.0, "r", "client-error: http 400")])
+    assert [(v.property, v.t) for v in m.violations()] == [("SF", 1.82)]

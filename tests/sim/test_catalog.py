@@ -17,6 +17,7 @@ def test_every_issue_5_experiment_is_registered() -> None:
         "trace-replay",
         "gaie-fault",
         "capacity-drop",
+        "fleet-pooling",  # issue 13
     }
     assert set(EXPERIMENTS) == want
     assert set(DEFAULT_CONTRACTS) <= want

@@ -1,0 +1,144 @@
+"""Running the gateway under uvicorn, with the connection-level limits a public edge needs.
+
+uvicorn's HTTP/1.1 protocol times out only idle keep-alive connections: a
+client that opens a connection and sends half a request line, or trickles
+header bytes, holds it for ever (a slowloris). `GuardedH11Protocol` closes a
+connection whose request headers are not complete ``header_timeout`` seconds
+after the connection opened or the request's first byte came, answering 408
+when it had started one. (The body's own deadline is the app's,
+`rvguard.gateway.edge.read_body`.) The protocol is always h11, also when
+httptools is installed, so these limits hold whatever uvicorn would pick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..errors import EnforcementError
+
+__all__ = ["KEEP_ALIVE_S", "GuardedH11Protocol", "guarded_protocol", "serving", "uvicorn_config"]
+
+#: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
+#: client never reuses a connection at the instant the server closes it
+KEEP_ALIVE_S = 75
+_TIMEOUT_BODY = json.dumps(
+    {
+        "error": {
+            "message": "the request's headers were not received in time",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "header_timeout",
+        }
+    }
+).encode()
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on each request's headers (see module doc)."""
+
+    header_timeout: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+    _started = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Arm the header deadline from the moment the connection opens."""
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        """A request's first byte arms the deadline; complete headers disarm it."""
+        if self.conn.their_state is h11.IDLE:
+            self._started = True
+            self._arm()
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()
+            self._started = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Disarm, then close as uvicorn does."""
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expired(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self._started:  # a request had begun: say why it ends (h11 sends nothing before a request)
+            head = (
+                "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                f"connection: close\r\ncontent-length: {len(_TIMEOUT_BODY)}\r\n\r\n"
+            )
+            self.transport.write(head.encode() + _TIMEOUT_BODY)
+        self.transport.close()
+
+
+def guarded_protocol(header_timeout: float) -> type[GuardedH11Protocol]:
+    """A `GuardedH11Protocol` class with this header deadline (uvicorn takes a class)."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout": header_timeout})
+
+
+def uvicorn_config(app: Any, *, host: str, port: int, header_timeout: float, log_level: str) -> Any:
+    """The uvicorn configuration every way of serving the gateway uses.
+
+    No access log and no logging configuration of uvicorn's own: the gateway
+    logs its events itself (`rvguard.gateway.logs`), one line each.
+    """
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE_S,
+        http=guarded_protocol(header_timeout),
+    )
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: Any, *, host: str = "127.0.0.1", port: int = 0, header_timeout: float = 10.0
+) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn in the current event loop; yields its base URL (port 0: ephemeral).
+
+    For tests and benchmarks: the server stops (gracefully, lifespan included) on exit.
+    """
+    import uvicorn
+
+    config = uvicorn_config(app, host=host, port=port, header_timeout=header_timeout, log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.ensure_future(server.serve())
+    for _ in range(1000):  # ≤ 10 s
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if not server.started:
+        server.should_exit = True
+        await task
+        raise EnforcementError(f"uvicorn did not start on {host}:{port}", status_hint=500)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,169 @@
+"""The shared credit pool on a real Redis: pooling, reserves, fallback, fencing, recovery."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from pydantic import ValidationError
+
+from rvguard.contract import Contract
+from rvguard.errors import StoreUnavailableError
+from rvguard.fleet.credits import CreditsConfig, RedisStore, SharedCredits, reserves_of
+
+from ._pool import FaultyStore, pool_contract, replica
+
+HALF = {"a": 0.5, "b": 0.5}
+Replicas = Callable[..., tuple[SharedCredits, FaultyStore]]
+
+
+@pytest.fixture
+async def make(redis_url: str) -> AsyncIterator[Replicas]:
+    """``make(contract, name, shares=HALF, now=0.0)``: a replica on the test's Redis, closed after."""
+    made: list[SharedCredits] = []
+
+    def factory(contract: Contract, name: str, shares: dict[str, float] = HALF, now: float = 0.0):
+        pool, store = replica(contract, redis_url, name, shares, now=now)
+        made.append(pool)
+        return pool, store
+
+    yield factory
+    for pool in made:
+        await pool.aclose()
+
+
+async def _spend(pool: SharedCredits, n: int, t: float) -> list[str]:
+    """``n`` arrivals of gold at ``t``; each decision as ``mode:reason`` (``reason`` empty if granted)."""
+    out = []
+    for _ in range(n):
+        d = await pool.spend("gold", 1.0, t)
+        out.append(f"{d.mode}:{d.reason}")
+    return out
+
+
+async def _unfence(pool: SharedCredits, t: float) -> None:
+    """A fresh store fences the first windows: pass them (heartbeats at t, t+1, t+2 ... windows)."""
+    await pool.heartbeat(t)
+
+
+async def test_pooled_one_replica_may_spend_all_of_b_once_both_joined(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    b, _ = make(c, "b")
+    await a.heartbeat(0.0)  # fresh store: fences windows 0 and 1
+    assert a.statistics().fenced == 1
+    await b.heartbeat(2.0)
+    assert await _spend(a, 5, 2.1) == ["shared:"] * 4 + ["shared:excess"]
+    assert a.statistics().shared_grants == 4 and a.statistics().refused_excess == 1
+
+
+async def test_a_reserve_is_held_until_its_replica_joins(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    await a.heartbeat(0.0)
+    got = await _spend(a, 4, 2.1)  # b never joined window 2: its reserve (2) stays held
+    assert got == ["shared:", "shared:", "shared:floor-lowered", "shared:floor-lowered"]
+
+
+async def test_store_down_each_replica_spends_its_reserve_only(make: Replicas) -> None:
+    c = pool_contract(5)
+    shares = {"a": 0.6, "b": 0.4}
+    a, sa = make(c, "a", shares)
+    b, sb = make(c, "b", shares)
+    sa.mode = sb.mode = "down"
+    assert await _spend(a, 1, 0.5) == ["static:floor-lowered"]  # the start window: nothing alone
+    got_a = await _spend(a, 5, 1.5)
+    got_b = await _spend(b, 4, 1.5)
+    assert got_a == ["static:"] * 3 + ["static:floor-lowered"] * 2  # ⌊0.6·5⌋ = 3
+    assert got_b == ["static:"] * 2 + ["static:floor-lowered"] * 2  # ⌊0.4·5⌋ = 2
+    assert not a.up and a.statistics().outages == 1
+    assert reserves_of(c, shares) == {"a": {"gold": 3.0}, "b": {"gold": 2.0}}
+
+
+async def test_static_spending_enters_the_pool_when_the_store_answers_again(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, sa = make(c, "a")
+    b, _ = make(c, "b")
+    await a.heartbeat(0.0)
+    sa.mode = "down"
+    await a.heartbeat(2.0)  # fails: a is down, window 2 counts as joined for it
+    assert not a.up
+    assert await _spend(a, 2, 3.1) == ["static:", "static:"]  # window 3: a's reserve
+    sa.mode = "up"
+    await a.heartbeat(3.2)  # ping answers: back on the pool, joining with its 2 static credits
+    assert a.up
+    await b.heartbeat(3.3)
+    assert await _spend(b, 3, 3.4) == ["shared:", "shared:", "shared:excess"]  # 2 + 2 = B
+
+
+async def test_a_late_answer_may_have_joined_so_nothing_is_spent_alone(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, sa = make(c, "a")
+    b, _ = make(c, "b")
+    await a.heartbeat(0.0)
+    await b.heartbeat(2.0)
+    sa.mode = "late"  # the script runs (a joins, a credit is spent) but a never hears back
+    assert await _spend(a, 2, 2.1) == ["static:floor-lowered"] * 2  # then a is down: the 2nd stays local
+    assert await _spend(b, 4, 2.2) == ["shared:"] * 3 + ["shared:excess"]  # a's lost credit counts
+
+
+async def test_a_flushed_store_fences_this_window_and_the_next(make: Replicas, redis_server) -> None:
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    await a.heartbeat(0.0)
+    assert await _spend(a, 1, 2.1) == ["shared:"]
+    redis_server.flush()  # the store forgets window 2's spending
+    assert await _spend(a, 1, 2.2) == ["static:floor-lowered"]  # a joined window 2: nothing alone
+    assert await _spend(a, 1, 3.2) == ["static:"]  # window 3 fenced, never joined: a's reserve
+    assert a.up and a.statistics().fenced == 3
+    assert await _spend(a, 1, 4.2) == ["shared:"]
+
+
+async def test_a_restarted_replica_sits_out_its_start_window(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, sa = make(c, "a", HALF, now=5.5)
+    sa.mode = "down"
+    assert await _spend(a, 1, 5.6) == ["static:floor-lowered"]
+    assert await _spend(a, 1, 6.1) == ["static:"]
+
+
+async def test_token_credits_spend_weights(make: Replicas) -> None:
+    c = pool_contract(100, credit="tokens")
+    a, _ = make(c, "a", {"a": 1.0})
+    await a.heartbeat(0.0)
+    got = [await a.spend("gold", w, 2.5) for w in (60.0, 30.0, 20.0)]
+    assert [(d.granted, d.reason, d.arrived) for d in got] == [
+        (True, "", 60.0),
+        (True, "", 90.0),
+        (False, "excess", 110.0),
+    ]
+    assert got[0].trace_fields() == {"credit": "shared", "pool_arrived": 60.0}
+
+
+async def test_an_unreachable_store_is_declared(unused_tcp_port: int) -> None:
+    store = RedisStore(f"redis://127.0.0.1:{unused_tcp_port}/0", timeout=0.2)
+    with pytest.raises(StoreUnavailableError, match=r"Error|refused|Connect"):
+        await store.ping()
+    await store.aclose()
+
+
+async def test_unfloored_tenants_spend_no_credit(make: Replicas) -> None:
+    a, _ = make(pool_contract(), "a")
+    with pytest.raises(KeyError, match="no floor"):
+        await a.spend("free", 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"shares": {"a": 0.7, "b": 0.4}}, "sum to 1.1"),
+        ({"replica": "c"}, "not among the shares"),
+        ({"url": "http://x"}, "redis://"),
+        ({"shares": {"a b": 1.0}, "replica": "a b"}, "replica id"),
+        ({"timeout": 0.0}, "greater than 0"),
+    ],
+)
+def test_config_is_validated(change: dict[str, object], match: str) -> None:
+    base: dict[str, object] = {"url": "redis://127.0.0.1:1/0", "replica": "a", "shares": dict(HALF)}
+    with pytest.raises(ValidationError, match=match):
+        CreditsConfig.model_validate({**base, **change})

@@ -1,0 +1,143 @@
+"""``rvguard schema``: the contract's JSON Schema accepts a document exactly when the loader does.
+
+The oracle is the jsonschema library running the generated schema; the loader is
+`contract_from_mapping`. Documents are valid contracts with random fields replaced, removed or
+added (numbers in and out of range, whole and fractional, quoted numbers, booleans, nulls,
+strings, lists, bound objects).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rvguard.cli import main
+from rvguard.contract import contract_from_mapping
+from rvguard.errors import SpecError
+from rvguard.schema import contract_schema, trace_schema
+
+VALIDATOR = jsonschema.Draft202012Validator(contract_schema())
+BASES: list[dict[str, Any]] = [
+    {
+        "window": 1.0,
+        "slots": 4,
+        "service": {"s_max": 0.66, "lower": 0.236},
+        "tenants": {"a": {"floor": 6, "deadline": 1.82}, "o": {"floor": 0, "deadline": 1.82, "tier": 1}},
+    },
+    {
+        "epoch": 0.5,
+        "window": 2,
+        "slots": 2,
+        "output_cap": 32,
+        "excess": "demote",
+        "credit": "tokens",
+        "token_weights": {"prompt": 0.5, "output": 1},
+        "service": {"s_max": 1, "s_max_opp": 2, "lower": {"base": 0.1, "per_token": 0.01}, "upper": 3},
+        "tenants": {"a": {"floor": 2.5, "deadline": 4, "s_max": 0.9}},
+    },
+]
+PATHS = [
+    *[(k,) for k in ("epoch", "window", "slots", "output_cap", "excess", "credit", "token_weights")],
+    ("token_weights", "prompt"),
+    ("token_weights", "output"),
+    *[("service", k) for k in ("s_max", "s_max_opp", "lower", "upper")],
+    *[("service", b, k) for b in ("lower", "upper") for k in ("base", "per_token")],
+    ("tenants",),
+    ("tenants", "a"),
+    *[("tenants", "a", k) for k in ("floor", "deadline", "tier", "s_max")],
+    ("unknown",),
+    ("service", "unknown"),
+    ("tenants", "a", "unknown"),
+    ("tenants", "new"),
+]
+NUMBERS = st.one_of(
+    st.integers(-2, 8),
+    st.floats(-2, 8, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, 0.0, 4.0, 2.5, 1e20, -0.0]),
+)
+VALUES = st.one_of(
+    NUMBERS,
+    st.none(),
+    st.booleans(),
+    st.sampled_from(["4", "0.5", "", "x", "reject", "demote", "count", "tokens"]),
+    st.just([]),
+    st.just({}),
+    st.fixed_dictionaries({"base": NUMBERS}, optional={"per_token": NUMBERS}),
+    st.fixed_dictionaries({"deadline": NUMBERS}, optional={"floor": NUMBERS, "tier": NUMBERS}),
+)
+DELETE = object()
+MUTATIONS = st.lists(st.tuples(st.sampled_from(PATHS), st.one_of(VALUES, st.just(DELETE))), max_size=3)
+
+
+def _mutated(base: dict[str, Any], mutations: list[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    doc = copy.deepcopy(base)
+    for path, value in mutations:
+        node: Any = doc
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        if value is DELETE:
+            node.pop(path[-1], None)
+        else:
+            node[path[-1]] = copy.deepcopy(value)
+    return doc
+
+
+def _loader_verdict(doc: dict[str, Any]) -> tuple[bool, bool]:
+    """(accepted, refused only by the cross-field rules JSON Schema cannot state)."""
+    try:
+        contract_from_mapping(doc)
+    except SpecError as err:
+        cross = all("inverted bounds" in str(e) for e in err.errors)
+        return False, cross
+    return True, False
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.sampled_from(BASES), MUTATIONS)
+def test_the_schema_accepts_exactly_what_the_loader_accepts(
+    base: dict[str, Any], mutations: list[tuple[tuple[str, ...], Any]]
+) -> None:
+    doc = _mutated(base, mutations)
+    accepted, cross_field_only = _loader_verdict(doc)
+    valid = VALIDATOR.is_valid(doc)
+    if cross_field_only:
+        assert valid, doc  # the loader's two cross-field rules are the only thing the schema cannot say
+    else:
+        assert valid == accepted, (doc, [e.message for e in VALIDATOR.iter_errors(doc)])
+
+
+@pytest.mark.parametrize(
+    ("update", "accepted"),
+    [
+        ({"service": {"s_max": 0.66, "lower": 0.236}}, True),  # the issue's case: a number as a bound
+        ({"slots": "4"}, False),
+        ({"slots": True}, False),
+        ({"slots": 4.0}, True),
+        ({"slots": 4.5}, False),
+        ({"tenants": {"a": {"floor": 2.5, "deadline": 1}}}, False),  # count credits: whole floors
+    ],
+)
+def test_named_cases(update: dict[str, Any], accepted: bool) -> None:
+    doc = {**BASES[0], **update}
+    assert VALIDATOR.is_valid(doc) is accepted
+    assert _loader_verdict(doc)[0] is accepted
+
+
+def test_the_schemas_are_valid_json_schemas() -> None:
+    jsonschema.Draft202012Validator.check_schema(contract_schema())
+    jsonschema.Draft202012Validator.check_schema(trace_schema())
+
+
+def test_the_command_prints_either_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == contract_schema()
+    assert main(["schema", "trace"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "rvguard trace record"
