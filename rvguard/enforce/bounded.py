@@ -44,26 +44,13 @@ from typing import Any
 
 from ..errors import SpecError
 from ..events import Proposal
-from .learners import (
-    AdmitAll,
-    Learner,
-    LearnerTimeout,
-    LoadView,
-    LSQLearner,
-    RandomLearner,
-    RejectAll,
-    checked_proposal,
-    consult,
-    failure_from,
-)
+from .learners import OWN_LEARNERS, Learner, LearnerTimeout, LoadView, checked_proposal, consult, failure_from
 from .request import Request
 
 __all__ = ["DEFAULT_LEARNER_TIMEOUT", "BoundedLearner"]
 
 #: seconds a learner may take to answer by default: small next to any deadline worth guarding
 DEFAULT_LEARNER_TIMEOUT = 0.1
-
-_TRUSTED = (AdmitAll, RejectAll, RandomLearner, LSQLearner)
 
 
 class _Question:
@@ -130,7 +117,7 @@ class BoundedLearner:
         self.learner = learner
         self.timeout = timeout
         self._async = inspect.iscoroutinefunction(getattr(learner, "propose", None))
-        self.inline = type(learner) in _TRUSTED or (timeout is None and not self._async)
+        self.inline = type(learner) in OWN_LEARNERS or (timeout is None and not self._async)
         self._thread: _Thread | None = None
         self.timeouts = 0
 

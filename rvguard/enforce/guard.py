@@ -63,6 +63,8 @@ from .watch import WatchConfig
 
 __all__ = ["Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
 
+DISPATCH = Dispatch.code
+
 Sink = Callable[[Event], object]
 Status = Literal["completed", "rejected", "dropped", "failed"]
 
@@ -124,12 +126,16 @@ class MonitorSink:
                 self._on_violation(v)
 
 
+_STATUS: dict[int, Status] = {
+    Complete.code: "completed",
+    Reject.code: "rejected",
+    Drop.code: "dropped",
+    Fail.code: "failed",
+}
+
+
 def _status(ev: Reject | Complete | Drop | Fail) -> Status:
-    if isinstance(ev, Complete):
-        return "completed"
-    if isinstance(ev, Reject):
-        return "rejected"
-    return "dropped" if isinstance(ev, Drop) else "failed"
+    return _STATUS[ev.code]
 
 
 class _Call:
@@ -257,11 +263,13 @@ class Guard:
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
             events = self.core.arrive(request, self._asker.ask_now(request, view), now)
+            waits = False
         else:  # arrival stamped now; the learner asked later, only if its answer can matter
             events = self.core.receive(request, now)
+            waits = len(events) == 1  # the arrive alone: the decision is the learner's
         call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
         self._handle(events)
-        return await self._run(call, view)
+        return await self._run(call, view if waits else None)
 
     async def aclose(self) -> None:
         """Stop accepting; drain (or not), end what is left with ``shutdown``, close closable sinks."""
@@ -309,11 +317,11 @@ class Guard:
         )
 
     # -- one request, in its caller's coroutine ---------------------------------------
-    async def _run(self, call: _Call, view: LoadView) -> Outcome:
-        """Ask the learner if need be, wait for a slot, dispatch, and return the outcome; every
-        way out ends the request once."""
+    async def _run(self, call: _Call, view: LoadView | None) -> Outcome:
+        """Ask the learner (with ``view``, if the decision waits for it), wait for a slot,
+        dispatch, and return the outcome; every way out ends the request once."""
         try:
-            if self.core.awaits_decision(call.request.rid):
+            if view is not None:
                 await self._decide(call, view)
             while call.outcome is None and not call.dispatched:
                 call.wake = asyncio.get_running_loop().create_future()
@@ -328,7 +336,10 @@ class Guard:
             self._end(call, type(exc).__name__)
             raise
         else:
-            self._absorb_stop(call)  # a dispatcher that swallowed or converted the Guard's cancel
+            if call.stopping:  # a dispatcher that swallowed or converted the Guard's cancel
+                self._absorb_stop(call)
+        if call.sink_error is None:
+            return call.outcome  # type: ignore[return-value]  # every way out of the try ended it
         return self._outcome(call)
 
     async def _decide(self, call: _Call, view: LoadView) -> None:
@@ -365,14 +376,15 @@ class Guard:
             self._finished(call, exc, failure_reason(exc))
         else:
             call.response = response
-            self._finished(call, None, "")
+            if call.outcome is None:  # the common case, without a call
+                self._handle(self.core.finish(call.request.rid, self._clock.now()))
         finally:
             call.busy = False
             self._calling -= 1
 
     def _finished(self, call: _Call, exc: BaseException | None, reason: str) -> None:
         """The dispatch ended: complete or fail it unless the Guard already ended it (shutdown)."""
-        if call.outcome is not None or not self.core.is_live(call.request.rid):
+        if call.outcome is not None:  # set exactly when its terminal event was applied
             return
         call.error = exc
         now = self._clock.now()
@@ -430,12 +442,14 @@ class Guard:
                 except Exception as exc:  # noqa: BLE001 - raised to the request's caller by submit
                     self._sink_failed(sink, ev, exc)
         for ev in events:
-            if isinstance(ev, Dispatch):
+            code = ev.code
+            if code == DISPATCH:
                 call = self._calls[ev.rid]
                 call.dispatched = True
-                call.wake_up()
-            elif isinstance(ev, Reject | Complete | Drop | Fail):
-                self._resolve(ev)
+                if call.wake is not None:
+                    call.wake_up()
+            elif code in _STATUS:
+                self._resolve(ev, _STATUS[code])  # type: ignore[arg-type]
 
     def _sink_failed(self, sink: Sink, ev: Event, exc: Exception) -> None:
         self._sink_errors += 1
@@ -449,11 +463,12 @@ class Guard:
         err.__cause__ = exc
         call.sink_error = err
 
-    def _resolve(self, ev: Reject | Complete | Drop | Fail) -> None:
+    def _resolve(self, ev: Reject | Complete | Drop | Fail, status: Status) -> None:
         call = self._calls.pop(ev.rid)
-        reason = "" if isinstance(ev, Complete) else ev.reason
-        call.outcome = Outcome(ev.rid, _status(ev), reason, call.response, call.error)
-        call.wake_up()
+        reason = "" if status == "completed" else ev.reason  # type: ignore[union-attr]
+        call.outcome = Outcome(ev.rid, status, reason, call.response, call.error)
+        if call.wake is not None:
+            call.wake_up()
         if not self._calls and self._idle is not None:
             self._idle.set()
 

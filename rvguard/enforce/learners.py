@@ -39,6 +39,7 @@ from ..events import Proposal
 from .request import Request
 
 __all__ = [
+    "OWN_LEARNERS",
     "AdmitAll",
     "LSQLearner",
     "Learner",
@@ -183,7 +184,7 @@ def usable_proposal(value: object) -> Proposal:
     and stays JSON-safe. What the decision core acts on."""
     p = checked_proposal(value)
     h = p.priority_hint
-    if h is None or math.isfinite(h):
+    if h is None or -math.inf < h < math.inf:
         return p
     return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
 
@@ -210,15 +211,16 @@ def reject_reason(p: Proposal) -> str:
 
 
 def consult(learner: Learner, request: Request, view: LoadView) -> Proposal:
-    """Ask ``learner`` about a read-only copy of ``request`` (`Request.read_only`); a raise (any
-    `Exception`) or an ill-typed answer becomes a `LearnerFailure`.
+    """Ask ``learner`` about a read-only copy of ``request`` (`Request.read_only`; rvguard's own
+    learners, `OWN_LEARNERS`, read the request itself); a raise (any `Exception`) or an
+    ill-typed answer becomes a `LearnerFailure`.
 
     `BaseException` that is not an `Exception` (KeyboardInterrupt,
     asyncio.CancelledError, SystemExit) propagates: it is not the learner's
     decision but the process being stopped.
     """
     try:
-        value = learner.propose(request.read_only(), view)
+        value = learner.propose(request if type(learner) in OWN_LEARNERS else request.read_only(), view)
     except Exception as exc:  # noqa: BLE001 - a learner failure is a learner decision (module doc)
         return failure_from(exc)
     return checked_proposal(value)
@@ -229,12 +231,15 @@ def failure_from(exc: BaseException) -> LearnerFailure:
     return _failure(type(exc).__name__, exc)
 
 
+_ADMIT_ALL = Proposal(admit=True)  # proposals are frozen: one object serves every answer
+
+
 class AdmitAll:
     """Proposes admitting everything (the overload adversary)."""
 
     def propose(self, request: Request, view: LoadView) -> Proposal:
         """Always admit."""
-        return Proposal(admit=True)
+        return _ADMIT_ALL
 
 
 class RejectAll:
@@ -242,7 +247,7 @@ class RejectAll:
 
     def propose(self, request: Request, view: LoadView) -> Proposal:
         """Always reject."""
-        return Proposal(admit=False)
+        return _REJECT
 
 
 class RandomLearner:
@@ -354,3 +359,7 @@ class LSQLearner:
         may_shed = self.mode == "class-agnostic" or request.tenant in self._sheddable
         over = predicted > self._slo.get(request.tenant, math.inf)
         return Proposal(admit=not (may_shed and over), priority_hint=predicted)
+
+
+#: rvguard's own learners, by exact type: O(1), no I/O, never write what they read
+OWN_LEARNERS: tuple[type, ...] = (AdmitAll, RejectAll, RandomLearner, LSQLearner)
