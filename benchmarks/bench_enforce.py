@@ -10,7 +10,8 @@ printed against bare baselines measured in the same run:
   ``asyncio.Semaphore(C)`` + one task per request (target ≥ 0.6×), 5 000
   submits at once, C = 4; the runs alternate guard / semaphore and the ratio
   is the median of the pairs' ratios, by this process's CPU time (robust on a
-  shared, loaded machine) and by wall clock; also with a dispatcher that
+  shared, loaded machine) and by wall clock, after one discarded warm-up run
+  of each (a process's first runs pay for growing the allocator's arenas); also with a dispatcher that
   suspends once (``await asyncio.sleep(0)``), as any real backend does. The
   zero-latency one never suspends, so an inline submit runs to its outcome
   in one step.
@@ -162,6 +163,8 @@ def compare_guard(backend: Backend) -> tuple[_Runs, _Runs, float, float]:
     """Guard and semaphore runs interleaved (load drifts hit both alike); the median of the
     per-pair ratios, by CPU time and by wall clock."""
     guard, sem = _Runs(), _Runs()
+    _Runs().add(lambda: guard_run(backend))  # warm-up, discarded: the first runs of a process
+    _Runs().add(lambda: semaphore_run(backend))  # pay for the allocator's arenas
     for _ in range(REPEATS):
         guard.add(lambda: guard_run(backend))
         sem.add(lambda: semaphore_run(backend))
