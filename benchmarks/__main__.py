@@ -26,6 +26,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_enforce.py"],
         ["bench_sim.py"],
         ["bench_monitors.py", *monitors],
+        ["bench_rid_memory.py", *([] if full else ["--requests", "50000"])],
         ["bench_gateway.py", *gateway],
         ["bench_fleet.py", *([] if full else ["--arrivals", "2000"])],
     ]

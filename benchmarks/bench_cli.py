@@ -35,6 +35,9 @@ def commands() -> dict[str, list[str]]:
     return {
         "python -c pass": [py, "-c", "pass"],
         "python -c 'import pydantic, z3'": [py, "-c", "import pydantic, z3"],
+        # `import pydantic` is lazy: a model needs pydantic's machinery, which this loads
+        "... + from pydantic import BaseModel": [py, "-c", "import z3; from pydantic import BaseModel"],
+        "... + import rvguard.contract": [py, "-c", "import z3, rvguard.contract"],
         "rvguard --help": [*_rvguard(), "--help"],
         "rvguard verify marquee.yaml": [*_rvguard(), "verify", SPEC],
     }
@@ -77,10 +80,11 @@ def main() -> None:
     for name, (wall, cpu) in result.items():
         print(f"{name:34} {wall:8.0f} {cpu:8.0f} {wall / floor_wall:12.2f}×")
     wall, cpu = result["rvguard verify marquee.yaml"]
-    verdict = "met" if wall <= TARGET_MS else "missed"
     print(
-        f"verify: {wall:.0f} ms wall (target ≤ {TARGET_MS:.0f} ms: {verdict}), "
-        f"{wall - floor_wall:+.0f} ms wall and {cpu - floor_cpu:+.0f} ms CPU over the floor"
+        f"verify: {wall:.0f} ms wall ({'met' if wall <= TARGET_MS else 'missed'} ≤ {TARGET_MS:.0f} ms), "
+        f"{cpu:.0f} ms CPU ({'met' if cpu <= TARGET_MS else 'missed'}; one thread that never waits: "
+        f"its wall time on an idle machine); {wall - floor_wall:+.0f} ms wall, "
+        f"{cpu - floor_cpu:+.0f} ms CPU over the floor"
     )
 
 

@@ -47,7 +47,7 @@ def local_check(n: int) -> list[float]:
     used = 0.0
     for i in range(n):
         t0 = time.perf_counter()
-        _, entitled, _, u = ent.arrive("gold", float(i) * 1e-3, 1.0)
+        _, entitled, _, u = ent.arrive("gold", float(i) * 1e-3, 1)  # one unit: count credits
         ok = entitled and used + 1.0 <= 1_000_000
         used = u if ok else used
         out.append(time.perf_counter() - t0)

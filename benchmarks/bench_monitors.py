@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from rvguard.columnar import ColumnarTrace  # noqa: E402
 from rvguard.contract import Contract, load_contract  # noqa: E402
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject  # noqa: E402
-from rvguard.io.columnar import ColumnarTrace  # noqa: E402
 from rvguard.monitors import Monitor  # noqa: E402
 from rvguard.monitors.offline import check_offline  # noqa: E402
 

@@ -56,7 +56,6 @@ QUEUE_WAIT = TimedAutomaton(
     bad=frozenset({Loc.BAD}),
     transitions=TRANSITIONS,
     timers=(Timer(Loc.QUEUED, _queue_deadline, Loc.BAD, f"y > {MAX_QUEUE_WAIT}", _detail),),
-    clocks=("y",),
 )
 
 CONTRACT = contract_from_mapping(

@@ -29,6 +29,9 @@ With these, a window index ``(t - epoch) / window`` stays below 2·10¹⁸ and
 fits in an int64 column, token counts fit an int32, and ``t + D`` is a
 normal float.
 
+Messages show a bad value through `shown` (short, whatever its size) and
+text read from a file through `printable` (escaped, whatever it holds).
+
 Structure of the files themselves (`rvguard.untrusted`): JSON and YAML
 nesting at most MAX_DEPTH levels, YAML alias expansion at most
 MAX_ALIAS_NODES nodes, a contract file at most MAX_SPEC_BYTES bytes.
@@ -53,6 +56,7 @@ __all__ = [
     "MAX_TOKENS",
     "MAX_WEIGHT",
     "MIN_WINDOW",
+    "printable",
     "shown",
 ]
 
@@ -96,3 +100,24 @@ def shown(value: object) -> str:
         return f"an integer of about {int(value.bit_length() * _LOG10_2) + 1} digits"
     text = _REPR.repr(value)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (and ``\\``) escaped; printable text unchanged.
+
+    For text read from a file and shown on a terminal (rids, reasons, field
+    paths): a control character, a line separator or a lone surrogate becomes
+    an escape (``\\x1b``, ``\\n``, ``\\ud800``), so the text can neither move
+    the cursor, colour the terminal nor print a line of its own.
+    """
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    if c.isprintable() or c == " ":
+        return c
+    return c.encode("unicode_escape", "backslashreplace").decode("ascii")

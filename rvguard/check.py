@@ -1,8 +1,11 @@
 """`rvguard check`: judge a recorded trace against a contract (files at this edge).
 
-The trace streams through the online `Monitor` (memory bounded by live
-requests); the phase sweep, when asked, also keeps the accepted events in
-columnar form. Strict reading stops at the first bad line with a located
+The trace streams through the online `Monitor`, which remembers every
+finished rid so that WF is judged over the whole file (memory: the live
+requests plus about a hundred bytes per distinct rid, docs/performance.md);
+the phase sweep, when asked, also keeps the accepted events in columnar
+form. A refused line (a WF violation, an unknown tenant, a bad field) moves
+no clock and fires no timer. Strict reading stops at the first bad line with a located
 `TraceError`; lenient reading records every bad line by number, leaves it
 out, and checks the rest — nothing is skipped silently.
 """
@@ -16,11 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
 from .io import iter_records
-from .io.columnar import ColumnarTrace
 from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
@@ -183,7 +186,7 @@ def check_trace(
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
     started = time.monotonic()
-    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]])
+    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
     run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
     shown = display(progress) if progress is not None and progress.isatty() else contextlib.nullcontext()
     with shown:

@@ -4,7 +4,8 @@ A contract is a frozen pydantic model, validated whole at construction:
 a bad field raises `SpecError` naming the field and the value. Window
 arithmetic (`window_index`, `window_start`) and floor entitlement
 (`Entitlement`) live here because every other layer (monitors, enforcer,
-verifier, simulator) must agree on them to the last float.
+verifier, simulator) must agree on them exactly: credits are whole units
+and window edges are decided on the decimals as written (`rvguard.exact`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from .bounds import (
     MAX_TOKENS,
     MAX_WEIGHT,
     MIN_WINDOW,
+    printable,
     shown,
 )
 from .errors import SpecError
+from .exact import CreditUnits, credit_units
+from .exact import window_index as window_index
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -251,22 +255,23 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
         upper = self.service.upper
         return None if upper is None else upper.at(self.capped_tokens(max_tokens))
 
-    def weight(self, prompt_tokens: int | None, max_tokens: int | None) -> float:
-        """Credit a request spends: 1 with count credits, w(R) with token credits."""
-        if self.credit is CreditMode.COUNT:
-            return 1.0
-        return self.token_weight(prompt_tokens or 0, self.capped_tokens(max_tokens))
-
-    @overload
-    def token_weight(self, prompt: int, capped: int) -> float: ...
-    @overload
-    def token_weight(self, prompt: npt.NDArray[Any], capped: npt.NDArray[Any]) -> npt.NDArray[Any]: ...
-    def token_weight(
-        self, prompt: int | npt.NDArray[Any], capped: int | npt.NDArray[Any]
-    ) -> float | npt.NDArray[Any]:
-        """w(R) = prompt · prompt_tokens + output · capped output tokens (scalars or arrays alike)."""
+    def credit_units(self) -> CreditUnits:
+        """The contract's credits as whole units, exact for its floors and token weights (`rvguard.exact`)."""
         w = self.token_weights
-        return w.prompt * prompt + w.output * capped
+        floors = {n: t.floor for n, t in self.tenants.items()}
+        return credit_units(floors, w.prompt, w.output, count=self.credit is CreditMode.COUNT)
+
+    def weight_units(
+        self, prompt_tokens: int | None, max_tokens: int | None, units: CreditUnits | None = None
+    ) -> int:
+        """Credit a request spends, in ``units`` (default: `credit_units`): exact."""
+        u = self.credit_units() if units is None else units
+        return u.weight(prompt_tokens or 0, self.capped_tokens(max_tokens))
+
+    def weight(self, prompt_tokens: int | None, max_tokens: int | None) -> float:
+        """Credit a request spends: 1 with count credits, w(R) with token credits (nearest float)."""
+        u = self.credit_units()
+        return u.credits(self.weight_units(prompt_tokens, max_tokens, u))
 
     def window_index(self, t: float, *, origin: float | None = None) -> int:
         """Index k of the tumbling window ``[t0 + kW, t0 + (k+1)W)`` holding ``t``."""
@@ -282,23 +287,12 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
 
 
 def window_start(k: int, origin: float, window: float) -> float:
-    """Start of window k; the single formula every layer uses (``origin + k·window``)."""
-    return origin + k * window
+    """Start ``origin + k·window`` of window k, as a float (reports, retry hints).
 
-
-def window_index(t: float, origin: float, window: float) -> int:
-    """Window index of ``t``, exact at boundaries.
-
-    ``floor((t - t0) / W)`` alone puts ``t0 + kW`` into window k-1 for some k
-    (0.3 / 0.1 = 2.999...), so the estimate is corrected against
-    `window_start`, the same formula that defines the boundary.
+    Which window a time is in is decided by `window_index`, exactly at the
+    edges (`rvguard.exact`).
     """
-    k = math.floor((t - origin) / window)
-    if window_start(k + 1, origin, window) <= t:
-        k += 1
-    elif window_start(k, origin, window) > t:
-        k -= 1
-    return k
+    return origin + k * window
 
 
 class Entitlement:
@@ -308,36 +302,44 @@ class Entitlement:
     arrivals in its window, itself included, stays within the floor B. With
     count credits that is "among the first B arrivals". Entitlement depends
     only on arrivals (never on decisions), so monitors and the enforcer agree.
+    Credits are summed in whole units and windows found exactly at their
+    edges (`rvguard.exact`): the decimals as written decide, not float sums.
 
     Cost: O(1) per arrival; memory O(tenants).
     """
 
-    __slots__ = ("_contract", "_floors", "_origin", "_state")
+    __slots__ = ("_floors", "_origin", "_state", "_units", "_window")
 
     def __init__(self, contract: Contract, *, origin: float | None = None) -> None:
-        self._contract = contract
         self._origin = contract.epoch if origin is None else origin
-        self._floors = {n: t.floor for n, t in contract.tenants.items()}
-        self._state: dict[str, tuple[int, float, int]] = {}
+        self._window = contract.window
+        self._units = contract.credit_units()
+        self._floors = self._units.floors
+        self._state: dict[str, tuple[int, int, int]] = {}
 
-    def arrive(self, tenant: str, t: float, weight: float = 1.0) -> tuple[int, bool, int, float]:
-        """Account one arrival.
+    @property
+    def units(self) -> CreditUnits:
+        """The credit unit the weights given to `arrive` are counted in."""
+        return self._units
+
+    def arrive(self, tenant: str, t: float, units: int = 1) -> tuple[int, bool, int, float]:
+        """Account one arrival that spends ``units`` (`Contract.weight_units`; 1 with count credits).
 
         Returns:
             ``(window, entitled, rank, used)``: the window index, whether the
             request is entitled, its 1-based rank among the tenant's arrivals
             in the window, and the credit used by the window's arrivals so far
-            (itself included).
+            (itself included; the float nearest the exact sum).
         """
-        k = window_index(t, self._origin, self._contract.window)
+        k = window_index(t, self._origin, self._window)
         prev = self._state.get(tenant)
         if prev is None or prev[0] != k:
-            rank, used = 1, weight
+            rank, used = 1, units
         else:
-            rank, used = prev[2] + 1, prev[1] + weight
+            rank, used = prev[2] + 1, prev[1] + units
         self._state[tenant] = (k, used, rank)
         floor = self._floors[tenant]
-        return k, floor > 0 and used <= floor, rank, used
+        return k, floor > 0 and used <= floor, rank, used / self._units.scale
 
 
 def _format_location(loc: tuple[int | str, ...]) -> str:
@@ -354,7 +356,7 @@ def _problem(item: Mapping[str, Any], where: str) -> SpecError:
         field, _, msg = msg.partition(": ")
     value = item.get("input")
     got = "" if isinstance(value, dict) else f" (got {shown(value)})"
-    return SpecError(f"{where}{field or 'contract'}: {msg}{got}", field=field, value=value)
+    return SpecError(f"{where}{printable(field) or 'contract'}: {msg}{got}", field=field, value=value)
 
 
 INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
@@ -396,7 +398,7 @@ def _slips(data: Any, shape: Any = Contract, path: str = "") -> list[SpecError]:
     naming its field; pydantic would coerce the first two silently."""
     problem = _slip(data, shape) if path else None
     if problem is not None:
-        return [SpecError(f"{path}: {problem}", field=path, value=data)]
+        return [SpecError(f"{printable(path)}: {problem}", field=path, value=data)]
     if not isinstance(data, Mapping):
         return []
     return [

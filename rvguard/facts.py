@@ -13,10 +13,13 @@ facts are computed once and every layer agrees on them to the last bit.
 
 `fact_columns` is the same definition over numpy columns, for the offline
 checker: the per-tenant facts come from `request_facts` itself, and the
-arithmetic per row calls the contract's own functions (`Bound.at`,
-`Contract.token_weight`, which accept arrays); only the cap and the default
-deadline are restated for arrays, next to their scalar form here, and
-tests/test_facts.py holds the two forms to equality on random shapes.
+arithmetic per row calls the same functions (`Bound.at`,
+`rvguard.exact.CreditUnits.weight`, which accept arrays); only the cap and
+the default deadline are restated for arrays, next to their scalar form
+here, and tests/test_facts.py holds the two forms to equality on random
+shapes. A request's credit is exact, in whole units (`rvguard.exact`):
+``weight_units``; ``weight`` is the same credit as the nearest float, for
+reports and estimates.
 
 This module is pure: no I/O, no clock. numpy is imported by `fact_columns`
 only.
@@ -25,10 +28,11 @@ only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .contract import Contract, CreditMode
+from .contract import Contract
 from .errors import UnknownTenantError
+from .exact import CreditUnits
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +54,8 @@ class RequestFacts:
         capped_tokens: output tokens after the contract's cap.
         lower: L(R), the service lower bound at ``capped_tokens`` (DR).
         upper: U(R), or None when the contract has no upper bound.
-        weight: the floor credit the request spends (1 with count credits).
+        weight: the floor credit the request spends (1 with count credits), as a float.
+        weight_units: the same credit in the contract's exact units (`Contract.credit_units`).
         floored: the tenant holds a floor (an assured request).
         tier: the tenant's dispatch rank (0 first).
     """
@@ -63,6 +68,7 @@ class RequestFacts:
     weight: float
     floored: bool
     tier: int
+    weight_units: int = 1
 
     def deadline(self, t: float, explicit: float | None = None) -> float:
         """The absolute deadline of a request arriving at ``t``: ``explicit``, else t + D."""
@@ -77,9 +83,15 @@ def unknown_tenant(contract: Contract, tenant: str) -> UnknownTenantError:
 
 
 def request_facts(
-    contract: Contract, tenant: str, prompt_tokens: int | None, max_tokens: int | None
+    contract: Contract,
+    tenant: str,
+    prompt_tokens: int | None,
+    max_tokens: int | None,
+    units: CreditUnits | None = None,
 ) -> RequestFacts:
     """The facts of one request shape (the definition; `FactsCache` caches it).
+
+    ``units`` is the contract's `Contract.credit_units` (computed when not given).
 
     Raises:
         UnknownTenantError: ``tenant`` is not in the contract.
@@ -87,15 +99,18 @@ def request_facts(
     spec = contract.tenants.get(tenant)
     if spec is None:
         raise unknown_tenant(contract, tenant)
+    u = contract.credit_units() if units is None else units
+    w = contract.weight_units(prompt_tokens, max_tokens, u)
     return RequestFacts(
         tenant=tenant,
         relative_deadline=spec.deadline,
         capped_tokens=contract.capped_tokens(max_tokens),
         lower=contract.lower_bound(max_tokens),
         upper=contract.upper_bound(max_tokens),
-        weight=contract.weight(prompt_tokens, max_tokens),
+        weight=u.credits(w),
         floored=spec.floored,
         tier=spec.tier,
+        weight_units=w,
     )
 
 
@@ -105,10 +120,11 @@ class FactsCache:
     Cost: O(1) per call; memory O(min(shapes seen, `CACHE_SIZE`)).
     """
 
-    __slots__ = ("_cache", "_size", "contract")
+    __slots__ = ("_cache", "_size", "contract", "units")
 
     def __init__(self, contract: Contract, *, size: int = CACHE_SIZE) -> None:
         self.contract = contract
+        self.units = contract.credit_units()
         self._size = size
         self._cache: dict[tuple[str, int | None, int | None], RequestFacts] = {}
 
@@ -121,7 +137,7 @@ class FactsCache:
         key = (tenant, max_tokens, prompt_tokens)
         facts = self._cache.get(key)
         if facts is None:
-            facts = request_facts(self.contract, tenant, prompt_tokens, max_tokens)
+            facts = request_facts(self.contract, tenant, prompt_tokens, max_tokens, self.units)
             if len(self._cache) < self._size:
                 self._cache[key] = facts
         return facts
@@ -129,7 +145,11 @@ class FactsCache:
 
 @dataclass(frozen=True)
 class FactColumns:
-    """`RequestFacts` as columns, one row per request (``upper`` is nan where there is none)."""
+    """`RequestFacts` as columns, one row per request (``upper`` is nan where there is none).
+
+    ``weight_units`` is int64 while every window's sum fits a float exactly
+    (below 2^53), else Python ints (dtype object): exact either way.
+    """
 
     relative_deadline: npt.NDArray[np.float64]
     deadline: npt.NDArray[np.float64]
@@ -139,6 +159,7 @@ class FactColumns:
     weight: npt.NDArray[np.float64]
     floored: npt.NDArray[np.bool_]
     tier: npt.NDArray[np.int64]
+    weight_units: npt.NDArray[Any]
 
 
 def fact_columns(
@@ -165,10 +186,14 @@ def fact_columns(
     deadline = np.where(np.isnan(explicit_deadline), t + rel, explicit_deadline)
     svc = contract.service
     upper = np.full(capped.shape, np.nan) if svc.upper is None else svc.upper.at(capped)
-    if contract.credit is CreditMode.TOKENS:
-        weight = contract.token_weight(np.maximum(prompt_tokens, 0), capped).astype(np.float64)
+    units = contract.credit_units()
+    prompt = np.maximum(prompt_tokens, 0)
+    if units.weight(int(prompt.max(initial=0)), cap) * max(capped.size, 1) >= 2**53:
+        prompt, capped_u = prompt.astype(object), capped.astype(object)  # Python ints: no overflow
     else:
-        weight = np.ones(capped.shape)
+        capped_u = capped
+    weight_units = units.weight(prompt, capped_u)
+    weight = (weight_units / units.scale).astype(np.float64)
     return FactColumns(
         relative_deadline=rel,
         deadline=deadline,
@@ -176,6 +201,7 @@ def fact_columns(
         lower=svc.lower.at(capped),
         upper=upper,
         weight=weight,
+        weight_units=weight_units,
         floored=np.array([f.floored for f in per_tenant], dtype=bool)[tenant],
         tier=np.array([f.tier for f in per_tenant], dtype=np.int64)[tenant],
     )

@@ -9,10 +9,10 @@ kinds end a request. Every other layer derives from this module:
 
 * `rvguard.monitors.wf` builds the protocol automaton WF from `MOVES` (a
   missing pair is a WF violation);
-* `rvguard.enforce.core` derives its ``TRANSITIONS`` from `MOVES` plus one
-  action per move, and checks at import that it names every move (an edge
-  the core never emits must be listed there with the reason);
-* `rvguard.monitors.offline` generates its numpy tables (`NEXT`, the
+* `rvguard.enforce.core` derives its ``TRANSITIONS`` from `MOVES` and the
+  moves it emits (grouped by action), and checks at import that it names
+  every move (one the core never emits is listed there with the reason);
+* `rvguard.monitors.columns` generates the offline numpy tables (`NEXT`, the
   per-request row slots) from `MOVES`;
 * event records (`rvguard.events`), columnar traces and the metrics index
   their tables by `CODE`.

@@ -1,8 +1,8 @@
 """Plain-text tables for people; `--json` output is built by each result's ``to_dict``.
 
 Text that comes from a trace (rids, reasons, field names, the file name) is
-shown through `printable`: a crafted rid must not be able to move the
-cursor, colour the terminal or print a line of its own (a fake
+shown through `rvguard.bounds.printable`: a crafted rid must not be able to
+move the cursor, colour the terminal or print a line of its own (a fake
 ``verdict:``), so control and format characters, line separators and lone
 surrogates are written as escapes, and a backslash as two.
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .bounds import printable
 from .check import CLAIMS, P95_NOTE, CheckReport
 from .monitors import Metrics
 
-__all__ = ["printable", "render_check", "table"]
+__all__ = ["render_check", "table"]
 
 _MAX_VIOLATIONS = 20
 
@@ -26,21 +27,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def printable(text: str) -> str:
-    """``text`` with every non-printable character (and ``\\``) escaped; printable text unchanged."""
-    if text.isprintable() and "\\" not in text:
-        return text
-    return "".join(_escape(c) for c in text)
-
-
-def _escape(c: str) -> str:
-    if c == "\\":
-        return "\\\\"
-    if c.isprintable() or c == " ":
-        return c
-    return c.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def _fmt(value: object) -> str:

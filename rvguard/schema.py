@@ -29,16 +29,17 @@ _CROSS_FIELD = (
 )
 
 
-def _as_loaded(node: Any) -> Any:
+def _as_loaded(node: Any, base: dict[str, Any]) -> Any:
     """The loader's rules on top of the model's schema: every place a `Bound` goes also takes a
-    plain number ≥ 0 (its ``base``), and an integer field takes nothing above `INT_MAX`."""
+    plain number, read as its ``base`` (so within ``base``'s own limits), and an integer field
+    takes nothing above `INT_MAX`."""
     if isinstance(node, list):
-        return [_as_loaded(n) for n in node]
+        return [_as_loaded(n, base) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _as_loaded(v) for k, v in node.items() if not (k == "$ref" and v == _BOUND)}
+    out = {k: _as_loaded(v, base) for k, v in node.items() if not (k == "$ref" and v == _BOUND)}
     if node.get("$ref") == _BOUND:
-        out["anyOf"] = [{"type": "number", "minimum": 0}, {"$ref": _BOUND}]
+        out["anyOf"] = [base, {"$ref": _BOUND}]
     if node.get("type") == "integer":
         out["maximum"] = min(node.get("maximum", INT_MAX), INT_MAX)
     return out
@@ -46,7 +47,9 @@ def _as_loaded(node: Any) -> Any:
 
 def contract_schema() -> dict[str, Any]:
     """The contract's JSON Schema (draft 2020-12), accepting what `load_contract` accepts."""
-    schema: dict[str, Any] = _as_loaded(Contract.model_json_schema(mode="validation"))
+    generated = Contract.model_json_schema(mode="validation")
+    base = generated["$defs"][Bound.__name__]["properties"]["base"]
+    schema: dict[str, Any] = _as_loaded(generated, {k: v for k, v in base.items() if k != "title"})
     schema["if"] = {"properties": {"credit": {"const": "tokens"}}, "required": ["credit"]}
     schema["else"] = {  # count credits (the default): a floor is a whole number of requests
         "properties": {"tenants": {"additionalProperties": {"properties": {"floor": {"type": "integer"}}}}}

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rvguard import bounds
-from rvguard.bounds import shown
+from rvguard.bounds import printable, shown
 from rvguard.contract import contract_from_mapping
 from rvguard.errors import SpecError
 
@@ -74,3 +74,13 @@ def test_shown_keeps_huge_values_short() -> None:
     assert len(shown([[list(range(1000))] * 1000])) <= 100
     assert shown("a\ud800") == "'a\\ud800'"
     assert shown(1.5) == "1.5" and shown(True) == "True"
+
+
+def test_field_paths_from_a_file_are_printed_escaped() -> None:
+    """A tenant name holding an ANSI escape and a newline printed both raw on stderr."""
+    crafted = "a\x1b[31m\nverdict: ok"
+    with pytest.raises(SpecError) as info:
+        contract_from_mapping(tenant(floor=-1) | {"tenants": {crafted: {"floor": -1, "deadline": 1}}})
+    assert info.value.field == f"tenants.{crafted}.floor"  # the field itself is kept, for locating it
+    assert str(info.value).isprintable() and "a\\x1b[31m\\nverdict: ok" in str(info.value)
+    assert printable(crafted) == "a\\x1b[31m\\nverdict: ok"

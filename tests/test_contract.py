@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from rvguard.contract import (
     contract_from_mapping,
     load_contract,
     window_index,
-    window_start,
 )
 from rvguard.errors import SpecError
 
@@ -95,18 +95,27 @@ def test_lower_bound_grows_with_output_tokens_up_to_the_cap() -> None:
 
 
 @given(
-    st.integers(-1000, 1000), st.sampled_from([0.1, 0.3, 1.0, 1.82, 7.0]), st.sampled_from([0.0, 0.05, 3.3])
+    st.integers(-1000, 1000),
+    st.sampled_from(["0.1", "0.3", "1.0", "1.82", "7.0"]),
+    st.sampled_from(["0", "0.05", "3.3"]),
 )
-def test_window_start_is_in_its_own_window(k: int, w: float, origin: float) -> None:
-    t = window_start(k, origin, w)
-    assert window_index(t, origin, w) == k
-    assert window_start(k, origin, w) <= t < window_start(k + 1, origin, w)
+def test_a_time_written_at_a_decimal_edge_is_in_the_window_it_opens(k: int, w: str, origin: str) -> None:
+    """epoch + k·W as decimals (0.3 · 51 = 15.3, not the float 15.299999999999999) opens window k."""
+    edge = Fraction(origin) + k * Fraction(w)
+    t = float(edge)  # the float a trace holds for the decimal edge written in it
+    assert Fraction(repr(t)) == edge
+    assert window_index(t, float(origin), float(w)) == k
 
 
-@given(st.floats(0, 1e6, allow_nan=False), st.sampled_from([0.1, 0.3, 1.0, 1.82]))
-def test_every_time_lies_in_its_window(t: float, w: float) -> None:
-    k = window_index(t, 0.0, w)
-    assert window_start(k, 0.0, w) <= t < window_start(k + 1, 0.0, w)
+@given(
+    st.floats(0, 1e6, allow_nan=False),
+    st.sampled_from(["0.1", "0.3", "1.0", "1.82"]),
+    st.sampled_from(["0", "0.05"]),
+)
+def test_every_time_lies_in_its_window_as_decimals(t: float, w: str, origin: str) -> None:
+    k = window_index(t, float(origin), float(w))
+    at = Fraction(repr(t))
+    assert Fraction(origin) + k * Fraction(w) <= at < Fraction(origin) + (k + 1) * Fraction(w)
 
 
 def test_entitlement_counts_the_first_b_arrivals_per_window(marquee: Contract) -> None:
@@ -120,8 +129,8 @@ def test_entitlement_counts_the_first_b_arrivals_per_window(marquee: Contract) -
 def test_token_credits_use_the_weight_prefix() -> None:
     c = contract_from_mapping(base(credit="tokens", tenants={"a": {"floor": 100, "deadline": 1}}))
     ent = Entitlement(c)
-    assert ent.arrive("a", 0.0, 60.0)[1] is True
-    assert ent.arrive("a", 0.1, 50.0)[1] is False
+    assert ent.arrive("a", 0.0, c.weight_units(10, 50))[1] is True  # 10 + 48 (capped)
+    assert ent.arrive("a", 0.1, c.weight_units(0, 50))[1] is False  # 58 + 48 > 100
     assert c.weight(10, 20) == 30.0
 
 

@@ -74,7 +74,7 @@ def test_the_columns_are_the_facts_row_by_row(contract: Contract, rows: list[tup
         assert cols.capped_tokens[i] == f.capped_tokens
         assert cols.lower[i] == f.lower
         assert _same(f.upper, cols.upper[i])
-        assert cols.weight[i] == f.weight
+        assert cols.weight[i] == f.weight and cols.weight_units[i] == f.weight_units
         assert (cols.floored[i], cols.tier[i]) == (f.floored, f.tier)
 
 

@@ -18,11 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rvguard.bounds import MAX_TIME, MAX_TOKENS
 from rvguard.cli import main
 from rvguard.contract import contract_from_mapping, load_contract
 from rvguard.errors import RvguardError, SpecError, TraceError
 from rvguard.events import event_from_dict, event_to_dict
-from rvguard.io import iter_records
+from rvguard.io import iter_records, read_public
 
 from .conftest import SPECS
 
@@ -154,3 +155,39 @@ def test_cli_answers_2_for_a_bad_contract(tmp_path: Path, blob: bytes) -> None:
     code, _, err = _run(["check", str(trace), "--contract", str(p)])
     assert code == 2, err
     assert err.startswith("rvguard check: error:")
+
+
+_HEADERS = {
+    "azure": b"TIMESTAMP,ContextTokens,GeneratedTokens\n",
+    "burstgpt": b"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n",
+    "mooncake": b"",
+}
+_ROWS = [
+    b"2023-11-16 18:17:03.9799600,1,2",
+    b"1" * 400,
+    b"1e400",
+    b"5,M,1,2,3,x",
+    b'{"timestamp": ',
+    b"1" * 5000,
+]
+_ROWS += [b'{"timestamp": 1, "input_length": 2, "output_length": 3}', b"[" * 3000, b"\xff", b'"', b"-1"]
+public_bytes = st.lists(
+    st.sampled_from([*_ROWS, b",", b"\n", b": ", b"}"]) | st.binary(max_size=20), max_size=12
+)
+
+
+@FUZZ
+@given(fmt=st.sampled_from(sorted(_HEADERS)), body=public_bytes)
+def test_any_public_trace_reads_as_arrivals_or_a_trace_error(
+    tmp_path: Path, fmt: str, body: list[bytes]
+) -> None:
+    p = tmp_path / ("t.jsonl" if fmt == "mooncake" else "t.csv")
+    p.write_bytes(_HEADERS[fmt] + b"".join(body))
+    try:
+        arrivals = read_public(p, fmt)  # type: ignore[arg-type]
+    except TraceError:
+        return
+    for a in arrivals:
+        assert (
+            0 <= a.t <= MAX_TIME and 0 <= a.prompt_tokens <= MAX_TOKENS and 0 <= a.output_tokens <= MAX_TOKENS
+        )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-LAZY = ("rvguard", "rvguard.screen", "rvguard.verify")
+LAZY = ("rvguard", "rvguard.enforce", "rvguard.screen", "rvguard.verify")
 
 
 def _checked_imports(package: types.ModuleType) -> dict[str, str]:

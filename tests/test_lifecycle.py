@@ -8,12 +8,12 @@ from types import MappingProxyType
 import pytest
 
 from rvguard import lifecycle
+from rvguard.columnar import ColumnarTrace
 from rvguard.errors import LifecycleError
 from rvguard.events import EVENT_CLASSES, Arrive, Event, EventKind
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.lifecycle import FINAL, INITIAL, KINDS, MOVES, Stage
-from rvguard.monitors import offline, wf
-from rvguard.monitors.offline import protocol_is_clean, row_index
+from rvguard.monitors import columns, wf
+from rvguard.monitors.columns import protocol_is_clean, row_index
 
 S, K = Stage, EventKind
 Move = tuple[Stage, EventKind]
@@ -128,7 +128,7 @@ def test_the_flat_table_is_the_moves() -> None:
 
 
 def test_the_offline_row_columns_follow_the_moves() -> None:
-    layout = offline._row_columns()
+    layout = columns._row_columns()
     assert layout is not None
     column, n = layout
     assert n == 4 and len({column[lifecycle.CODE[k]] for k in lifecycle.TERMINAL_KINDS}) == 1
@@ -141,5 +141,5 @@ def test_the_offline_row_columns_follow_the_moves() -> None:
 def test_a_cyclic_lifecycle_is_not_vectorised(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kind that may repeat cannot have one column: the offline path must replay instead."""
     cyclic = {**MOVES, (S.DISPATCHED, K.ADMIT): S.ADMITTED}
-    monkeypatch.setattr(offline, "MOVES", MappingProxyType(cyclic))
-    assert offline._row_columns() is None
+    monkeypatch.setattr(columns, "MOVES", MappingProxyType(cyclic))
+    assert columns._row_columns() is None

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from rvguard.check import check_trace
+from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event
 from rvguard.io import write_events
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.io.public import FractionRule, read_public, to_arrivals
 from rvguard.monitors.offline import check_offline
 

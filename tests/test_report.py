@@ -7,12 +7,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rvguard.bounds import printable
 from rvguard.check import check_trace
 from rvguard.contract import Contract
 from rvguard.errors import TraceFormatError
 from rvguard.events import Admit, Arrive, Basis, Reject
 from rvguard.io import write_events
-from rvguard.report import printable, render_check, table
+from rvguard.report import render_check, table
 
 
 def test_table_aligns_columns() -> None:

@@ -59,7 +59,7 @@ PATHS = [
 NUMBERS = st.one_of(
     st.integers(-2, 8),
     st.floats(-2, 8, allow_nan=False, allow_infinity=False),
-    st.sampled_from([0, 0.0, 4.0, 2.5, 1e20, -0.0]),
+    st.sampled_from([0, 0.0, 4.0, 2.5, -0.0, 1e-12, 1e6, 1e9, 1e12, 1e15, 1e20, 10**19, -1e12]),
 )
 VALUES = st.one_of(
     NUMBERS,
@@ -118,6 +118,8 @@ def test_the_schema_accepts_exactly_what_the_loader_accepts(
     ("update", "accepted"),
     [
         ({"service": {"s_max": 0.66, "lower": 0.236}}, True),  # the case: a number as a bound
+        ({"service": {"s_max": 0.66, "lower": 1e20}}, False),  # a number as a bound has base's limits
+        ({"service": {"s_max": 0.66, "upper": -1}}, False),
         ({"slots": "4"}, False),
         ({"slots": True}, False),
         ({"slots": 4.0}, True),

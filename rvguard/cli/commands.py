@@ -2,5 +2,6 @@
 
 COMMANDS = (
     ("check", "rvguard.cli.check", "judge a recorded trace against a contract"),
+    ("init", "rvguard.cli.init", "write a commented starter contract and keys file (--examples: specs/)"),
     ("schema", "rvguard.cli.schema", "print the JSON Schema of a contract (or of a trace record)"),
 )

@@ -24,6 +24,7 @@ PROVIDERS = (
     "rvguard.verify.commands",
     "rvguard.screen.commands",
     "rvguard.sim.commands",
+    "rvguard.study.commands",
     "rvguard.gateway.commands",
 )
 

@@ -266,7 +266,7 @@ class DecisionCore:
         self._live: dict[str, _Entry] = {}
         self._spent = SpentRids()  # every rid that has ended: never admitted again
         self._heap: list[tuple[int, int, float, int, _Entry]] = []
-        self._floor_used: dict[str, tuple[int, float]] = {}
+        self._floor_used: dict[str, tuple[int, int]] = {}  # tenant -> (window, credit units on the floor)
         self._now = -math.inf
         self._seq = 0
         self._running = 0
@@ -427,8 +427,9 @@ class DecisionCore:
         assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
         assert self._queued == states.count(Stage.ADMITTED)
         assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.DISPATCHED) for s in states)
+        floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
-            assert used <= self.contract.tenants[tenant].floor
+            assert used <= floors[tenant]
         live_heap = sum(1 for item in self._heap if item[-1].state is Stage.ADMITTED)
         assert live_heap == self._queued
 
@@ -461,10 +462,10 @@ class DecisionCore:
         """Count the arrival for entitlement; the decision if the contract alone makes it (else
         ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
         req, facts = entry.request, entry.facts
-        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight)
+        k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
         if not facts.floored:
             return None
-        if entitled and self._floor_room(req.tenant, k, facts.weight):
+        if entitled and self._floor_room(req.tenant, k, facts.weight_units):
             return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
         return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
 
@@ -485,7 +486,7 @@ class DecisionCore:
         elif basis is Basis.FLOOR:
             entry.key = (entry.facts.tier, 0, 0.0, seq)
             prev = self._floor_used.get(entry.request.tenant)
-            w = entry.facts.weight
+            w = entry.facts.weight_units
             used = w if prev is None or prev[0] != k else prev[1] + w
             self._floor_used[entry.request.tenant] = (k, used)
         else:
@@ -497,16 +498,17 @@ class DecisionCore:
     def _floor_scale(self) -> float:
         return 1.0 if self._watch is None else self._watch.floor_scale
 
-    def _floor_room(self, tenant: str, k: int, weight: float) -> bool:
-        floor = self.contract.tenants[tenant].floor
+    def _floor_room(self, tenant: str, k: int, units: int) -> bool:
+        """Whether ``units`` more credit fits the floor (lowered while the watch degrades it)."""
+        floor: float = self._entitlement.units.floors[tenant]
         scale = self._floor_scale()
         if scale != 1.0:
             floor = floor * scale
             if self.contract.credit.value == "count":
                 floor = math.floor(floor)
         prev = self._floor_used.get(tenant)
-        used = 0.0 if prev is None or prev[0] != k else prev[1]
-        return used + weight <= floor
+        used = 0 if prev is None or prev[0] != k else prev[1]
+        return used + units <= floor
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:

@@ -50,6 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
 from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
+from ..enforce.core import DispatchPolicy
 from ..enforce.guard import Guard, Outcome
 from ..enforce.identity import Identity
 from ..enforce.learners import Learner
@@ -92,6 +93,8 @@ class GatewaySettings:
         watch: the assumption watch (``None``: off).
         send_priority: send the tier as vLLM's ``priority`` (the engine must run
             ``--scheduling-policy priority``); the gateway dispatches by tier either way.
+        dispatch_policy: the core's dispatch order: ``priority`` (tier, then arrival) or
+            ``fifo`` (arrival only: the study's ablation, for experiments).
         upstream_api_key: sent upstream as ``Authorization: Bearer`` (never logged).
         max_body: the largest request body accepted, in bytes (413 above).
         header_timeout, body_timeout: seconds a request's headers, then its body, may take.
@@ -110,6 +113,7 @@ class GatewaySettings:
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
     send_priority: bool = True
+    dispatch_policy: DispatchPolicy = "priority"
     upstream_api_key: str | None = field(default=None, repr=False)
     max_body: int = 4 * 1024 * 1024
     header_timeout: float = 10.0
@@ -222,6 +226,7 @@ class Gateway:
             drain_timeout=settings.drain_timeout,
             deferred_drop=settings.deferred_drop,
             watch=settings.watch,
+            dispatch_policy=settings.dispatch_policy,
         )
         self.metrics.watch_guard(self.guard)
         if self.trace is not None:

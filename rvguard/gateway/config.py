@@ -93,10 +93,12 @@ def load_keys(path: str | Path) -> KeysConfig:
     """
     import yaml
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, yaml.YAMLError) as err:
+    from ..bounds import MAX_SPEC_BYTES
+    from ..untrusted import load_yaml, read_text
+
+    try:  # a contract file's rules: bounded size, UTF-8, depth, aliases, no key twice
+        data = load_yaml(read_text(Path(path), limit=MAX_SPEC_BYTES))
+    except (OSError, ValueError, yaml.YAMLError) as err:
         raise SpecError(f"{path}: cannot read keys file: {err}", field="keys") from None
     return _parse_keys(data, str(path))
 

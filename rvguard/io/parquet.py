@@ -16,8 +16,10 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from ..bounds import shown
 from ..errors import TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
+from ..untrusted import load_json
 from ._arrow import pyarrow, pyarrow_parquet
 from ._source import PathArg, display_name
 from .csv import COLUMNS
@@ -62,6 +64,27 @@ _FINITE_ONLY = {
 }
 
 
+def extra_fields(cell: Any) -> dict[str, Any]:
+    """The unknown fields an ``extra_json`` cell holds (JSON text of one object, JSONL's rules).
+
+    Raises:
+        TraceFormatError: not text, malformed, too deep, a key twice, or not an object.
+    """
+    if not isinstance(cell, str):
+        raise TraceFormatError(f"must be JSON text, got {shown(cell)}", field=EXTRA_JSON)
+    try:
+        extra = load_json(cell, parse_constant=_no_constant)
+    except ValueError as exc:  # malformed (JSONDecodeError), too deep or a key twice (StructureError)
+        raise TraceFormatError(f"malformed JSON: {getattr(exc, 'msg', exc)}", field=EXTRA_JSON) from None
+    if not isinstance(extra, dict):
+        raise TraceFormatError("must hold a JSON object", field=EXTRA_JSON)
+    return extra
+
+
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
 def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
     """A trace record from one Parquet row (nulls absent, proposal_* folded, extra_json merged)."""
     rec: dict[str, Any] = {}
@@ -74,13 +97,7 @@ def record_from_row(row: dict[str, Any]) -> dict[str, Any]:
         if column.startswith(_PROPOSAL) and column in COLUMNS:
             proposal[column[len(_PROPOSAL) :]] = value
         elif column == EXTRA_JSON:
-            try:
-                extra = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(f"malformed JSON: {exc.msg}", field=EXTRA_JSON) from None
-            if not isinstance(extra, dict):
-                raise TraceFormatError("must hold a JSON object", field=EXTRA_JSON)
-            for key, item in extra.items():
+            for key, item in extra_fields(value).items():
                 rec.setdefault(key, item)
         else:
             rec[column] = value
@@ -108,11 +125,6 @@ def iter_parquet(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
                 yield line, event_from_dict(record_from_row(row))
             except TraceError as err:
                 yield line, err.located(path=name, line=line)
-            except json.JSONDecodeError as exc:
-                yield (
-                    line,
-                    TraceFormatError(f"malformed JSON: {exc.msg}", path=name, line=line, field=EXTRA_JSON),
-                )
 
 
 def _row(event: Event) -> dict[str, Any]:

@@ -10,7 +10,6 @@ them. The `test_columnar` differential test holds the two paths together.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..bounds import MAX_TIME, MAX_TOKENS, shown
+from ..columnar import BASIS_CODES, KIND_CODES, ColumnarTrace
 from ..errors import TraceError, TraceFormatError
 from ..events import Basis, EventKind, Proposal, event_from_dict
 from ._arrow import pyarrow, pyarrow_compute
 from ._source import PathArg, display_name
-from .columnar import BASIS_CODES, KIND_CODES, ColumnarTrace
-from .parquet import _FINITE_ONLY, EXTRA_JSON, open_parquet
+from .parquet import _FINITE_ONLY, EXTRA_JSON, extra_fields, open_parquet
 
 __all__ = ["parquet_columnar"]
 
@@ -95,13 +94,14 @@ def _row_cell_checks(c: _Cols) -> list[Check]:
 
 def _extra_json_check(c: _Cols) -> Check:
     bad = np.zeros(c.n, dtype=bool)
+    reasons: dict[int, str] = {}
     for i in np.flatnonzero(c.valid(EXTRA_JSON)):
         try:
-            ok = isinstance(json.loads(c.value(EXTRA_JSON, int(i))), dict)
-        except (json.JSONDecodeError, TypeError):
-            ok = False
-        bad[i] = not ok
-    return bad, EXTRA_JSON, lambda i: "must hold a JSON object"
+            extra_fields(c.value(EXTRA_JSON, int(i)))
+        except TraceError as err:
+            bad[i] = True
+            reasons[int(i)] = err.reason
+    return bad, EXTRA_JSON, lambda i: reasons[i]
 
 
 def _core_checks(c: _Cols, kind: npt.NDArray[np.int64]) -> list[Check]:

@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal, Protocol, TypeAlias
 
+from ..bounds import MAX_TIME, MAX_TOKENS, shown
 from ..contract import Contract
 from ..errors import TraceError, TraceFormatError, TraceOrderError
 from ..events import Arrive
+from ..untrusted import load_json
 from ._source import PathArg, display_name
 
 __all__ = [
@@ -73,18 +75,25 @@ def detect_public_format(path: PathArg) -> PublicFormat:
         TraceFormatError: none of the known column or key sets is present.
     """
     name = display_name(path)
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        first = f.readline()
+    with open(path, "rb") as f:
+        raw = f.readline()
+    try:
+        first = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise TraceFormatError("not UTF-8 text", path=name, line=1) from None
     if first.lstrip().startswith("{"):
         try:
-            keys = set(json.loads(first))
-        except (json.JSONDecodeError, TypeError):
-            raise TraceFormatError("malformed JSON in the first line", path=name, line=1) from None
+            keys = set(load_json(first))
+        except (ValueError, TypeError) as exc:  # malformed, too deep, a key twice, not an object
+            raise TraceFormatError(f"malformed JSON in the first line: {exc}", path=name, line=1) from None
         if set(_MOONCAKE) <= keys:
             return "mooncake"
-        found = ", ".join(sorted(keys))
+        found = ", ".join(sorted(map(str, keys)))
     else:
-        header = set(next(csv.reader([first]), []))
+        try:
+            header = set(next(csv.reader([first]), []))
+        except csv.Error as exc:
+            raise TraceFormatError(f"malformed CSV header: {exc}", path=name, line=1) from None
         if set(_AZURE) <= header:
             return "azure"
         if set(_BURSTGPT) <= header:
@@ -115,23 +124,28 @@ def _azure_ns(text: str) -> int:
 
 
 def _count(value: Any, column: str) -> int:
-    """A token count: a non-negative whole number (text or JSON number)."""
-    if isinstance(value, str) and _INT.fullmatch(value.strip()):
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    """A token count: a whole number in [0, MAX_TOKENS] (text or JSON number)."""
+    if isinstance(value, str) and _INT.fullmatch(value.strip()) and len(value.strip()) <= 12:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
         return value
-    raise TraceFormatError(f"must be a non-negative whole number, got {value!r}", field=column)
+    raise TraceFormatError(f"must be a whole number in [0, {MAX_TOKENS}], got {shown(value)}", field=column)
 
 
 def _burst_seconds(value: str) -> float:
-    if not _SECONDS.fullmatch(value.strip()):
-        raise TraceFormatError(f"must be a non-negative number of seconds, got {value!r}", field="Timestamp")
-    return float(value)
+    seconds = float(value) if _SECONDS.fullmatch(value.strip()) else -1.0
+    if not 0 <= seconds <= MAX_TIME:
+        raise TraceFormatError(
+            f"must be a number of seconds in [0, {MAX_TIME:g}], got {shown(value)}", field="Timestamp"
+        )
+    return seconds
 
 
 def _mooncake_ms(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        raise TraceFormatError(f"must be a non-negative number of ms, got {value!r}", field="timestamp")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_TIME * 1000:
+        raise TraceFormatError(
+            f"must be a number of ms in [0, {MAX_TIME * 1000:g}], got {shown(value)}", field="timestamp"
+        )
     return float(value)
 
 
@@ -154,23 +168,28 @@ def _csv_rows(
     path: PathArg, cols: tuple[str, str, str], stamp: Callable[[str], int | float]
 ) -> Iterator[tuple[int, _Row]]:
     """(file line, row) for each CSV data row; the header is line 1."""
+    name = display_name(path)
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f, strict=True)
         start = 2
-        for row in reader:
-            try:
+        try:
+            for row in reader:
                 yield start, _csv_row(row, cols, stamp)
-            except TraceError as err:
-                raise err.located(path=display_name(path), line=start) from None
-            start = reader.line_num + 1
+                start = reader.line_num + 1
+        except TraceError as err:
+            raise err.located(path=name, line=start) from None
+        except csv.Error as exc:
+            raise TraceFormatError(f"malformed CSV: {exc}", path=name, line=start) from None
+        except UnicodeDecodeError:
+            raise TraceFormatError("not UTF-8 text", path=name, line=start) from None
 
 
 def _mooncake_rows(path: PathArg) -> Iterator[tuple[int, _Row]]:
     name = display_name(path)
-    with open(path, encoding="utf-8") as f:
-        for line, text in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, start=1):
             try:
-                rec = json.loads(text)
+                rec = _mooncake_json(raw[3:] if line == 1 and raw.startswith(b"\xef\xbb\xbf") else raw)
                 if not isinstance(rec, dict):
                     raise TraceFormatError("must be a JSON object")
                 missing = [k for k in _MOONCAKE if k not in rec]
@@ -184,10 +203,20 @@ def _mooncake_rows(path: PathArg) -> Iterator[tuple[int, _Row]]:
                         _count(rec["output_length"], "output_length"),
                     ),
                 )
-            except json.JSONDecodeError as exc:
-                raise TraceFormatError(f"malformed JSON: {exc.msg}", path=name, line=line) from None
             except TraceError as err:
                 raise err.located(path=name, line=line) from None
+
+
+def _mooncake_json(raw: bytes) -> Any:
+    """One Mooncake line, parsed under `rvguard.untrusted`'s rules (depth, no key twice)."""
+    try:
+        return load_json(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TraceFormatError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"malformed JSON: {exc.msg}") from None
+    except ValueError as exc:  # too deep, a key twice, an integer past the digit limit
+        raise TraceFormatError(f"malformed JSON: {exc}") from None
 
 
 def _rows(path: PathArg, fmt: PublicFormat) -> tuple[Iterator[tuple[int, _Row]], int, str]:

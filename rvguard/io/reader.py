@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..columnar import ColumnarTrace
 from ..errors import TraceError
 from ..events import Event
 from ._source import PathArg, trace_format
-from .columnar import ColumnarTrace
 
 __all__ = ["EventReader", "iter_records", "read_columnar", "read_events"]
 

@@ -67,6 +67,5 @@ AF = TimedAutomaton(
     initial=Loc.NEW,
     bad=frozenset({Loc.BAD}),
     transitions=TRANSITIONS,
-    clocks=(),
     context=_context,
 )

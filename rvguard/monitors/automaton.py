@@ -34,8 +34,9 @@ automata of a request into one product state whose moves it caches
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from enum import Enum
 from typing import Any
 
@@ -182,6 +183,8 @@ class TimedAutomaton:
         timers: timer edges.
         strict: a missing ``(location, kind)`` goes bad (protocol automata).
         context: facts reported with a violation (e.g. AF's entitlement count).
+        clocks: deprecated and ignored (it was never read): a clock exists
+            once an update resets it (`Instance.resets`); passing it warns.
     """
 
     name: str
@@ -192,9 +195,18 @@ class TimedAutomaton:
     transitions: Mapping[tuple[Enum, EventKind], Sequence[Edge]]
     timers: Sequence[Timer] = ()
     strict: bool = False
-    clocks: tuple[str, ...] = ("x",)
+    clocks: InitVar[tuple[str, ...] | None] = None
     context: Callable[[Instance], Mapping[str, Any]] | None = None
     strict_detail: Detail | None = None
+
+    def __post_init__(self, clocks: tuple[str, ...] | None) -> None:
+        if clocks is not None:
+            warnings.warn(
+                "TimedAutomaton(clocks=...) is deprecated and ignored: a clock exists once an update "
+                "resets it (Instance.resets)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
 
     def compile(self) -> CompiledAutomaton:
         """Flatten the table into int-indexed lists for the hot path."""

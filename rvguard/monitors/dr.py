@@ -68,7 +68,6 @@ DR = TimedAutomaton(
     initial=Loc.NEW,
     bad=frozenset({Loc.BAD}),
     transitions=TRANSITIONS,
-    clocks=(),
     context=_context,
 )
 
@@ -103,6 +102,5 @@ ND = TimedAutomaton(
     initial=Loc.NEW,
     bad=frozenset({Loc.BAD}),
     transitions=ND_TRANSITIONS,
-    clocks=(),
     context=_nd_context,
 )

@@ -7,9 +7,15 @@ evaluate just those guards; the rest step the P automata one by one.
 Cost: O(1) per event on a cached move, O(P) otherwise, plus O(log n) per
 timer; memory O(live requests + retained finished rids + windows × tenants
 + reachable product states). Finished
-requests are forgotten except their rids, kept (up to ``retain_finished``,
-oldest first out) so that an event after a terminal one, or a second
-``arrive``, is still caught; the offline checker has no such horizon.
+requests are forgotten except their rids, kept so that an event after a
+terminal one, or a second ``arrive``, is still caught: by default the last
+``retain_finished`` = 100,000 (oldest first out), a horizon for a monitor
+embedded in a long-running service; with ``retain_finished=None`` every one,
+as ``rvguard check`` and the offline checker do, at about a hundred bytes a
+rid (docs/performance.md).
+
+A refused event — WF refuses it, or it names a tenant the contract lacks —
+changes nothing, not even the monitor's time: it fires no timer.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass
 from ..contract import Contract, Entitlement
 from ..errors import SpecError, TraceOrderError
 from ..events import Arrive, Event
-from ..facts import FactsCache
+from ..facts import FactsCache, RequestFacts
 from ..verdict import Violation
 from . import wf
 from .af import AF
@@ -84,7 +90,9 @@ class Monitor:
             user-defined `TimedAutomaton` objects. WF's protocol is always
             run (it decides which events are legal); it is *reported* only
             when listed.
-        retain_finished: how many finished rids to remember for WF.
+        retain_finished: how many finished rids to remember for WF (the most
+            recent); ``None`` remembers every one (no horizon, memory grows
+            with the distinct rids).
 
     Raises:
         SpecError: an unknown or duplicated property, or ND without U.
@@ -95,7 +103,7 @@ class Monitor:
         contract: Contract,
         properties: Sequence[str | TimedAutomaton] = DEFAULT_PROPERTIES,
         *,
-        retain_finished: int = 100_000,
+        retain_finished: int | None = 100_000,
     ) -> None:
         autos = resolve_properties(contract, properties)
         self.contract = contract
@@ -146,21 +154,30 @@ class Monitor:
             TraceOrderError: ``ev.t`` is earlier than the monitor's time.
             UnknownTenantError: an ``arrive`` names a tenant the contract lacks.
         """
-        out: list[Violation] | None = None
         t = ev.t
+        if t < self._now:
+            raise TraceOrderError(f"time {t!r} is before the previous event's {self._now!r}", field="t")
+        rid = ev.rid
+        code = ev.code
+        inst = self._live.get(rid)
+        # Refusal is atomic, the clock included: decide before time moves (WF has no clocks,
+        # so a timer never changes whether an event is legal).
+        if inst is None:
+            if code != 0 or rid in self._finished:
+                return self._refuse(ev, None)
+            facts = self._facts(ev.tenant, ev.prompt_tokens, ev.max_tokens)  # type: ignore[union-attr]
+            # (an unknown tenant raises UnknownTenantError here, the clock unmoved)
+        elif self._next[inst.state * N_KINDS + code] < 0 and self._refused(inst, code):
+            return self._refuse(ev, inst)
+        out: list[Violation] | None = None
         if t != self._now:
-            if t > self._due or t < self._now:
+            if t > self._due:
                 out = []
                 self._move_time(t, out)
             else:
                 self._now = t
-        rid = ev.rid
-        code = ev.code
-        inst = self._live.get(rid)
         if inst is None:
-            if code != 0 or rid in self._finished:
-                return self._refuse(ev, out)
-            inst = self._create(ev)  # type: ignore[arg-type]
+            inst = self._create(ev, facts)  # type: ignore[arg-type]
         nxt = self._next[inst.state * N_KINDS + code]
         if nxt < 0:
             return self._feed_slow(inst, ev, code, nxt, [] if out is None else out)
@@ -235,10 +252,21 @@ class Monitor:
             self._free(ev.rid)
         return out
 
-    def _refuse(self, ev: Event, out: list[Violation] | None) -> list[Violation]:
-        """An event for a rid that is not live and is not a new arrival: a WF violation."""
-        out = [] if out is None else out
-        self._illegal(ev, wf.Loc.DONE if ev.rid in self._finished else wf.Loc.NEW, None, out)
+    def _refused(self, inst: Instance, code: int) -> bool:
+        """True when WF refuses ``code`` in the request's present location."""
+        entry = self._next[inst.state * N_KINDS + code]
+        if entry == UNKNOWN:
+            entry = self._product.resolve(inst.state, code)
+        return entry == ILLEGAL
+
+    def _refuse(self, ev: Event, inst: Instance | None) -> list[Violation]:
+        """A WF violation for an event the protocol does not allow; nothing changes, not even the time."""
+        out: list[Violation] = []
+        if inst is not None:
+            loc = wf.Loc(_WF.locs[self._product.states[inst.state][0]])
+        else:
+            loc = wf.Loc.DONE if ev.rid in self._finished else wf.Loc.NEW
+        self._illegal(ev, loc, inst, out)
         return out
 
     def _move_time(self, t: float, out: list[Violation]) -> None:
@@ -274,10 +302,9 @@ class Monitor:
                 self._schedule(inst, locs, i, target, out)
             return
 
-    def _create(self, ev: Arrive) -> Instance:
-        f = self._facts(ev.tenant, ev.prompt_tokens, ev.max_tokens)  # raises UnknownTenantError
+    def _create(self, ev: Arrive, f: RequestFacts) -> Instance:
         t = ev.t
-        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight)
+        window, entitled, rank, used = self._entitlement.arrive(ev.tenant, t, f.weight_units)
         deadline = f.deadline(t, ev.deadline)
         inst = Instance(
             ev.rid,
@@ -362,6 +389,9 @@ class Monitor:
 
     def _free(self, rid: str) -> None:
         del self._live[rid]
+        if self._retain is None:
+            self._finished.add(rid)
+            return
         if self._retain <= 0:
             return
         self._finished.add(rid)

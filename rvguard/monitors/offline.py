@@ -6,28 +6,38 @@ sorts, no Python loop per event. A trace that breaks WF, or a set of
 properties with a user-defined automaton, is judged by replaying the rows
 through the online `Monitor` (with no horizon on finished rids), so both
 paths give the same verdicts on every trace; tests check the difference.
+
+The per-request columns live one floor down, in `rvguard.monitors.columns`
+(re-exported here), so the verdict and metric modules read them without
+importing this one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from ..contract import Contract, CreditMode, Entitlement
-from ..errors import TraceOrderError
-from ..facts import fact_columns, unknown_tenant
-from ..io.columnar import ColumnarTrace
-from ..lifecycle import ADMIT, ARRIVE, DISPATCH, INITIAL, KINDS, MOVES, N_KINDS, NEXT, STAGES, TERMINAL_KINDS
-from ..lifecycle import CODE as KIND_CODE
+from ..columnar import ColumnarTrace
+from ..contract import Contract
+from ..errors import TraceError, TraceOrderError
+from ..facts import unknown_tenant
 from ..verdict import Violation
 from .automaton import TimedAutomaton
+from .columns import (
+    RequestTable,
+    RowIndex,
+    entitlement_columns,
+    protocol_is_clean,
+    request_table,
+    row_index,
+    window_indices,
+)
 from .metrics import Metrics
 from .monitor import BUILTIN, DEFAULT_PROPERTIES, Monitor, resolve_properties
 from .offline_metrics import offline_metrics
+from .offline_verdicts import offline_violations
 
 __all__ = [
     "OfflineResult",
@@ -35,13 +45,11 @@ __all__ = [
     "RowIndex",
     "check_offline",
     "entitlement_columns",
+    "protocol_is_clean",
     "request_table",
     "row_index",
+    "window_indices",
 ]
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-B1 = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -51,28 +59,6 @@ class OfflineResult:
     violations: list[Violation]
     metrics: Metrics
     vectorised: bool
-
-
-@dataclass(frozen=True)
-class RequestTable:
-    """One row per request (indexed by rid code): its facts and event times (nan = none)."""
-
-    arrive_row: I64
-    tenant: I64
-    t_arrive: F64
-    deadline: F64
-    lower: F64
-    upper: F64
-    weight: F64
-    floored: B1
-    t_admit: F64
-    t_dispatch: F64
-    t_end: F64
-    end_kind: I64
-    end_row: I64
-    admit_row: I64
-    dispatch_row: I64
-    arrivals: I64  # rid codes in arrival order
 
 
 def _check_order(trace: ColumnarTrace, path: str) -> None:
@@ -95,271 +81,6 @@ def _check_tenants(trace: ColumnarTrace, contract: Contract, path: str) -> None:
             raise unknown_tenant(contract, name).located(path=path, line=int(trace.line[row]))
 
 
-@dataclass(frozen=True)
-class RowIndex:
-    """Where each request's events are: one row per rid and kind (-1 = none).
-
-    Built in O(n) with no sort by rid: each row is scattered into its rid's
-    column for its kind (the terminal kinds share one column). ``clean``
-    says whether every rid's rows spell a word of the lifecycle (WF); the
-    per-rid rows are meaningful only when it does.
-    """
-
-    arrive: I64
-    admit: I64
-    dispatch: I64
-    end: I64
-    end_kind: I64  # kind code of the end row, -1 = none
-    arrivals: I64  # arrive rows in trace order
-    clean: bool
-
-
-def _row_columns() -> tuple[tuple[int, ...], int] | None:
-    """The per-request row table's layout, generated from the lifecycle.
-
-    Returns ``(column of each kind code, number of columns)``: each
-    non-terminal kind has its own column, ordered by how far from the initial
-    stage it first occurs, and the terminal kinds share the last one (a
-    request ends once). Along every legal move the columns must increase, so
-    that a request's rows in trace order fill its columns in order; None when
-    they cannot (a kind that may occur twice in one request's life, a cycle):
-    then the offline path replays through the online monitor.
-    """
-    dist = {INITIAL: 0}
-    frontier = [INITIAL]
-    while frontier:  # breadth-first distance of each stage from the initial one
-        d = dist[frontier[0]] + 1
-        frontier = list({n: None for (s, _), n in MOVES.items() if s in frontier and n not in dist})
-        dist.update((n, d) for n in frontier)
-    far = len(STAGES)  # an unreachable stage sorts last (lifecycle._check refuses one anyway)
-    inner = {
-        k: min(dist.get(s, far) for (s, kk) in MOVES if kk is k)
-        for (_, k) in MOVES
-        if k not in TERMINAL_KINDS
-    }
-    order = sorted(inner, key=lambda k: (inner[k], KIND_CODE[k]))
-    column = {k: order.index(k) if k in inner else len(order) for k in KINDS}
-    for (_, k), nxt in MOVES.items():
-        if any(column[k2] <= column[k] for (s2, k2) in MOVES if s2 is nxt):
-            return None
-    return tuple(column[k] for k in KINDS), len(order) + 1
-
-
-_LAYOUT = _row_columns()
-#: whether the per-request row table can hold the lifecycle's words (else: replay, never vectorise)
-_VECTORISED = _LAYOUT is not None
-_COLUMN = np.array(_LAYOUT[0] if _LAYOUT else [0] * N_KINDS, dtype=np.int64)
-_N_COLUMNS = _LAYOUT[1] if _LAYOUT else 1
-#: the lifecycle's moves as a flat int array (stage index * N_KINDS + code -> next stage index, -1 illegal)
-_NEXT = np.array(NEXT, dtype=np.int64)
-_TERMINAL = min(KIND_CODE[k] for k in TERMINAL_KINDS)  # any terminal kind: they share one column
-
-
-def _protocol_holds(columns: I64, kind: npt.NDArray[np.int8]) -> bool:
-    """Per rid, with at most one row per column: its rows spell a path of the lifecycle.
-
-    Walks every rid through `lifecycle.NEXT` at once, column by column: the
-    rows must come in column order (the order of every legal word) and each
-    must be a legal move from the stage the previous ones reached; a missing
-    column is skipped (the walk then fails at the next row if it was needed).
-    """
-    stage = np.full(columns.shape[1], STAGES.index(INITIAL), dtype=np.int64)
-    last = np.full(columns.shape[1], -1, dtype=np.int64)
-    for rows in columns:
-        has = np.flatnonzero(rows >= 0)
-        at = rows[has]
-        if not bool((at > last[has]).all()):
-            return False
-        nxt = _NEXT[stage[has] * N_KINDS + kind[at]]
-        if bool((nxt < 0).any()):
-            return False
-        stage[has] = nxt
-        last[has] = at
-    return True
-
-
-def row_index(trace: ColumnarTrace) -> RowIndex:
-    """Per-rid rows of each kind, and whether the trace is WF-clean (O(n)).
-
-    A rid's rows form a word of the lifecycle (WF) exactly when no column of
-    the row table (`_row_columns`) is written twice and the rows spell a path
-    of its moves (`_protocol_holds`). tests/monitors check this against the
-    automaton on arbitrary kind sequences, and tests/test_lifecycle.py
-    against the table on every short word.
-    """
-    r, n = len(trace.rid_names), len(trace)
-    kind = trace.kind
-    columns = np.full((_N_COLUMNS, r), -1, dtype=np.int64)
-    unique = _VECTORISED and (n == 0 or (int(kind.min()) >= 0 and int(kind.max()) < N_KINDS))
-    if unique and n:
-        key = _COLUMN[kind]
-        key *= r
-        key += trace.rid
-        columns.reshape(-1)[key] = np.arange(n)
-        del key
-        # a (rid, column) written twice keeps one row: fewer filled cells than rows
-        unique = int(np.count_nonzero(columns >= 0)) == n
-    arrive, admit, dispatch, end = (columns[int(_COLUMN[c])] for c in (ARRIVE, ADMIT, DISPATCH, _TERMINAL))
-    end_kind = np.full(r, -1, dtype=np.int64)
-    has_end = end >= 0
-    end_kind[has_end] = kind[end[has_end]]
-    clean = unique and _protocol_holds(columns, kind)
-    return RowIndex(arrive, admit, dispatch, end, end_kind, np.flatnonzero(kind == ARRIVE), clean)
-
-
-def protocol_is_clean(trace: ColumnarTrace, rows: RowIndex | None = None) -> bool:
-    """True when every row is legal under WF (see `row_index`)."""
-    if len(trace) == 0:
-        return True
-    return (rows or row_index(trace)).clean
-
-
-def request_table(trace: ColumnarTrace, contract: Contract, rows: RowIndex | None = None) -> RequestTable:
-    """Per-request columns of a WF-clean trace (every rid's first row is its arrive)."""
-    rows = rows or row_index(trace)
-    r = len(trace.rid_names)
-    arrive = rows.arrivals
-    rid_a = trace.rid[arrive]
-    # rid codes are usually given in arrival order (ColumnarTrace.from_events does): then a
-    # per-arrival column is already the per-rid column, with no scatter
-    in_order = rid_a.size == r and bool(np.array_equal(rid_a, np.arange(r)))
-
-    def spread(values: npt.NDArray[Any], fill: float) -> npt.NDArray[Any]:
-        if in_order:
-            return values
-        out = np.full(r, fill, dtype=values.dtype)
-        out[rid_a] = values
-        return out
-
-    tenant_a = trace.tenant[arrive]
-    t_a = trace.t[arrive]
-    facts = fact_columns(
-        contract,
-        trace.tenant_names,
-        tenant_a,
-        t_a,
-        trace.deadline[arrive],
-        trace.prompt_tokens[arrive],
-        trace.max_tokens[arrive],
-    )
-    return RequestTable(
-        arrive_row=rows.arrive,
-        tenant=spread(tenant_a, -1),
-        t_arrive=spread(t_a, np.nan),
-        deadline=spread(facts.deadline, np.nan),
-        lower=spread(facts.lower, np.nan),
-        upper=spread(facts.upper, np.nan),
-        weight=spread(facts.weight, 1.0),
-        floored=spread(facts.floored, False),
-        t_admit=_times(trace, rows.admit),
-        t_dispatch=_times(trace, rows.dispatch),
-        t_end=_times(trace, rows.end),
-        end_kind=rows.end_kind,
-        end_row=rows.end,
-        admit_row=rows.admit,
-        dispatch_row=rows.dispatch,
-        arrivals=rid_a,
-    )
-
-
-def _times(trace: ColumnarTrace, rows: I64) -> F64:
-    """The time of each row, nan where the row is -1."""
-    if len(trace) == 0:
-        return np.full(rows.shape, np.nan)
-    return np.where(rows >= 0, trace.t[np.maximum(rows, 0)], np.nan)
-
-
-def window_indices(t: F64, origin: float, window: float) -> I64:
-    """Vectorised `rvguard.contract.window_index`, exact at boundaries in the same way."""
-    k = np.floor((t - origin) / window).astype(np.int64)
-    k += origin + (k + 1) * window <= t
-    k -= origin + k * window > t
-    return k
-
-
-def entitlement_columns(
-    req: RequestTable, trace: ColumnarTrace, contract: Contract, *, origin: float | None = None
-) -> tuple[I64, B1, I64, F64]:
-    """Per request: window, entitled, rank, credit used (same prefix rule as `Entitlement`)."""
-    o = contract.epoch if origin is None else origin
-    r = req.tenant.shape[0]
-    rids = req.arrivals
-    counted = contract.credit is CreditMode.COUNT  # every weight is 1: credit used = rank
-    if not counted and rids.size:
-        weights = req.weight[rids]
-        if not np.all(weights == np.round(weights)):
-            return _entitlement_loop(req, trace, contract, rids, o)
-    win = np.zeros(r, dtype=np.int64)
-    entitled = np.zeros(r, dtype=bool)
-    rank = np.zeros(r, dtype=np.int64)
-    used = np.zeros(r)
-    if rids.size == 0:
-        return win, entitled, rank, used
-    names = trace.tenant_names
-    floors = np.array([contract.tenants[n].floor for n in names], dtype=np.float64)
-    k = window_indices(req.t_arrive[rids], o, contract.window)
-    ten = req.tenant[rids]
-    order = _by_tenant_then_window(ten, k)
-    out = rids[order]
-    ks = k[order]
-    del k
-    win[out] = ks
-    ts = ten[order]
-    del ten
-    start = np.empty(rids.size, dtype=bool)
-    start[0] = True
-    np.not_equal(ks[1:], ks[:-1], out=start[1:])
-    del ks
-    start[1:] |= ts[1:] != ts[:-1]
-    group = np.cumsum(start)
-    group -= 1
-    rank_s = np.flatnonzero(start)[group]  # the group's first position
-    del group
-    np.subtract(np.arange(1, rids.size + 1), rank_s, out=rank_s)
-    rank[out] = rank_s
-    if counted:
-        used_s = rank_s.astype(np.float64)
-    else:
-        cs = np.cumsum(req.weight[rids][order])
-        used_s = cs - np.concatenate(([0.0], cs))[np.arange(rids.size) - rank_s + 1]
-    del rank_s
-    used[out] = used_s
-    fl = floors[ts]
-    entitled[out] = (fl > 0) & (used_s <= fl)
-    return win, entitled, rank, used
-
-
-def _by_tenant_then_window(ten: I64, k: I64) -> I64:
-    """Arrivals ordered by (tenant, window, arrival).
-
-    In arrival order the window index never decreases (times do not), so a
-    stable sort by tenant alone gives that order: a radix sort on a small
-    int type instead of a three-key lexsort.
-    """
-    if ten.size > 1 and not bool(np.all(k[1:] >= k[:-1])):  # pragma: no cover - monotone by construction
-        return np.lexsort((np.arange(ten.size), k, ten))
-    small = np.int16 if int(ten.max()) < np.iinfo(np.int16).max else np.int64
-    return np.argsort(ten.astype(small), kind="stable")
-
-
-def _entitlement_loop(
-    req: RequestTable, trace: ColumnarTrace, contract: Contract, rids: I64, origin: float
-) -> tuple[I64, B1, I64, F64]:
-    """Fractional token weights: sum in arrival order exactly as the online path does."""
-    r = req.tenant.shape[0]
-    win = np.zeros(r, dtype=np.int64)
-    entitled = np.zeros(r, dtype=bool)
-    rank = np.zeros(r, dtype=np.int64)
-    used = np.zeros(r)
-    ent = Entitlement(contract, origin=origin)
-    for rid in rids.tolist():
-        name = trace.tenant_names[int(req.tenant[rid])]
-        win[rid], entitled[rid], rank[rid], used[rid] = ent.arrive(
-            name, float(req.t_arrive[rid]), float(req.weight[rid])
-        )
-    return win, entitled, rank, used
-
-
 def check_offline(
     trace: ColumnarTrace,
     contract: Contract,
@@ -375,14 +96,13 @@ def check_offline(
         SpecError: unknown properties, or ND without U.
     """
     autos = resolve_properties(contract, properties)
-    _check_order(trace, path)
-    _check_tenants(trace, contract, path)
     builtin = all(BUILTIN.get(a.name) is a for a in autos)
     rows = row_index(trace) if builtin else None
     if rows is None or not protocol_is_clean(trace, rows):
-        return _replay(trace, contract, properties)
-    from .offline_verdicts import offline_violations
-
+        # the monitor's own rules: a refused row moves no clock, so order is judged on the rest
+        return _replay(trace, contract, properties, path)
+    _check_order(trace, path)
+    _check_tenants(trace, contract, path)
     req = request_table(trace, contract, rows)
     ent = entitlement_columns(req, trace, contract)
     names = {a.name for a in autos}
@@ -392,9 +112,12 @@ def check_offline(
 
 
 def _replay(
-    trace: ColumnarTrace, contract: Contract, properties: Sequence[str | TimedAutomaton]
+    trace: ColumnarTrace, contract: Contract, properties: Sequence[str | TimedAutomaton], path: str
 ) -> OfflineResult:
-    monitor = Monitor(contract, properties, retain_finished=max(len(trace), 1))
-    for ev in trace.events():
-        monitor.feed(ev)
+    monitor = Monitor(contract, properties, retain_finished=None)
+    for line, ev in zip(trace.line.tolist(), trace.events(), strict=True):
+        try:
+            monitor.feed(ev)
+        except TraceError as err:
+            raise err.located(path=path, line=int(line)) from None
     return OfflineResult(monitor.violations(), monitor.summary(), vectorised=False)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import numpy.typing as npt
 
+from ..columnar import ColumnarTrace
 from ..contract import Contract
-from ..io.columnar import ColumnarTrace
 from ..lifecycle import COMPLETE, REJECT
+from .columns import RequestTable
 from .metrics import Metrics, ServiceStats, WindowRow
 from .p95 import sojourn_p95
-
-if TYPE_CHECKING:
-    from .offline import RequestTable
 
 __all__ = ["offline_metrics"]
 

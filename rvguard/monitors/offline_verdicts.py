@@ -14,14 +14,14 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..events import Event, is_client_error
-from ..io.columnar import ColumnarTrace
 from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
 from . import af, dr, sf
 from .automaton import Instance, TimedAutomaton
-from .offline import RequestTable
+from .columns import RequestTable
 
 __all__ = ["offline_violations"]
 

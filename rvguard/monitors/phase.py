@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..errors import SpecError
-from ..io.columnar import ColumnarTrace
 from ..lifecycle import COMPLETE, REJECT
-from .offline import entitlement_columns, protocol_is_clean, request_table, row_index
+from .columns import entitlement_columns, protocol_is_clean, request_table, row_index
 
 __all__ = ["PhaseRow", "PhaseSweep", "phase_sweep"]
 

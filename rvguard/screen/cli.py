@@ -125,9 +125,10 @@ def read_service_sample(path: str) -> ServiceDistribution:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"--service-sample: no such file {path!r}", field="service-sample", value=path)
-    values = None if p.suffix in _TRACE_SUFFIXES else _numbers(p.read_text())
+    text = "" if p.suffix in (*_TRACE_SUFFIXES, ".parquet", ".pq") else _text(p)
+    values = None if p.suffix in _TRACE_SUFFIXES else _numbers(text)
     if values is None and p.suffix not in (*_TRACE_SUFFIXES, ".csv", ".parquet", ".pq", ".json"):
-        where, token = _first_bad_token(p.read_text())
+        where, token = _first_bad_token(text)
         raise SpecError(
             f"--service-sample {path}:{where}: not a number: {token!r} (a numbers file, or a trace: "
             f"{', '.join(_TRACE_SUFFIXES)}, .csv)",
@@ -140,6 +141,16 @@ def read_service_sample(path: str) -> ServiceDistribution:
         return ServiceDistribution.of(values)
     except ValueError as err:
         raise SpecError(f"--service-sample {path}: {err}", field="service-sample", value=path) from None
+
+
+def _text(p: Path) -> str:
+    """A numbers file as text; a binary file is bad input, not a traceback."""
+    try:
+        return p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"--service-sample {p}: not UTF-8 text (bad byte at offset {exc.start})", field="service-sample"
+        ) from None
 
 
 def _numbers(text: str) -> list[float] | None:

@@ -1,18 +1,13 @@
-"""Run an experiment's arms over reps: the shared loop behind every experiment but the first two.
+"""Run an experiment's arms over reps: the one loop behind every experiment.
 
-Why a second runner: `experiments._run_cells` varies only the policy and
-the learner under one contract. The stress, fault and replay experiments
-vary the contract itself (a deadline, a floor, the excess policy), the
-backend (a batch cap), the watch, and the arrival stream. An `Arm` carries
-all of those; `run_arms` keeps the paired design (rep ``r``'s arrivals are
-drawn once per distinct load and replayed by every arm that shares it, with
-the run seed ``seed·1000 + r``), and pools each arm's counts over reps.
-
-Besides the miss counts, each arm reports *extras* pooled over reps: floor
-attainment (Σ entitled attained / Σ entitled, against the contract), SF
-violations, the effective assured utilisation ρ_eff = (B/W)·s̄_a/C (s̄_a the
-mean observed assured service of the run) and, for arms that ask, the
-phase sweep's worst attainment.
+Why one runner: every experiment varies some of the contract (a deadline, a
+floor, the excess policy, the credit meter), the policy (guarded, gated
+FIFO, a baseline), the learner, the backend (a batch cap, a profile), the
+watch and the arrival stream. An `Arm` carries all of those; `run_arms`
+keeps the paired design (rep ``r``'s arrivals are drawn once per distinct
+load and replayed by every arm that shares it, with the run seed
+``seed·1000 + r``) and reduces each run to a `RunRecord`
+(`rvguard.sim.record`), pooled into one `Condition` per arm.
 """
 
 from __future__ import annotations
@@ -23,15 +18,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import progress
+from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..enforce.request import Request
-from ..events import Arrive, Complete, Dispatch, Event, Reject
-from ..io.columnar import ColumnarTrace
+from ..events import Arrive, Complete, Dispatch, Event
 from ..monitors.phase import phase_sweep
-from .experiments import Condition, marquee_arrivals
-from .run import RunOutcome, run_once
+from .backend import ServiceModel
+from .loads import marquee_arrivals
+from .record import Condition, RunRecord, record_run
+from .run import run_once
 
-__all__ = ["Arm", "Arrivals", "mean_assured_service", "run_arms", "with_floored", "with_tenant"]
+__all__ = [
+    "Arm",
+    "Arrivals",
+    "Runner",
+    "default_arrivals",
+    "mean_assured_service",
+    "run_arms",
+    "with_floored",
+    "with_tenant",
+]
 
 PHASE_STEPS = 8
 
@@ -57,9 +63,11 @@ class Arm:
 
 
 Arrivals = Callable[[Arm, int, int], list[Request]]  # (arm, seed, rep) → arrivals
+Runner = Callable[..., list[Condition]]  # run_arms, or rvguard.study.live.LiveRunner
 
 
-def _marquee(arm: Arm, seed: int, rep: int) -> list[Request]:
+def default_arrivals(arm: Arm, seed: int, rep: int) -> list[Request]:
+    """The marquee load with the arm's overrides (`rvguard.sim.loads.marquee_arrivals`)."""
     return marquee_arrivals(arm.contract, seed, rep, **arm.load)
 
 
@@ -95,82 +103,45 @@ def mean_assured_service(events: Sequence[Event], contract: Contract) -> float |
     return statistics.fmean(services) if services else None
 
 
-def _rho_eff(contract: Contract, events: Sequence[Event]) -> float | None:
-    s = mean_assured_service(events, contract)
-    if s is None:
-        return None
-    demand = sum(t.floor for t in contract.floored_tenants.values()) / contract.window
-    return demand * s / contract.slots
-
-
-@dataclass
-class _Acc:
-    missed: list[int] = field(default_factory=list)
-    judged: list[int] = field(default_factory=list)
-    violations: list[int] = field(default_factory=list)
-    af: list[int] = field(default_factory=list)
-    sf: int = 0
-    entitled: int = 0
-    attained: int = 0
-    lowered: int = 0
-    rho: list[float] = field(default_factory=list)
-    worst_phase: list[float] = field(default_factory=list)
-
-    def add(self, arm: Arm, out: RunOutcome) -> None:
-        m = out.metrics
-        self.missed.append(m.admitted_missed)
-        self.judged.append(m.admitted_judged)
-        self.violations.append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
-        self.af.append(sum(1 for v in out.violations if v.property == "AF"))
-        self.sf += sum(1 for v in out.violations if v.property == "SF")
-        self.entitled += m.entitled
-        self.attained += m.entitled_attained
-        events = out.result.events
-        self.lowered += sum(1 for ev in events if isinstance(ev, Reject) and ev.reason == "floor-lowered")
-        rho = _rho_eff(arm.contract, events)
-        if rho is not None:
-            self.rho.append(rho)
-        if arm.phase:
-            sweep = phase_sweep(ColumnarTrace.from_events(events), arm.contract, PHASE_STEPS)
-            if sweep.worst_attainment is not None:
-                self.worst_phase.append(sweep.worst_attainment)
-
-    def extras(self, arm: Arm) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "floor_attainment": None if self.entitled == 0 else self.attained / self.entitled,
-            "entitled": self.entitled,
-            "sf_violations": self.sf,
-            "rho_eff": statistics.fmean(self.rho) if self.rho else None,
-        }
-        if self.lowered:
-            out["floor_lowered_rejects"] = self.lowered
-        if arm.phase:
-            out["phase_worst_attainment"] = min(self.worst_phase) if self.worst_phase else None
-        return out
-
-
 def _load_key(arm: Arm) -> Hashable:
     return tuple(sorted((k, repr(v)) for k, v in arm.load.items()))
 
 
+def _one(arm: Arm, arrivals: list[Request], seed: int, model: ServiceModel | None) -> RunRecord:
+    """One run of ``arm``, reduced to its record (with the phase sweep when the arm asks)."""
+    kwargs = arm.run if model is None or "model" in arm.run else {**arm.run, "model": model}
+    out = run_once(arm.contract, arrivals, seed=seed, **kwargs)
+    worst = None
+    if arm.phase:
+        sweep = phase_sweep(ColumnarTrace.from_events(out.result.events), arm.contract, PHASE_STEPS)
+        worst = sweep.worst_attainment
+    return record_run(arm.contract, out.result.events, out.metrics, out.violations, phase_worst=worst)
+
+
 def run_arms(
-    arms: Sequence[Arm], *, reps: int, seed: int, arrivals: Arrivals | None = None
+    arms: Sequence[Arm],
+    *,
+    reps: int,
+    seed: int,
+    arrivals: Arrivals | None = None,
+    model: ServiceModel | None = None,
 ) -> list[Condition]:
-    """Every arm over ``reps`` paired reps; one pooled `Condition` each (module doc)."""
-    draw = arrivals or _marquee
-    accs = [_Acc() for _ in arms]
+    """Every arm over ``reps`` paired reps; one pooled `Condition` each (module doc).
+
+    ``model`` is the backend of every arm that does not set its own (``--profile``).
+    """
+    draw = arrivals or default_arrivals
+    records: list[list[Any]] = [[] for _ in arms]
     with progress.task("runs", total=reps * len(arms), unit="run") as advance:
         for rep in range(reps):
             cache: dict[Hashable, list[Request]] = {}
-            for arm, acc in zip(arms, accs, strict=True):
+            for arm, acc in zip(arms, records, strict=True):
                 key = _load_key(arm)
                 if key not in cache:
                     cache[key] = draw(arm, seed, rep)
-                acc.add(arm, run_once(arm.contract, cache[key], seed=seed * 1000 + rep, **arm.run))
+                acc.append(_one(arm, cache[key], seed * 1000 + rep, model))
                 advance(1)
     return [
-        Condition(
-            arm.params, tuple(a.missed), tuple(a.judged), tuple(a.violations), a.extras(arm), tuple(a.af)
-        )
-        for arm, a in zip(arms, accs, strict=True)
+        Condition(arm.params, tuple(runs), {"slots": arm.contract.slots})
+        for arm, runs in zip(arms, records, strict=True)
     ]

@@ -12,7 +12,12 @@ simulator's `Policy` protocol and emits the same event schema as the real
 * `FlowController` — GAIE-style flow control: strict priority by the
   objective the request→objective mapping hands the request, FCFS within a
   band, a concurrency limit of C, no absolute floor. ``swap`` injects the
-  mapping fault (the classes trade bands).
+  mapping fault (the classes trade bands). With ``shed=False`` and the
+  correct mapping it is vLLM's server-side priority (``--scheduling-policy
+  priority``, admit-all): non-preemptive in a slot-bound regime.
+* `RateLimiter` — a static rate limit: at most ``caps[tenant]`` admissions
+  per tenant per tumbling window (per-class), or ``flat`` in all (first
+  come), FIFO dispatch, no floor and no learner.
 
 Gated FIFO (the guard's admission without priority) is not here: it is the
 real core, ``DecisionCore(contract, dispatch_policy="fifo")``.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Mapping
 
 from ..contract import Contract
@@ -32,7 +38,7 @@ from ..enforce.request import Request
 from ..events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail, Proposal, Reject
 from ..facts import FactsCache
 
-__all__ = ["FifoBaseline", "FlowController"]
+__all__ = ["FifoBaseline", "FlowController", "RateLimiter"]
 
 
 class _Slots:
@@ -134,5 +140,43 @@ class FlowController(_Slots):
             return [arrive, Reject(now, request.rid, "learner")]
         out: list[Event] = [arrive, Admit(now, request.rid, Basis.SURPLUS)]
         self._enqueue(self._bands.get(request.tenant, max(self._bands.values())), request.rid)
+        self._fill(now, out)
+        return out
+
+
+class RateLimiter(_Slots):
+    """A static rate limit per tumbling window (the contract's epoch and W), FIFO dispatch.
+
+    Args:
+        contract: slots, output cap, deadlines, the window.
+        caps: tenant → admissions per window (per-class limit); tenants not
+            named are not limited.
+        flat: admissions per window over every tenant together (flat limit).
+    """
+
+    def __init__(
+        self, contract: Contract, *, caps: Mapping[str, int] | None = None, flat: int | None = None
+    ) -> None:
+        super().__init__(contract)
+        if (caps is None) == (flat is None):
+            raise ValueError("a rate limit needs exactly one of caps (per class) and flat")
+        self._caps = dict(caps or {})
+        self._flat = flat
+        self._window = -1
+        self._used: dict[str, int] = {}
+
+    def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
+        """Admit while the request's (or the flat) budget for this window lasts; the learner is not asked."""
+        arrive = self._arrive_event(request, proposal, now)
+        k = math.floor((now - self.contract.epoch) / self.contract.window)
+        if k != self._window:
+            self._window, self._used = k, {}
+        key = "*" if self._flat is not None else request.tenant
+        cap = self._flat if self._flat is not None else self._caps.get(request.tenant)
+        if cap is not None and self._used.get(key, 0) >= cap:
+            return [arrive, Reject(now, request.rid, "rate-limit")]
+        self._used[key] = self._used.get(key, 0) + 1
+        out: list[Event] = [arrive, Admit(now, request.rid, Basis.SURPLUS)]
+        self._enqueue(0, request.rid)
         self._fill(now, out)
         return out

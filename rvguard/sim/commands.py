@@ -1,7 +1,10 @@
-"""The commands this package brings to ``rvguard`` (read by `rvguard.cli.registry`; imports nothing)."""
+"""The commands this package brings to ``rvguard`` (read by `rvguard.cli.registry`; imports nothing).
+
+``experiment`` and ``reproduce`` are declared by `rvguard.study.commands`: they can run on a real
+engine through the gateway, which sits above this floor.
+"""
 
 COMMANDS = (
     ("simulate", "rvguard.sim.cli:Simulate", "simulate a workload under the guard (or a baseline)"),
-    ("experiment", "rvguard.sim.cli:Experiment", "regenerate one of the reference study's experiments"),
-    ("demo", "rvguard.sim.cli:Demo", "the beta-sweep (40 reps a condition) on the embedded simulator"),
+    ("demo", "rvguard.sim.cli:Demo", "the beta-sweep (10 reps a condition) and an honest summary"),
 )

@@ -12,8 +12,10 @@ The simulator drives a *policy* — the real `rvguard.enforce.DecisionCore`,
 or one of the baselines in `rvguard.sim.baselines` — through the same calls
 the live Guard makes: ``arrive(request, proposal, now)`` and
 ``finish(rid, now)``. Every event they return goes into the trace; each
-``dispatch`` starts the request on the `Backend`, whose completion comes
-back as a heap event.
+``dispatch`` starts the request on the `Backend`; the backend says when its
+next request may end, and the simulator keeps one wake-up for that on the
+heap (a later dispatch can move it: continuous batching slows the batch, so
+a stale wake-up carries an old version and is skipped).
 
 Cost: O(log h) per heap operation for h pending events, plus the policy's
 and the backend's own costs; memory O(requests) for the trace.
@@ -32,7 +34,7 @@ from .. import progress
 from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
 from ..events import Arrive, Dispatch, Event, Proposal
-from .backend import Backend, ServiceModel
+from .backend import ServiceModel
 
 __all__ = ["ARRIVAL", "COMPLETION", "Policy", "SimResult", "Simulator"]
 
@@ -99,12 +101,14 @@ class Simulator:
     ) -> None:
         self._policy = policy
         self._learner = learner
-        self._backend = Backend(model, rng)
+        self._backend = model.backend(rng)
         self._slots = slots
         self._heap: list[tuple[float, int, int, object]] = []
         self._seq = itertools.count()
-        self._tokens: dict[str, int] = {}
+        self._sizes: dict[str, tuple[int, int | None]] = {}
         self._trace: list[Event] = []
+        self._wake = 0  # version of the one live wake-up on the heap
+        self._wake_t: float | None = None  # and its time
 
     def _schedule(self, t: float, priority: int, event: object) -> None:
         heapq.heappush(self._heap, (t, priority, next(self._seq), event))
@@ -115,7 +119,7 @@ class Simulator:
         for req in arrivals:
             self._schedule(req.t, ARRIVAL, req)
             n, last = n + 1, max(last, req.t)
-        now = shown = 0.0
+        end = shown = 0.0
         steps = 0
         with progress.task("simulating", total=last, unit="s") as advance:  # in simulated seconds
             while self._heap:
@@ -123,14 +127,29 @@ class Simulator:
                 if priority == ARRIVAL:
                     assert isinstance(event, Request)
                     self._on_arrival(event, now)
+                elif event == self._wake:
+                    self._wake_t = None
+                    self._on_wake(now)
                 else:
-                    assert isinstance(event, tuple)
-                    self._on_completion(event[0], event[1], now)
+                    continue  # a wake-up a later dispatch superseded
+                end = now
+                self._rearm(now)
                 steps += 1
                 if not steps & 0x3FF:  # every 1024 events, cheap in the hot loop
                     advance(min(now, last) - shown)
                     shown = min(now, last)
-        return SimResult(tuple(self._trace), now, n)
+        return SimResult(tuple(self._trace), end, n)
+
+    def _rearm(self, now: float) -> None:
+        """Keep one wake-up, at the backend's next completion time (unchanged: keep the live one)."""
+        t = self._backend.next_time()
+        t = None if t is None else max(t, now)
+        if t == self._wake_t:
+            return
+        self._wake += 1
+        self._wake_t = t
+        if t is not None:
+            self._schedule(t, COMPLETION, self._wake)
 
     def _on_arrival(self, req: Request, now: float) -> None:
         p = self._policy
@@ -138,19 +157,16 @@ class Simulator:
         proposal = consult(self._learner, req, view)  # a raising learner rejects only the surplus
         self._emit(p.arrive(req, proposal, now), now)
 
-    def _on_completion(self, rid: str, version: int, now: float) -> None:
-        if not self._backend.current(rid, version):
-            return  # superseded by a stall
-        self._backend.end(rid)
-        self._tokens.pop(rid, None)
-        self._emit(self._policy.finish(rid, now), now)
+    def _on_wake(self, now: float) -> None:
+        for rid in self._backend.advance(now):
+            self._sizes.pop(rid, None)
+            self._emit(self._policy.finish(rid, now), now)
 
     def _emit(self, events: Sequence[Event], now: float) -> None:
         for ev in events:
             self._trace.append(ev)
             if isinstance(ev, Arrive):
-                self._tokens[ev.rid] = ev.max_tokens or 1
+                self._sizes[ev.rid] = (ev.max_tokens or 1, ev.prompt_tokens)
             elif isinstance(ev, Dispatch):
-                tokens = self._tokens.get(ev.rid, 1)
-                for rid, t_end, version in self._backend.start(ev.rid, tokens, now):
-                    self._schedule(t_end, COMPLETION, (rid, version))
+                tokens, prompt = self._sizes.get(ev.rid, (1, None))
+                self._backend.start(ev.rid, tokens, prompt, now)

@@ -1,20 +1,24 @@
-"""The reference study's experiments, regenerated on the simulator (issue 5).
+"""The reference study's headline experiments, regenerated on the simulator: β-sweep and FIFO ablation.
 
 Why each condition of a rep sees the *same* arrivals: the comparison is
-paired. Rep ``r`` draws its arrivals from ``random.Random(f"arrivals:{seed}:{r}")``
-once, and every condition (guarded or not, each β) replays that list with
-its own run seed; so a difference between conditions is the policy's, not
-the workload's. The run is the replication unit: per-condition intervals
-come from `rvguard.sim.stats.pooled_interval` over reps.
+paired. Rep ``r`` draws its arrivals once (`rvguard.sim.loads`), and every
+condition (guarded or not, each β) replays that list with its own run seed;
+so a difference between conditions is the policy's, not the workload's. The
+run is the replication unit: per-condition intervals come from
+`rvguard.sim.stats.pooled_interval` over reps (`rvguard.sim.record`).
 
-The marquee load (specs/marquee.yaml): assured Poisson at the floor rate
-B/W = 6/s for 12 s (≈ 72 assured offered a run, as in the reference study),
-opportunistic Poisson at 14/s — 20/s offered against μ_sat ≈ 9.1/s.
+The load is the marquee's (`rvguard.sim.loads`): assured paced at Σ B/W,
+with the Poisson variant beside it; opportunistic Poisson at 14/s. Any
+contract (``--spec``) gets the same load by role (`rvguard.sim.workloads.roles`);
+an experiment needs at least one tenant of each role (`require_roles`).
 
-Any contract (``--spec``): the same load by role (`rvguard.sim.workloads.roles`):
-the floored tenants are offered their floor rates Σ B/W (each its own
-B_i/W), the unfloored ones share the 14/s flood equally. An experiment needs
-at least one tenant of each role (`require_roles`).
+* ``beta-sweep`` — the LSQ learner (fitted on 132 closed-loop profiling
+  samples, `rvguard.sim.profiling`) at β ∈ {0, 0.5, 1, 2}, guarded and
+  unguarded, sheddable-only; the class-agnostic learner at β = 0 and 1;
+  each on paced and on Poisson assured arrivals.
+* ``fifo-ablation`` — the guard's admissions with priority vs FIFO
+  dispatch, admit-all learner, at three offered loads from just over
+  capacity (the study's ρ̂ ≳ 1) to the marquee flood.
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import progress
-from ..contract import Contract, contract_from_mapping
-from ..enforce.request import Request
+from ..contract import Contract
+from ..enforce.learners import LSQLearner
 from ..errors import SpecError
 from ..events import Arrive, Complete, Event
-from .run import run_once
-from .stats import pooled_interval
-from .workloads import floor_rate, poisson, roles
+from .arms import Arm, Runner, run_arms
+from .backend import BackendModel
+from .loads import MARQUEE, MARQUEE_CONTRACT, marquee_arrivals
+from .profiling import PER_LOAD
+from .record import Condition
+from .run import make_learner, run_once
+from .workloads import roles
 
 __all__ = [
     "MARQUEE_CONTRACT",
@@ -40,83 +47,14 @@ __all__ = [
     "Series",
     "beta_sweep",
     "fifo_ablation",
+    "marquee_arrivals",
     "require_roles",
 ]
 
 BETAS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0)
-MARQUEE = {"opp_rate": 14.0, "duration": 12.0}  # assured_rate: the contract's floor rate Σ B/W
-# specs/marquee.yaml, embedded so `rvguard demo` runs from an installed package too
-MARQUEE_CONTRACT = contract_from_mapping(
-    {
-        "window": 1.0,
-        "slots": 4,
-        "output_cap": 48,
-        "service": {"s_max": 0.66, "s_max_opp": 0.66, "lower": 0.236},
-        "tenants": {
-            "assured": {"floor": 6, "deadline": 1.82, "tier": 0},
-            "opportunistic": {"floor": 0, "deadline": 1.82, "tier": 1},
-        },
-    },
-    source="marquee",
-)
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One cell of an experiment, pooled over reps.
-
-    ``violations`` counts, per run, the AF, DR and WF violations the monitors
-    find in the condition's trace, and ``af`` the AF ones among them (an
-    unguarded baseline violates AF whenever it rejects a floor-entitled
-    request; the guard never does).
-    """
-
-    params: dict[str, Any]
-    missed: tuple[int, ...]
-    judged: tuple[int, ...]
-    violations: tuple[int, ...]
-    extras: dict[str, Any] = field(default_factory=dict)
-    af: tuple[int, ...] = ()
-
-    @property
-    def af_violations(self) -> int:
-        """AF violations over every run."""
-        return sum(self.af)
-
-    @property
-    def dr_wf_violations(self) -> int:
-        """DR and WF violations over every run."""
-        return sum(self.violations) - sum(self.af)
-
-    @property
-    def reps(self) -> int:
-        """Runs pooled."""
-        return len(self.judged)
-
-    @property
-    def assured_miss(self) -> float | None:
-        """Pooled miss fraction of admitted assured requests."""
-        return pooled_interval(self.missed, self.judged)[0]
-
-    @property
-    def assured_miss_ci(self) -> tuple[float, float]:
-        """95 % clustered Clopper–Pearson interval (see `rvguard.sim.stats`)."""
-        return pooled_interval(self.missed, self.judged)[1]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``conditions`` entry of ``experiment --json`` (DESIGN §8)."""
-        lo, hi = self.assured_miss_ci
-        return {
-            "params": dict(self.params),
-            "reps": self.reps,
-            "assured_miss": self.assured_miss,
-            "assured_miss_ci": [lo, hi],
-            "runs_with_miss": sum(1 for m in self.missed if m),
-            "violations": sum(self.violations),
-            "af_violations": self.af_violations,
-            "dr_wf_violations": self.dr_wf_violations,
-            **self.extras,
-        }
+AGNOSTIC_BETAS: tuple[float, ...] = (0.0, 1.0)
+STREAMS: tuple[str, ...] = ("paced", "poisson")
+FIFO_OPP_RATES: tuple[float, ...] = (5.0, 8.0, MARQUEE["opp_rate"])  # ρ̂ ≈ 1.15, 1.45, 2.0 (study profile)
 
 
 @dataclass(frozen=True)
@@ -143,12 +81,14 @@ class ExperimentResult:
     series: tuple[Series, ...] = field(default=())
     x_key: str | None = None
     group_keys: tuple[str, ...] = ()
+    info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``experiment --json`` object."""
         return {
             "experiment": self.name,
-            "method": "pooled miss fraction; 95% Clopper-Pearson on a run-clustered effective n",
+            "method": "pooled fractions; 95% Clopper-Pearson on a run-clustered effective n",
+            **self.info,
             "conditions": [c.to_dict() for c in self.conditions],
         }
 
@@ -176,19 +116,6 @@ def require_roles(contract: Contract, experiment: str, *, opportunistic: bool = 
         )
 
 
-def marquee_arrivals(contract: Contract, seed: int, rep: int, **load: float) -> list[Request]:
-    """Rep ``rep``'s arrivals at the marquee load (overridable by keyword; module doc)."""
-    spec = {"assured_rate": floor_rate(contract), **MARQUEE, **load}
-    rng = random.Random(f"arrivals:{seed}:{rep}")
-    return poisson(
-        contract,
-        rng,
-        assured_rate=spec["assured_rate"],
-        opp_rate=spec["opp_rate"],
-        duration=spec["duration"],
-    )
-
-
 def sojourns(events: Sequence[Event], contract: Contract, label: str) -> Series:
     """Arrival times and sojourns of the floored tenants' completed requests."""
     floored = set(contract.floored_tenants)
@@ -205,76 +132,81 @@ def sojourns(events: Sequence[Event], contract: Contract, label: str) -> Series:
     return Series(label, tuple(xs), tuple(ys), d)
 
 
-Cell = tuple[dict[str, Any], dict[str, Any]]  # (params reported, run_once keyword arguments)
-
-
-def _run_cells(
-    contract: Contract, cells: Sequence[Cell], reps: int, seed: int, **load: float
-) -> list[Condition]:
-    acc: list[tuple[list[int], list[int], list[int], list[int]]] = [([], [], [], []) for _ in cells]
-    with progress.task("runs", total=reps * len(cells), unit="run") as advance:
-        for rep in range(reps):
-            arrivals = marquee_arrivals(contract, seed, rep, **load)
-            for i, (_, kwargs) in enumerate(cells):
-                out = run_once(contract, arrivals, seed=seed * 1000 + rep, **kwargs)
-                acc[i][0].append(out.metrics.admitted_missed)
-                acc[i][1].append(out.metrics.admitted_judged)
-                acc[i][2].append(sum(1 for v in out.violations if v.property in ("AF", "DR", "WF")))
-                acc[i][3].append(sum(1 for v in out.violations if v.property == "AF"))
-                advance(1)
-    return [
-        Condition(params, tuple(m), tuple(j), tuple(v), af=tuple(af))
-        for (params, _), (m, j, v, af) in zip(cells, acc, strict=True)
-    ]
-
-
-def beta_sweep(contract: Contract, *, reps: int = 10, seed: int = 0) -> ExperimentResult:
-    """Guarded vs unguarded LSQ learner for each β (and the class-agnostic LSQ at β = 1)."""
-    require_roles(contract, "beta-sweep")
-    cells: list[Cell] = []
-    for beta in BETAS:
-        for guard in (True, False):
-            mode = "guarded" if guard else "unguarded"
-            cells.append(
-                (
-                    {"beta": beta, "guard": guard, "learner": "lsq"},
-                    {"mode": mode, "learner": "lsq", "beta": beta},
-                )
-            )
-    for guard in (True, False):
-        mode = "guarded" if guard else "unguarded"
-        cells.append(
-            (
-                {"beta": 1.0, "guard": guard, "learner": "lsq-agnostic"},
-                {"mode": mode, "learner": "lsq-agnostic"},
-            )
-        )
-    conditions = _run_cells(contract, cells, reps, seed)
+def _series(contract: Contract, seed: int, cells: Sequence[tuple[str, dict[str, Any]]]) -> tuple[Series, ...]:
+    """Assured sojourns of rep 0 under each (label, run_once keywords) cell."""
     arrivals = marquee_arrivals(contract, seed, 0)
-    series = tuple(
-        sojourns(
-            run_once(contract, arrivals, mode=m, learner="lsq", seed=seed * 1000).result.events, contract, m
-        )
-        for m in ("guarded", "unguarded")
+    return tuple(
+        sojourns(run_once(contract, arrivals, seed=seed * 1000, **kw).result.events, contract, label)
+        for label, kw in cells
     )
-    return ExperimentResult("beta-sweep", tuple(conditions), series)
 
 
-def fifo_ablation(contract: Contract, *, reps: int = 10, seed: int = 0) -> ExperimentResult:
-    """Same admissions (the guard's), priority vs FIFO dispatch, at offered load ≳ capacity."""
+def _mode(guard: bool) -> str:
+    return "guarded" if guard else "unguarded"
+
+
+def learner_fit(contract: Contract, seed: int) -> dict[str, Any]:
+    """The LSQ learner's fit in rep 0 (each run fits its own, on its own profiling draw)."""
+    rng = random.Random(f"sim:{seed * 1000}")
+    fit = make_learner("lsq", contract, rng, model=BackendModel(slots=contract.slots))
+    assert isinstance(fit, LSQLearner)
+    slo = min(t.deadline for t in contract.tenants.values() if not t.floored)
+    shed = {str(b): (slo / b - fit.a) / fit.b - 1 for b in BETAS if b > 0 and fit.b > 0}
+    return {
+        "learner_fit": {
+            "samples": 3 * contract.slots * PER_LOAD,
+            "intercept": fit.a,
+            "slope": fit.b,
+            "r2": fit.r2,
+            "sheds_opportunistic_above_load": shed,
+        }
+    }
+
+
+def beta_sweep(
+    contract: Contract, *, reps: int = 10, seed: int = 0, runner: Runner | None = None
+) -> ExperimentResult:
+    """Guarded vs unguarded LSQ learner for each β; class-agnostic at β = 0 and 1; paced and Poisson."""
+    require_roles(contract, "beta-sweep")
+    arms: list[Arm] = []
+    for stream in STREAMS:
+        cells = [(beta, "lsq") for beta in BETAS] + [(beta, "lsq-agnostic") for beta in AGNOSTIC_BETAS]
+        for beta, learner in cells:
+            for guard in (True, False):
+                params = {"beta": beta, "guard": guard, "learner": learner, "assured": stream}
+                run = {"mode": _mode(guard), "learner": learner, "beta": beta}
+                arms.append(Arm(params, contract, run, {"assured": stream}, phase=guard))
+    conditions = (runner or run_arms)(arms, reps=reps, seed=seed)
+    plot = [(m, {"mode": m, "learner": "lsq", "beta": 0.0}) for m in ("guarded", "unguarded")]
+    series = _series(contract, seed, plot) if runner is None else ()
+    return ExperimentResult(
+        "beta-sweep",
+        tuple(conditions),
+        series,
+        x_key="beta",
+        group_keys=("guard", "learner", "assured"),
+        info=learner_fit(contract, seed) if runner is None else {},
+    )
+
+
+def fifo_ablation(
+    contract: Contract, *, reps: int = 10, seed: int = 0, runner: Runner | None = None
+) -> ExperimentResult:
+    """Same admissions (the guard's), priority vs FIFO dispatch, at offered loads from ≳ capacity up."""
     require_roles(contract, "fifo-ablation")
-    cells: list[Cell] = [
-        ({"dispatch": d, "guard": True, "learner": "admit-all"}, {"mode": m, "learner": "admit-all"})
+    arms = [
+        Arm(
+            {"dispatch": d, "opp_rate": opp, "guard": True, "learner": "admit-all"},
+            contract,
+            {"mode": m, "learner": "admit-all"},
+            {"opp_rate": opp},
+        )
+        for opp in FIFO_OPP_RATES
         for d, m in (("priority", "guarded"), ("fifo", "gated-fifo"))
     ]
-    conditions = _run_cells(contract, cells, reps, seed)
-    arrivals = marquee_arrivals(contract, seed, 0)
-    series = tuple(
-        sojourns(
-            run_once(contract, arrivals, mode=m, learner="admit-all", seed=seed * 1000).result.events,
-            contract,
-            m,
-        )
-        for m in ("guarded", "gated-fifo")
+    conditions = (runner or run_arms)(arms, reps=reps, seed=seed)
+    cells = [(m, {"mode": m, "learner": "admit-all"}) for m in ("guarded", "gated-fifo")]
+    series = _series(contract, seed, cells) if runner is None else ()
+    return ExperimentResult(
+        "fifo-ablation", tuple(conditions), series, x_key="opp_rate", group_keys=("dispatch",)
     )
-    return ExperimentResult("fifo-ablation", tuple(conditions), series)

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..contract import Contract
-from .experiments import Condition, ExperimentResult
+from .experiments import ExperimentResult
 from .fleet import FleetModel, FleetRun, Layout, simulate_fleet
+from .record import Condition, RunRecord
 
 __all__ = ["ENGINES", "LOAD", "SLOTS", "TARGET", "erlang_b", "fleet_pooling", "plot_pooling"]
 
@@ -80,11 +81,9 @@ def _condition(n: int, layout: Layout, found: list[tuple[int, FleetRun]]) -> Con
     worst = max(r for r, _ in found)
     reference = next(r for r in range(capacity + 1) if erlang_b(r, LOAD * capacity / SLOTS) <= TARGET)
     return Condition(
-        params={"engines": n, "layout": layout, "reserve_fraction": worst / capacity},
-        missed=tuple(run.missed for _, run in found),
-        judged=tuple(run.arrived for _, run in found),
-        violations=tuple(0 for _ in found),
-        extras={
+        {"engines": n, "layout": layout, "reserve_fraction": worst / capacity},
+        tuple(RunRecord(missed=run.missed, judged=run.arrived) for _, run in found),
+        {
             "reserve_slots": worst,
             "reserve_fractions_per_rep": [r / capacity for r, _ in found],
             "erlang_b_fraction": reference / capacity,
@@ -125,7 +124,7 @@ def plot_pooling(result: ExperimentResult, path: str | Path) -> Path:
             xs, [c.params["reserve_fraction"] for c in cs], "o-", color=colour, label=f"{layout} (measured)"
         )
         ax.plot(
-            xs, [c.extras["erlang_b_fraction"] for c in cs], "--", color=colour, label=f"{layout} (Erlang B)"
+            xs, [c.info["erlang_b_fraction"] for c in cs], "--", color=colour, label=f"{layout} (Erlang B)"
         )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("engines N")

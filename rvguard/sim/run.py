@@ -8,16 +8,23 @@ the same answer. `run_once` is that one place. Modes:
 * ``gated-fifo`` — the real core with ``dispatch_policy="fifo"`` (the
   reference study's ablation: the guard's admissions without priority);
 * ``unguarded`` — `FifoBaseline`: the learner alone, FIFO, no floor;
-* ``gaie`` / ``gaie-swapped`` — `FlowController`, correct or swapped mapping.
+* ``gaie`` / ``gaie-swapped`` — `FlowController`, correct or swapped mapping;
+* ``server-priority`` — `FlowController` admitting all, correct mapping:
+  vLLM's own priority scheduling, no floor;
+* ``rate-limit-class`` / ``rate-limit-flat`` — `RateLimiter`: each floored
+  tenant capped at its floor and the unfloored ones sharing the rest of
+  the server's capacity per window, or that capacity flat, first come
+  (`rate_limit_capacity`).
 
-The LSQ learner is calibrated the way the reference study's was, and with
-its flaw: on (load, *service*) samples taken at light load, so it learns the
-batching slope but not the queueing delay, and under a flood it predicts
-latencies far below the deadline whatever β ≤ 2 does to them.
+The LSQ learner is fitted the way the reference study's was: least squares
+on 132 (load, latency) samples from a closed-loop profiling run of the same
+backend (`rvguard.sim.profiling`), so β scales a prediction that is roughly
+right at β = 1.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,13 +39,13 @@ from ..events import Event
 from ..monitors import Metrics, Monitor
 from ..verdict import Violation
 from .backend import BackendModel, ServiceModel
-from .baselines import FifoBaseline, FlowController
+from .baselines import FifoBaseline, FlowController, RateLimiter
 from .engine import Policy, SimResult, Simulator
+from .profiling import profile_samples
 
 __all__ = [
     "LEARNERS",
     "MODES",
-    "Mode",
     "RunOutcome",
     "calibration_samples",
     "judge",
@@ -46,41 +53,78 @@ __all__ = [
     "run_once",
 ]
 
-Mode = Literal["guarded", "gated-fifo", "unguarded", "gaie", "gaie-swapped"]
-MODES: tuple[str, ...] = ("guarded", "gated-fifo", "unguarded", "gaie", "gaie-swapped")
+MODES: tuple[str, ...] = (
+    "guarded",
+    "gated-fifo",
+    "unguarded",
+    "gaie",
+    "gaie-swapped",
+    "server-priority",
+    "rate-limit-class",
+    "rate-limit-flat",
+)
 LEARNERS: tuple[str, ...] = ("admit-all", "reject-all", "random", "lsq", "lsq-agnostic")
 
 
-def make_policy(mode: str, contract: Contract, *, watch: WatchConfig | None = None) -> Policy:
-    """A fresh policy for ``mode`` (``watch`` applies to the two modes that run the real core)."""
-    if mode == "guarded":
-        return DecisionCore(contract, watch=watch)
-    if mode == "gated-fifo":
-        return DecisionCore(contract, dispatch_policy="fifo", watch=watch)
+def rate_limit_capacity(contract: Contract, model: ServiceModel) -> int:
+    """Requests per window a static limit would be set to: C·W over the clean batch-C service at 16 tokens."""
+    service = model.mean_base(16, contract.slots) if isinstance(model, BackendModel) else 1.0
+    return max(1, math.floor(contract.slots * contract.window / service))
+
+
+def _rate_limiter(mode: str, contract: Contract, model: ServiceModel) -> RateLimiter:
+    total = rate_limit_capacity(contract, model)
+    if mode == "rate-limit-flat":
+        return RateLimiter(contract, flat=total)
+    floors = {n: math.floor(t.floor) for n, t in contract.tenants.items() if t.floored}
+    rest = [n for n, t in contract.tenants.items() if not t.floored]
+    spare = max(0, total - sum(floors.values()))
+    caps = {**floors, **{n: spare // len(rest) for n in rest}}
+    return RateLimiter(contract, caps=caps)
+
+
+def make_policy(
+    mode: str,
+    contract: Contract,
+    *,
+    watch: WatchConfig | None = None,
+    deferred_drop: bool = False,
+    model: ServiceModel | None = None,
+) -> Policy:
+    """A fresh policy for ``mode`` (``watch``, ``deferred_drop``: the modes that run the real core)."""
+    if mode in ("guarded", "gated-fifo"):
+        order: Literal["priority", "fifo"] = "priority" if mode == "guarded" else "fifo"
+        return DecisionCore(contract, dispatch_policy=order, watch=watch, deferred_drop=deferred_drop)
     if mode == "unguarded":
         return FifoBaseline(contract)
-    if mode in ("gaie", "gaie-swapped"):
-        return FlowController(contract, swap=mode == "gaie-swapped")
+    if mode in ("gaie", "gaie-swapped", "server-priority"):
+        return FlowController(contract, swap=mode == "gaie-swapped", shed=mode != "server-priority")
+    if mode.startswith("rate-limit-") and mode in MODES:
+        return _rate_limiter(mode, contract, model or BackendModel(slots=contract.slots))
     raise ValueError(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
 
 
-def calibration_samples(
-    model: BackendModel, rng: random.Random, *, tokens: int = 16, per_load: int = 4
-) -> list[tuple[float, float]]:
-    """(load, service) pairs at loads 1 … 2C: what a light-load profiling run records.
+_PROFILED: dict[tuple[object, int, int], tuple[tuple[float, float], ...]] = {}
 
-    Why service and not sojourn: that is what a profiling run of the server
-    measures; beyond C the extra load waits in a queue the samples never see.
+
+def calibration_samples(
+    model: ServiceModel, *, slots: int, tokens: int = 16
+) -> tuple[tuple[float, float], ...]:
+    """The LSQ learner's training set: closed-loop (load, latency) samples (`profiling`).
+
+    One profiling run per backend model (models are frozen, so hashable),
+    from its own seeded stream (not the run's): like the study's, one fitted
+    predictor serves every run.
     """
-    out: list[tuple[float, float]] = []
-    for load in range(1, 2 * model.slots + 1):
-        n = min(load, model.slots)
-        out.extend((float(load), model.draw(tokens, n, rng)) for _ in range(per_load))
-    return out
+    key = (model, slots, tokens)
+    if key not in _PROFILED:
+        rng = random.Random(f"profile:{slots}:{tokens}")
+        _PROFILED[key] = tuple(profile_samples(model, rng, slots=slots, tokens=tokens))
+    return _PROFILED[key]
 
 
 def make_learner(
-    name: str, contract: Contract, rng: random.Random, *, beta: float = 1.0, model: BackendModel
+    name: str, contract: Contract, rng: random.Random, *, beta: float = 1.0, model: ServiceModel
 ) -> Learner:
     """The learner called ``name`` (see `LEARNERS`), drawing only on ``rng``."""
     if name == "admit-all":
@@ -93,7 +137,7 @@ def make_learner(
         mode: Literal["sheddable-only", "class-agnostic"] = (
             "class-agnostic" if name == "lsq-agnostic" else "sheddable-only"
         )
-        samples = calibration_samples(model, rng)
+        samples = calibration_samples(model, slots=contract.slots)
         return LSQLearner.from_contract(contract, samples, beta=beta, mode=mode)
     raise ValueError(f"unknown learner {name!r}: choose from {', '.join(LEARNERS)}")
 
@@ -127,10 +171,12 @@ def run_once(
     seed: int = 0,
     model: ServiceModel | None = None,
     watch: WatchConfig | None = None,
+    deferred_drop: bool = False,
 ) -> RunOutcome:
     """Simulate ``arrivals`` under ``mode`` and ``learner`` with ``seed``; judge the trace.
 
-    ``watch`` turns on the core's online assumption watch (guarded modes only).
+    ``watch`` turns on the core's online assumption watch and
+    ``deferred_drop`` its doom-sound drop at dispatch (guarded modes only).
     """
     service = model or BackendModel(slots=contract.slots)
     # A string seed (hashed by SHA-512, stable across runs) keeps this stream
@@ -138,9 +184,9 @@ def run_once(
     # one integer seed for both correlates gaps with services (an M/M/c check
     # then shows a third too little waiting).
     rng = random.Random(f"sim:{seed}")
-    calib = service if isinstance(service, BackendModel) else BackendModel(slots=contract.slots)
-    learn = make_learner(learner, contract, rng, beta=beta, model=calib)
-    sim = Simulator(make_policy(mode, contract, watch=watch), learn, service, rng, slots=contract.slots)
+    learn = make_learner(learner, contract, rng, beta=beta, model=service)
+    policy = make_policy(mode, contract, watch=watch, deferred_drop=deferred_drop, model=service)
+    sim = Simulator(policy, learn, service, rng, slots=contract.slots)
     result = sim.run(arrivals)
     metrics, violations = judge(contract, result.events)
     return RunOutcome(result, metrics, violations)

@@ -28,7 +28,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["MIN_INFORMATIVE_RUNS", "beta_quantile", "clopper_pearson", "pooled_interval", "regularized_beta"]
+__all__ = [
+    "MIN_INFORMATIVE_RUNS",
+    "beta_quantile",
+    "clopper_pearson",
+    "pooled_interval",
+    "regularized_beta",
+    "spearman",
+]
 
 MIN_INFORMATIVE_RUNS = 5  # runs with a miss (and runs with a met request) before the variance counts
 
@@ -117,3 +124,55 @@ def pooled_interval(
         v = k / (k - 1) * sum((x - p * n) ** 2 for x, n in pairs) / total**2
         n_eff = float(total) if v <= 0 else min(float(total), max(float(k), p * (1 - p) / v))
     return p, clopper_pearson(p * n_eff, n_eff, alpha=alpha)
+
+
+def _ranks(xs: Sequence[float]) -> list[float]:
+    """Ranks 1…n, ties given their average rank."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return 0.0 if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float], *, exact_up_to: int = 9) -> tuple[float, float]:
+    """Tie-corrected Spearman ρ (Pearson on average ranks) and its two-sided p-value.
+
+    The p-value is exact (every permutation of the ranks) for n ≤ ``exact_up_to``,
+    else the t approximation with n − 2 degrees of freedom (via the beta CDF).
+
+    >>> rho, p = spearman([1, 2, 3, 4], [1, 2, 3, 4])
+    >>> rho, round(p, 4)
+    (1.0, 0.0833)
+    """
+    if len(xs) != len(ys) or len(xs) < 3:
+        raise ValueError(f"need two samples of the same size ≥ 3, got {len(xs)} and {len(ys)}")
+    rx, ry = _ranks(xs), _ranks(ys)
+    rho = _pearson(rx, ry)
+    n = len(xs)
+    if n <= exact_up_to:
+        import itertools
+
+        hits = total = 0
+        for perm in itertools.permutations(ry):
+            total += 1
+            hits += abs(_pearson(rx, perm)) >= abs(rho) - 1e-12
+        return rho, hits / total
+    if abs(rho) >= 1.0:
+        return rho, 0.0
+    t2 = rho * rho * (n - 2) / (1 - rho * rho)
+    return rho, regularized_beta((n - 2) / (n - 2 + t2), (n - 2) / 2, 0.5)

@@ -16,6 +16,7 @@ from ..contract import Contract, CreditMode, load_contract
 from ._z3 import load_z3
 from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions, ceiling_field, opp_field
 from .obligations import (
+    OUTPUT_TOKENS,
     Decision,
     ObligationResult,
     blocking_fields,
@@ -26,6 +27,8 @@ from .obligations import (
     encode_dr_soundness,
     encode_service_envelope,
     encode_stability,
+    unbounded_ahead,
+    unbounded_symbols,
 )
 from .synthesis import synthesize_deadline, synthesize_floor, synthesize_slots
 
@@ -94,18 +97,58 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
 
 STRADDLE_NOTE = (
     "the deadline bound assumes the assured backlog never carries across windows (Q_A ≤ B); "
-    "proofs/backlog_lemma.py refutes that assumption with a burst straddling a window edge: "
+    "proofs/backlog_lemma.py (installed: python -m rvguard.data.proofs.backlog_lemma) refutes that "
+    "assumption with a burst straddling a window edge: "
     "run with --no-backlog-assumption to also check the two-cohort bound that closes it"
 )
 
 
+def _decide_deadline(contract: Contract, tenant: str, options: VerifyOptions, cohorts: int) -> Decision:
+    enc = Encoding(load_z3(), contract, options=options)
+    pinned = (OUTPUT_TOKENS, *unbounded_symbols(contract, tenant))
+    return decide(enc, encode_deadline(enc, tenant, cohorts=cohorts), pinned=pinned)
+
+
+def _ranked_first(contract: Contract, tenant: str) -> Contract:
+    """The contract with each unfloored tenant ranked ahead of ``tenant`` moved to its tier."""
+    tier = contract.tenants[tenant].tier
+    tenants = dict(contract.tenants)
+    for j in unbounded_ahead(contract, tenant):
+        tenants[j] = tenants[j].model_copy(update={"tier": tier})
+    return contract.model_copy(update={"tenants": tenants})
+
+
+def _unbounded(
+    name: str, contract: Contract, tenant: str, d: Decision, options: VerifyOptions
+) -> ObligationResult:
+    """Unfloored work ranked ahead of a floor: no deadline holds. Why, the counterexample, the fixes."""
+    others = unbounded_ahead(contract, tenant)
+    tier, v = contract.tenants[tenant].tier, d.values
+    who = " and ".join(f"{j} (tier {contract.tenants[j].tier})" for j in others)
+    had = " and ".join(f"{int(v[f'requests.unbounded.{j}'])} of {j}'s" for j in others)
+    bound, dl = float(v[f"bound.{tenant}"]), contract.tenants[tenant].deadline
+    check = _straddle if name.startswith("straddle") else _deadline
+    after = check(_ranked_first(contract, tenant), tenant, options)
+    names = " and ".join(others)
+    msg = (
+        f"unfloored work of {who} ranks ahead of {tenant}'s floor (tier {tier}) and the learner may admit "
+        f"any amount of it, so no deadline holds: with {had} requests ahead "
+        f"({int(v[f'requests.ahead.{tenant}'])} in all) the bound is {secs(bound)} s > {secs(dl)} s; "
+        f"rank the floor first (give {names} tier {tier} or more: then {after.message}) "
+        f"or bound {names} with a floor (its excess is then rejected or demoted behind the floors)"
+    )
+    structure = {f"tenants.{tenant}.tier", *(f"tenants.{j}.{f}" for j in others for f in ("tier", "floor"))}
+    return ObligationResult(name, False, d.counterexample, sorted(set(d.fields) | structure), msg)
+
+
 def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
     """The two-cohort bound: verified within the model's bounds, not proven in general."""
-    enc = Encoding(load_z3(), contract, options=options)
-    d = decide(enc, encode_deadline(enc, tenant, cohorts=2))
+    d = _decide_deadline(contract, tenant, options, cohorts=2)
     name = f"straddle[{tenant}]"
     if not d.values:
         return _undecidable(name, d, contract)
+    if unbounded_ahead(contract, tenant):
+        return _unbounded(name, contract, tenant, d, options)
     dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
     n = int(d.values[f"requests.ahead.{tenant}"])
     block, wave = _short(blocking_fields(contract, tenant)[0]), _short(ceiling_field(contract, tenant))
@@ -121,11 +164,12 @@ def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> Obliga
 
 
 def _deadline(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
-    enc = Encoding(load_z3(), contract, options=options)
-    d = decide(enc, encode_deadline(enc, tenant))
+    d = _decide_deadline(contract, tenant, options, cohorts=1)
     name = f"deadline[{tenant}]"
     if not d.values:
         return _undecidable(name, d, contract)
+    if unbounded_ahead(contract, tenant):
+        return _unbounded(name, contract, tenant, d, options)
     dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
     terms = _deadline_terms(contract, tenant, d.values)
     if d.holds:

@@ -23,6 +23,13 @@ The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
   arrival instant starts then and holds it at most b_i. ``cohorts = 2`` (the
   straddle obligation) holds within the schedule model's bounds under every
   same-instant order (proofs/backlog_lemma.py).
+  Unfloored work ranked ahead: an unfloored tenant j with tier_j < tier_i
+  has its surplus dispatched before i's floor (the core ranks by tier first,
+  floor before surplus only within a tier), and nothing bounds how much of
+  it the learner admits. Each such j adds u_j ≥ 0 requests, with no upper
+  bound, to N_{≤i} (and its ceiling to ŝ_i), so the clause holds for no
+  deadline; the counterexample shows the u_j that breaks it. At the same
+  tier the floor ranks first, so such work only blocks (it is in b_i).
 * service_envelope: with an upper bound U(ℓ) = a + b·ℓ, every ceiling
   covers U at every output length up to ``output_cap`` (the guard caps every
   request there, so U(cap) is the envelope's top).
@@ -55,6 +62,8 @@ __all__ = [
     "encode_dr_soundness",
     "encode_service_envelope",
     "encode_stability",
+    "unbounded_ahead",
+    "unbounded_symbols",
 ]
 
 OUTPUT_TOKENS = "output_tokens"
@@ -114,6 +123,17 @@ def cohort(contract: Contract, tenant: str) -> list[str]:
     return [n for n, t in contract.tenants.items() if t.floored and t.tier <= tier]
 
 
+def unbounded_ahead(contract: Contract, tenant: str) -> list[str]:
+    """Unfloored tenants ranked ahead of ``tenant``'s floor (a smaller tier): their work has no bound."""
+    tier = contract.tenants[tenant].tier
+    return [n for n, t in contract.tenants.items() if not t.floored and t.tier < tier]
+
+
+def unbounded_symbols(contract: Contract, tenant: str) -> tuple[str, ...]:
+    """The names of the u_j terms of ``tenant``'s deadline clause (to pin in `decide`)."""
+    return tuple(f"requests.unbounded.{j}" for j in unbounded_ahead(contract, tenant))
+
+
 def blocking_fields(contract: Contract, tenant: str) -> list[str]:
     """Ceiling fields of work that can hold a slot at lower priority than ``tenant``."""
     tier = contract.tenants[tenant].tier
@@ -146,14 +166,23 @@ def encode_deadline(enc: Encoding, tenant: str, *, cohorts: int = 1) -> Any:
 
     ``cohorts = 2`` is the bound that closes the window-straddle
     counterexample (two windows' floors queued at once; proofs/README.md).
+    Unfloored tenants ranked ahead add unbounded terms u_j (`unbounded_ahead`):
+    pin them (`unbounded_symbols`) when extracting the core.
     """
     z3 = enc.z3
     ahead = cohort(enc.contract, tenant)
+    unbounded = unbounded_ahead(enc.contract, tenant)
+    surplus = []
+    for name in unbounded_symbols(enc.contract, tenant):
+        u = z3.Int(f"{name}_0")  # no upper bound: the learner admits as much as it likes
+        enc.define(name, u >= 0)
+        surplus.append(u)
     n = z3.Int(f"requests.ahead.{tenant}_0")
-    enc.define(f"requests.ahead.{tenant}", n == cohorts * z3.Sum([enc.requests(j) for j in ahead]))
+    floors = cohorts * z3.Sum([enc.requests(j) for j in ahead])
+    enc.define(f"requests.ahead.{tenant}", n == floors + z3.Sum(surplus) if surplus else n == floors)
     waves = enc.waves(tenant, n)
     block = enc.max_of([enc.term(f) for f in blocking_fields(enc.contract, tenant)])
-    wave = enc.max_of([enc.ceiling(j) for j in ahead])
+    wave = enc.max_of([enc.ceiling(j) for j in ahead + unbounded])
     bound = z3.Real(f"bound.{tenant}_0")
     enc.define(f"bound.{tenant}", bound == block + waves * wave)
     return enc.term(f"tenants.{tenant}.deadline") >= bound

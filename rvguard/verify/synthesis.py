@@ -28,7 +28,7 @@ from ..contract import Contract, CreditMode
 from ..errors import SpecError
 from ._z3 import as_number, load_z3
 from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions
-from .obligations import encode_deadline, encode_stability
+from .obligations import encode_deadline, encode_stability, unbounded_ahead
 
 __all__ = [
     "PARAMETERS",
@@ -98,9 +98,21 @@ def _why(options: VerifyOptions) -> str:
     return "" if options.backlog_assumption else " (two-window straddle bound)"
 
 
+def _deadline_goal(enc: Encoding, tenant: str, options: VerifyOptions) -> Any:
+    """The deadline clause as a constraint; false when unfloored work ranks ahead.
+
+    The clause holds *for every* u_j of an unfloored tenant ranked ahead
+    (`unbounded_ahead`); asserted into an optimiser u_j would be chosen, so
+    the clause is stated as what it is for every value of B, D and C: false.
+    """
+    if unbounded_ahead(enc.contract, tenant):
+        return enc.z3.BoolVal(False)
+    return encode_deadline(enc, tenant, cohorts=_cohorts(options))
+
+
 def _goals(enc: Encoding, options: VerifyOptions) -> list[Any]:
     goals = [encode_stability(enc)]
-    goals += [encode_deadline(enc, n, cohorts=_cohorts(options)) for n in enc.contract.floored_tenants]
+    goals += [_deadline_goal(enc, n, options) for n in enc.contract.floored_tenants]
     return goals
 
 
@@ -163,9 +175,12 @@ def synthesize_deadline(
         raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
     enc = Encoding(z3, contract, options=options, free=[field])
     d = enc.term(field)
-    value = _optimum(enc, [encode_deadline(enc, name, cohorts=_cohorts(options)), d > 0], d, maximize=False)
+    value = _optimum(enc, [_deadline_goal(enc, name, options), d > 0], d, maximize=False)
     b, c = contract.tenants[name].floor, contract.slots
     msg = f"smallest deadline for {name} with floor {b:g} and {c} slots: {value} s{_why(options)}"
+    if value is None:
+        ahead = ", ".join(unbounded_ahead(contract, name))
+        msg = f"no deadline for {name}: unfloored work ({ahead}) ranks ahead of its floor, unbounded"
     return SynthesisResult("deadline", name, field, value, contract.tenants[name].deadline, msg)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import rvguard.screen.eval_cli
 import rvguard.sim.cli
+import rvguard.study.cli
 from rvguard.cli import main
 
 
@@ -28,7 +29,8 @@ def test_missing_matplotlib_is_refused_before_simulating(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    monkeypatch.setattr(rvguard.sim.cli, "_experiment", _no_work)
+    monkeypatch.setattr(rvguard.sim.cli, "run_experiment", _no_work)
+    monkeypatch.setattr(rvguard.study.cli, "run_experiment", _no_work)
     monkeypatch.setattr(rvguard.sim.cli, "EXPERIMENTS", dict.fromkeys(rvguard.sim.cli.EXPERIMENTS, _no_work))
     monkeypatch.setattr(rvguard.screen.eval_cli, "evaluate", _no_work)
     assert main([*argv, "--out", str(tmp_path)]) == 2

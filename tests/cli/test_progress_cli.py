@@ -39,7 +39,7 @@ def _stderr(argv: list[str], err: io.StringIO) -> str:
 
 def test_an_experiment_shows_its_runs(tmp_path: Path) -> None:
     text = _stderr(["experiment", "fifo-ablation", "--reps", "1", "--out", str(tmp_path)], Terminal())
-    assert "runs" in text and "100%" in text and "2/2" in text
+    assert "runs" in text and "100%" in text and "6/6" in text  # 3 offered loads × priority, FIFO
 
 
 def test_json_turns_progress_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -35,7 +35,8 @@ def test_every_command_resolves_to_the_plugin_protocol() -> None:
 def test_screen_eval_is_declared_by_the_screen_and_is_an_experiment() -> None:
     entry = load_table()["screen-eval"]
     assert entry.provider == "rvguard.screen.commands" and entry.experiment
-    assert not [e for e in load_table().values() if e.experiment and e.name != "screen-eval"]
+    experiments = {e.name: e.provider for e in load_table().values() if e.experiment}
+    assert experiments == {"screen-eval": "rvguard.screen.commands", "reproduce": "rvguard.study.commands"}
 
 
 def test_a_name_declared_twice_is_refused() -> None:

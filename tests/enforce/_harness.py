@@ -102,7 +102,7 @@ def entitled_rids(contract: Contract, trace: Sequence[Event]) -> set[str]:
     out = set()
     for ev in trace:
         if isinstance(ev, Arrive):
-            w = contract.weight(ev.prompt_tokens, ev.max_tokens)
+            w = contract.weight_units(ev.prompt_tokens, ev.max_tokens, ent.units)
             if ent.arrive(ev.tenant, ev.t, w)[1]:
                 out.add(ev.rid)
     return out

@@ -8,9 +8,10 @@ it never skips.
 
 The server listens on 127.0.0.1 only, in its own process group (so the
 whole group — API server and engine core — can be stopped, paused or
-killed), and is killed when the session ends. It is started with
-``--api-key``, as a secured engine is: the gateway must send the key
-(``Engine.key``, ``Engine.headers`` for direct calls).
+killed), and is killed when the session ends. The gateway's engine is
+started with ``--api-key``, as a secured engine is: the gateway must send the
+key (``Engine.key``, ``Engine.headers`` for direct calls). An `Engine` made
+without a key (the fleet's two engines) runs open.
 """
 
 from __future__ import annotations
@@ -51,15 +52,15 @@ def _tail(path: Path, n: int = 40) -> str:
 class Engine:
     """A vLLM OpenAI-compatible server in its own process group."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, *, key: str | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
         self.model = "tiny"
         self.slots = SLOTS
-        self.key = "sk-engine-e2e"
-        self.headers = {"authorization": f"Bearer {self.key}"}
+        self.key = key
+        self.headers = {"authorization": f"Bearer {key}"} if key else {}
 
     def start(self) -> None:
         """Start the server and wait until it lists its model (fails the test run if it does not)."""
@@ -84,8 +85,7 @@ class Engine:
             "2048",
             "-O0",
             "--enforce-eager",
-            "--api-key",
-            self.key,
+            *(["--api-key", self.key] if self.key else []),
         ]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -159,7 +159,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     if not sys.platform.startswith("linux"):
         pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
     _ensure_env()
-    eng = Engine(tmp_path_factory.mktemp("vllm") / "server.log")
+    eng = Engine(tmp_path_factory.mktemp("vllm") / "server.log", key="sk-engine-e2e")
     try:
         eng.start()
         yield eng

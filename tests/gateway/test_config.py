@@ -36,11 +36,14 @@ def test_keys_file_round_trip(tmp_path: Path) -> None:
         "unauthenticated: maybe\n",
         "keys: {k1: nobody}\n",
         "keys: [unclosed\n",
+        "keys: " + "[" * 50_000 + "]" * 50_000 + "\n",  # issue 10 item 6: was a RecursionError
+        "keys: {k1: assured}\nkeys: {k2: assured}\n",  # a key twice: refused, not the last kept
+        b"\xff\xfe binary",  # was a UnicodeDecodeError
     ],
 )
-def test_bad_keys_files_are_spec_errors(tmp_path: Path, text: str) -> None:
+def test_bad_keys_files_are_spec_errors(tmp_path: Path, text: str | bytes) -> None:
     p = tmp_path / "keys.yaml"
-    p.write_text(text)
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(SpecError):
         load_keys(p).binder(contract())
 

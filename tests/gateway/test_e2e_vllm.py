@@ -284,29 +284,6 @@ async def test_calibrate_suggests_an_envelope(engine: Engine) -> None:
     assert "s_max" in cal.to_yaml()
 
 
-async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Path) -> None:
-    c, trace = contract(), tmp_path / "t.jsonl"
-    shots = shots_from_trace(SLICE, rate=20.0, limit=30, output_cap=CAP, min_tokens=32)
-    async with gateway(
-        c, settings(engine.url, upstream_api_key=engine.key, trace=trace, read_timeout=30.0)
-    ) as (gw, url):
-        load = asyncio.ensure_future(replay(url, shots, model=engine.model, keys=KEYS, timeout=60.0))
-        await asyncio.sleep(0.6)
-        engine.kill()
-        results = await load
-        assert gw.guard.statistics().live == 0 and gw.guard.statistics().in_flight == 0
-        engine.start()  # same port: the gateway's upstream URL still holds
-        async with httpx.AsyncClient(timeout=60.0) as client:
-            body = {"model": engine.model, "prompt": "x", "max_tokens": 4}
-            after = await client.post(url + "/v1/completions", json=body, headers=auth("sk-opp"))
-    statuses = {r.status for r in results}
-    assert statuses <= {200, 429, 502} and 502 in statuses
-    assert after.status_code == 200
-    counts = terminal_counts(read_trace(trace))
-    assert len(counts) == len(shots) + 1 and set(counts.values()) == {1}
-    assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
-
-
 async def test_the_sdk_gets_the_engine_own_answers_through_the_gateway(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -369,3 +346,28 @@ async def test_the_engine_own_400_is_relayed_and_is_no_sf_violation(engine: Engi
     assert [e["kind"] for e in events] == ["arrive", "admit", "dispatch", "fail"]  # one try: no retry
     assert events[0]["tenant"] == "assured" and events[-1]["reason"] == "client-error: http 400"
     assert check_trace(str(trace), c).violations == []  # SF included
+
+
+# Last in the file: it kills the session's engine and restarts it; a restart that does not come up in
+# time (a saturated machine) must not take the tests above down with it.
+async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Path) -> None:
+    c, trace = contract(), tmp_path / "t.jsonl"
+    shots = shots_from_trace(SLICE, rate=20.0, limit=30, output_cap=CAP, min_tokens=32)
+    async with gateway(
+        c, settings(engine.url, upstream_api_key=engine.key, trace=trace, read_timeout=30.0)
+    ) as (gw, url):
+        load = asyncio.ensure_future(replay(url, shots, model=engine.model, keys=KEYS, timeout=60.0))
+        await asyncio.sleep(0.6)
+        engine.kill()
+        results = await load
+        assert gw.guard.statistics().live == 0 and gw.guard.statistics().in_flight == 0
+        engine.start()  # same port: the gateway's upstream URL still holds
+        async with httpx.AsyncClient(timeout=60.0) as client:
+            body = {"model": engine.model, "prompt": "x", "max_tokens": 4}
+            after = await client.post(url + "/v1/completions", json=body, headers=auth("sk-opp"))
+    statuses = {r.status for r in results}
+    assert statuses <= {200, 429, 502} and 502 in statuses
+    assert after.status_code == 200
+    counts = terminal_counts(read_trace(trace))
+    assert len(counts) == len(shots) + 1 and set(counts.values()) == {1}
+    assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []

@@ -204,3 +204,23 @@ def test_parquet_times_and_deadlines_have_the_same_bounds(tmp_path: Path) -> Non
     assert [(e.line, e.field, e.reason) for e in found] == [
         (e.line, e.field, e.reason) for _, e in iter_records(p) if isinstance(e, TraceError)
     ]
+
+
+def test_parquet_extra_json_follows_the_jsonl_rules(tmp_path: Path) -> None:
+    """A deep extra_json cell raised RecursionError; a repeated key or NaN passed silently."""
+    cells = ['{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"a": 1, "a": 2}', '{"a": NaN}', '{"a": 1}']
+    p = _parquet(
+        tmp_path / "t.parquet",
+        {
+            "t": pa.array([1.0] * 4),
+            "kind": ["complete"] * 4,
+            "rid": ["a", "b", "c", "d"],
+            "extra_json": cells,
+        },
+    )
+    assert errors(p) == [(1, "extra_json"), (2, "extra_json"), (3, "extra_json")]
+    found: list[TraceError] = []
+    read_columnar(p, lenient=True, errors=found)
+    assert [(e.line, e.field, e.reason) for e in found] == [
+        (e.line, e.field, e.reason) for _, e in iter_records(p) if isinstance(e, TraceError)
+    ]

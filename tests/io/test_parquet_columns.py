@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.columnar import ColumnarTrace
 from rvguard.errors import TraceError, TraceFormatError
 from rvguard.events import Event
 from rvguard.io import read_columnar, write_events
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.io.parquet import iter_parquet
 from rvguard.io.parquet_columns import parquet_columnar
 

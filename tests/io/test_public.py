@@ -88,7 +88,29 @@ def test_mooncake_synthetic_extra_keys(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "line", "field", "words"),
     [
-        ("b.csv", BURST_HEADER + "5,s,1,M,abc,1,1,x\n", 2, "Request tokens", "non-negative whole"),
+        ("b.csv", BURST_HEADER + "5,s,1,M,abc,1,1,x\n", 2, "Request tokens", "whole number in [0, 2"),
+        (
+            "b.csv",
+            BURST_HEADER + "5,s,1,M," + "9" * 5000 + ",1,1,x\n",
+            2,
+            "Request tokens",
+            "whole number",
+        ),
+        ("b.csv", BURST_HEADER + "1" + "0" * 400 + ",s,1,M,1,1,2,x\n", 2, "Timestamp", "seconds in [0"),
+        (
+            "m.jsonl",
+            '{"timestamp": 1' + "0" * 400 + ', "input_length": 1, "output_length": 1}\n',
+            1,
+            "timestamp",
+            "ms",
+        ),
+        (
+            "m.jsonl",
+            '{"timestamp": 1, "timestamp": 2, "input_length": 1, "output_length": 1}\n',
+            1,
+            "",
+            "duplicate",
+        ),
         ("b.csv", BURST_HEADER + BURST_ROWS + "nan,s,1,M,1,1,2,x\n", 5, "Timestamp", "seconds"),
         ("b.csv", BURST_HEADER + "5,s,1,M,1\n", 2, "Response tokens", "fewer cells"),
         ("b.csv", BURST_HEADER + "5,s,1,M,1,1,2,x,extra\n", 2, "", "more cells"),
@@ -139,7 +161,7 @@ def test_mooncake_synthetic_extra_keys(tmp_path: Path) -> None:
             '{"timestamp": -5, "input_length": 1, "output_length": 1}\n',
             1,
             "timestamp",
-            "non-negative",
+            "number of ms in [0",
         ),
     ],
 )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from enum import Enum
+
+import pytest
 
 from rvguard.contract import Contract
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, EventKind
@@ -82,3 +85,11 @@ def test_update_functions_reset_clocks(marquee: Contract) -> None:
     assert inst.clock("y", 2.5) == 0.5
     m.feed_all([Admit(2.1, "r"), Dispatch(2.2, "r"), Complete(2.4, "r")])
     assert m.advance(10.0) == []
+
+
+def test_clocks_is_deprecated_and_ignored() -> None:
+    """``clocks`` was declared and never read: passing it warns, and the automaton is the same."""
+    with pytest.warns(DeprecationWarning, match=r"clocks=\.\.\.\) is deprecated"):
+        auto = TimedAutomaton("C", "", L, L.NEW, frozenset(), {}, clocks=("x",))
+    assert "clocks" not in {f.name for f in dataclasses.fields(auto)}
+    assert auto == TimedAutomaton("C", "", L, L.NEW, frozenset(), {})

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvguard.columnar import ColumnarTrace
 from rvguard.events import Arrive, Complete, Event, Reject
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
 
@@ -100,4 +100,31 @@ def test_wf_rejects_every_mutation(events: list[Event], data: st.DataObject) -> 
     assert [v for v in online.violations() if v.property == "WF"]
     offline = check_offline(ColumnarTrace.from_events(mutant), CONTRACTS["count"], PROPS)
     assert not offline.vectorised
+    assert [v.key for v in offline.violations] == [v.key for v in online.violations()]
+
+
+def _refused_at(events: list[Event], i: int, t: float) -> Event:
+    """An event WF refuses after ``events[:i]``, stamped ``t``: a ghost's, or a request's second arrive."""
+    arrived = [e for e in events[:i] if isinstance(e, Arrive)]
+    if arrived:
+        return dataclasses.replace(arrived[-1], t=t)  # a duplicate arrive
+    return Complete(t, "ghost")  # an event for a request that never arrived
+
+
+@settings(max_examples=150, deadline=None)
+@given(wellformed_traces(max_steps=25), st.data())
+def test_issue_10_a_refused_event_moves_no_clock(events: list[Event], data: st.DataObject) -> None:
+    """Item 9: an event WF refuses, however late its time, fires no timer and moves no clock.
+
+    The verdicts other than its own WF one are those of the trace without it, online and offline.
+    """
+    i = data.draw(st.integers(0, len(events)))
+    t0 = events[i - 1].t if i else 0.0
+    t = data.draw(st.floats(t0, t0 + 100.0, allow_nan=False))
+    mutant = [*events[:i], _refused_at(events, i, t), *events[i:]]
+    clean = _online(events, "count")
+    online = _online(mutant, "count")
+    assert [v.key for v in online.violations() if v.property != "WF"] == [v.key for v in clean.violations()]
+    assert online.summary().to_dict() == clean.summary().to_dict()  # its time counts nowhere
+    offline = check_offline(ColumnarTrace.from_events(mutant), CONTRACTS["count"], PROPS)
     assert [v.key for v in offline.violations] == [v.key for v in online.violations()]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rvguard.io.columnar import ColumnarTrace
+from rvguard.columnar import ColumnarTrace
 from rvguard.monitors.offline import check_offline
 from rvguard.monitors.p95 import SEED, sojourn_p95
 from rvguard.sim.experiments import MARQUEE_CONTRACT, marquee_arrivals

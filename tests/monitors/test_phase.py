@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.errors import SpecError
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Reject
-from rvguard.io.columnar import ColumnarTrace
 from rvguard.monitors.phase import phase_sweep
 
 

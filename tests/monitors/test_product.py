@@ -70,7 +70,9 @@ class Interpreter:
         c = self.contract
         tenant = c.tenants[ev.tenant]
         weight = c.weight(ev.prompt_tokens, ev.max_tokens)
-        window, entitled, rank, used = self.ent.arrive(ev.tenant, ev.t, weight)
+        window, entitled, rank, used = self.ent.arrive(
+            ev.tenant, ev.t, c.weight_units(ev.prompt_tokens, ev.max_tokens)
+        )
         deadline = ev.t + tenant.deadline if ev.deadline is None else ev.deadline
         lower, upper = c.lower_bound(ev.max_tokens), c.upper_bound(ev.max_tokens)
         return Instance(

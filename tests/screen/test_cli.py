@@ -58,6 +58,9 @@ def test_bad_input_exits_2(sample: str, tmp_path: Path) -> None:
     assert (
         main(["screen", SPEC, "--rate", "assured=1", "--service-sample", sample, "--percentile", "p0"]) == 2
     )
+    binary = tmp_path / "svc.bin"
+    binary.write_bytes(bytes(range(128, 256)))  # issue 10 item 6: was a UnicodeDecodeError traceback
+    assert main(["screen", SPEC, "--rate", "assured=1", "--service-sample", str(binary)]) == 2
 
 
 def test_parse_rates() -> None:

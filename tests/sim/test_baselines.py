@@ -6,7 +6,7 @@ import pytest
 
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Dispatch, Proposal, Reject
-from rvguard.sim.baselines import FifoBaseline, FlowController
+from rvguard.sim.baselines import FifoBaseline, FlowController, RateLimiter
 from rvguard.sim.run import run_once
 
 from ._common import MARQUEE, marquee_arrivals
@@ -54,3 +54,18 @@ def test_gaie_fault_hurts_assured() -> None:
     ok = run_once(MARQUEE, arrivals, mode="gaie", learner="admit-all").metrics.admitted_miss
     bad = run_once(MARQUEE, arrivals, mode="gaie-swapped", learner="admit-all").metrics.admitted_miss
     assert ok is not None and bad is not None and bad > ok + 0.3
+
+
+def test_rate_limiter_per_class_and_flat() -> None:
+    per_class = RateLimiter(MARQUEE, caps={"assured": 2, "opportunistic": 1})
+    flat = RateLimiter(MARQUEE, flat=2)
+    kinds = {"class": [], "flat": []}  # type: dict[str, list[str]]
+    for i, tenant in enumerate(["opportunistic", "opportunistic", "assured", "assured", "assured"]):
+        for name, lim in (("class", per_class), ("flat", flat)):
+            kinds[name].append(type(lim.arrive(_req(i, tenant, 0.1 * i), Proposal(), 0.1 * i)[1]).__name__)
+    assert kinds["class"] == ["Admit", "Reject", "Admit", "Admit", "Reject"]  # each class its own budget
+    assert kinds["flat"] == ["Admit", "Admit", "Reject", "Reject", "Reject"]  # the flood crowds assured out
+    # a new window refills the budget
+    assert isinstance(flat.arrive(_req(9, "assured", 1.0), Proposal(), 1.0)[1], Admit)
+    with pytest.raises(ValueError, match="exactly one"):
+        RateLimiter(MARQUEE)

@@ -1,4 +1,4 @@
-"""The experiment registry: every name issue 5 asks for, each runnable from the CLI."""
+"""The experiment registry: every name issues 5 and 14 ask for, each runnable from the CLI."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import inspect
 from rvguard.sim.catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 
 
-def test_every_issue_5_experiment_is_registered() -> None:
+def test_every_issue_5_and_14_experiment_is_registered() -> None:
     want = {
         "beta-sweep",
         "fifo-ablation",
@@ -17,6 +17,11 @@ def test_every_issue_5_experiment_is_registered() -> None:
         "trace-replay",
         "gaie-fault",
         "capacity-drop",
+        "server-priority",
+        "rate-limit",
+        "demote-vs-reject",
+        "token-credits",
+        "slices",
         "fleet-pooling",  # issue 13
     }
     assert set(EXPERIMENTS) == want

@@ -12,43 +12,66 @@ from rvguard.errors import SpecError
 from rvguard.sim.arms import mean_assured_service
 from rvguard.sim.experiments import Condition, beta_sweep, fifo_ablation, require_roles
 from rvguard.sim.experiments import marquee_arrivals as experiment_arrivals
+from rvguard.sim.record import RunRecord
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import poisson
 
 from ._common import MARQUEE, marquee_arrivals
 
 
-def test_beta_sweep_guarded_zero_unguarded_high() -> None:
-    result = beta_sweep(MARQUEE, reps=4, seed=1)
-    betas = {c.params["beta"] for c in result.conditions}
-    assert betas == {0.0, 0.5, 1.0, 2.0}
-    for c in result.conditions:
-        assert c.reps == 4
-        if c.params["guard"]:
-            assert c.assured_miss == 0.0
-            assert sum(c.violations) == 0
-        else:
-            assert c.assured_miss is not None and c.assured_miss >= 0.8
+def test_beta_sweep_guard_holds_at_every_beta_and_beta_moves_the_unguarded_arm() -> None:
+    result = beta_sweep(MARQUEE, reps=3, seed=1)
+    by = {
+        (c.params["beta"], c.params["guard"], c.params["learner"], c.params["assured"]): c
+        for c in result.conditions
+    }
+    assert {b for b, *_ in by} == {0.0, 0.5, 1.0, 2.0}
+    for (_, guard, _, stream), c in by.items():
+        assert c.reps == 3
         lo, hi = c.assured_miss_ci
         assert 0.0 <= lo <= (c.assured_miss or 0.0) <= hi <= 1.0
+        if guard:
+            assert c.assured_miss == 0.0 and c.dr_wf_violations == 0 and c.af_violations == 0
+            assert c.floor_attainment == 1.0
+            if stream == "paced":  # the study's "none rejected": no paced window holds more than B
+                assert c.offered_unmet == 0.0 and c.to_dict()["rejected"] == 0
+    for stream in ("paced", "poisson"):
+        miss = [by[beta, False, "lsq", stream].assured_miss or 0.0 for beta in (0.0, 0.5, 1.0, 2.0)]
+        assert miss[0] > 0.8  # β = 0 admits everything: overload
+        assert miss == sorted(miss, reverse=True) and miss[3] < miss[0] - 0.3  # β moves it
+        # Poisson assured at B/W overflows windows: the guard rejects burst excess (offered-basis unmet)
+        if stream == "poisson":
+            assert (by[0.0, True, "lsq", stream].offered_unmet or 0.0) > 0.05
+    # class-agnostic: β = 0 fails by overload, β = 1 by rejecting assured (unmet above admitted miss)
+    over, under = by[0.0, False, "lsq-agnostic", "paced"], by[1.0, False, "lsq-agnostic", "paced"]
+    assert (over.assured_miss or 0.0) > 0.8
+    assert under.to_dict()["rejected"] > 0 and (under.offered_unmet or 0.0) > (under.assured_miss or 0.0)
+    fit = result.info["learner_fit"]
+    assert fit["samples"] == 132 and fit["r2"] > 0.9
     assert {s.label for s in result.series} == {"guarded", "unguarded"}
 
 
 def test_fifo_at_identical_admission_misses() -> None:
-    result = fifo_ablation(MARQUEE, reps=3, seed=2)
-    by = {c.params["dispatch"]: c for c in result.conditions}
-    assert by["priority"].assured_miss == 0.0
-    assert (by["fifo"].assured_miss or 0.0) >= 0.5
+    result = fifo_ablation(MARQUEE, reps=2, seed=2)
+    by = {(c.params["dispatch"], c.params["opp_rate"]): c for c in result.conditions}
+    for (dispatch, _), c in by.items():
+        if dispatch == "priority":
+            assert c.assured_miss == 0.0
+    heavy = max(r for _, r in by)
+    assert (by["fifo", heavy].assured_miss or 0.0) >= 0.5
+    assert (by["fifo", heavy].to_dict()["rho_total"] or 0.0) > 1.0  # offered past capacity
     # identical admissions: the same requests were admitted in both arms
-    assert by["priority"].judged == by["fifo"].judged
+    for _, r in by:
+        assert by["priority", r].judged == by["fifo", r].judged
 
 
 def test_experiment_json_shape() -> None:
-    d = beta_sweep(MARQUEE, reps=1, seed=0).to_dict()
-    assert d["experiment"] == "beta-sweep"
+    d = fifo_ablation(MARQUEE, reps=1, seed=0).to_dict()
+    assert d["experiment"] == "fifo-ablation"
     cond = d["conditions"][0]
-    assert set(cond) >= {"params", "reps", "assured_miss", "assured_miss_ci"}
-    assert set(cond["params"]) >= {"beta", "guard"}
+    keys = {"params", "reps", "assured_miss", "assured_miss_ci", "offered_unmet", "offered_unmet_ci"}
+    assert set(cond) >= keys | {"floor_attainment", "floor_attainment_ci", "rho_eff"}
+    assert set(cond["params"]) >= {"dispatch", "guard"}
 
 
 def _with_assured(**update: float) -> Contract:
@@ -74,10 +97,12 @@ def test_deadline_below_service_breaks() -> None:
 
 
 def test_condition_splits_af_from_dr_wf() -> None:
-    c = Condition({"guard": False}, (1, 0), (4, 4), (5, 2), af=(4, 2))
+    runs = (RunRecord(missed=1, judged=4, violations=5, af=4), RunRecord(judged=4, violations=2, af=2))
+    c = Condition({"guard": False}, runs)
     assert (c.af_violations, c.dr_wf_violations) == (6, 1)
     d = c.to_dict()
     assert (d["violations"], d["af_violations"], d["dr_wf_violations"]) == (7, 6, 1)
+    assert d["assured_miss"] == 1 / 8
 
 
 def test_require_roles_names_what_the_contract_lacks() -> None:

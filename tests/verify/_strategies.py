@@ -21,8 +21,11 @@ def exact(x: float) -> Fraction:
 
 
 @st.composite
-def contracts(draw: Any, *, credit: str = "count", max_tenants: int = 3) -> Contract:
-    """A valid contract with 1..max_tenants floored tenants and one opportunistic tenant."""
+def contracts(
+    draw: Any, *, credit: str = "count", max_tenants: int = 3, opp_tiers: tuple[int, ...] = (3,)
+) -> Contract:
+    """A valid contract with 1..max_tenants floored tenants (tiers 0..2) and one opportunistic
+    tenant, whose tier is drawn from ``opp_tiers`` (3: behind every floor)."""
     n = draw(st.integers(1, max_tenants))
     s_max = draw(cents(10, 120))
     tenants: dict[str, Any] = {}
@@ -36,7 +39,7 @@ def contracts(draw: Any, *, credit: str = "count", max_tenants: int = 3) -> Cont
         if draw(st.booleans()):
             t["s_max"] = draw(cents(10, 120))
         tenants[f"t{i}"] = t
-    tenants["opp"] = {"floor": 0, "deadline": 5.0, "tier": 3}
+    tenants["opp"] = {"floor": 0, "deadline": 5.0, "tier": draw(st.sampled_from(opp_tiers))}
     data: dict[str, Any] = {
         "window": draw(cents(50, 400)),
         "slots": draw(st.integers(1, 8)),

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 
+import pytest
+
 from rvguard.contract import Contract, contract_from_mapping
+from rvguard.sim.run import run_once
+from rvguard.sim.workloads import poisson
 from rvguard.verify import verify_contract
 from rvguard.verify.check import all_hold
+from rvguard.verify.encoding import VerifyOptions
+from rvguard.verify.synthesis import synthesize_deadline
 
 
 def by_name(c: Contract) -> dict[str, object]:
@@ -94,3 +101,73 @@ def test_missing_z3_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "rvguard[smt]" in out.stdout and "z3-solver" in out.stdout
+
+
+def issue_10_contract(*, gold_tier: int = 1, opp_tier: int = 0, opp_floor: int = 0) -> Contract:
+    """Issue 10 item 10: C = 2, gold floor 1 tier 1 D = 2.0, opp floor 0 tier 0, both ceilings 0.5 s."""
+    return contract_from_mapping(
+        {
+            "window": 1.0,
+            "slots": 2,
+            "service": {"s_max": 0.5, "s_max_opp": 0.5, "lower": 0.0},
+            "tenants": {
+                "gold": {"floor": 1, "deadline": 2.0, "tier": gold_tier},
+                "opp": {"floor": opp_floor, "deadline": 2.0, "tier": opp_tier},
+            },
+        }
+    )
+
+
+def test_issue_10_unfloored_work_ranked_ahead_of_a_floor_fails_the_deadline() -> None:
+    """Every obligation 'held' while the core ranks opp's surplus ahead of gold's floor."""
+    results = by_name(issue_10_contract())
+    dl = results["deadline[gold]"]
+    assert not dl.holds  # type: ignore[attr-defined]
+    cx = dl.counterexample  # type: ignore[attr-defined]
+    assert cx["requests.unbounded.opp"] >= 6 and cx["bound.gold"] > 2.0  # 6 opp requests ahead suffice
+    assert {"tenants.gold.tier", "tenants.opp.tier", "tenants.opp.floor"} <= set(dl.fields)  # type: ignore[attr-defined]
+    message = dl.message  # type: ignore[attr-defined]
+    assert "ranks ahead of gold's floor" in message
+    assert "rank the floor first (give opp tier 1 or more" in message and "bound opp with a floor" in message
+    straddle = {
+        r.name: r
+        for r in verify_contract(issue_10_contract(), options=VerifyOptions(backlog_assumption=False))
+    }
+    assert not straddle["straddle[gold]"].holds
+
+
+@pytest.mark.parametrize(
+    "fixed",
+    [
+        {"opp_tier": 1},  # the same tier: the core ranks floor before surplus within a tier
+        {"opp_tier": 2},
+        {"gold_tier": 0},
+        {"opp_floor": 1},  # bounded: opp's work per window is its floor, counted ahead of gold
+    ],
+)
+def test_issue_10_either_fix_makes_the_deadline_hold(fixed: dict[str, int]) -> None:
+    assert all_hold(verify_contract(issue_10_contract(**fixed)))
+
+
+def test_issue_10_no_deadline_is_synthesised_while_unbounded_work_ranks_ahead() -> None:
+    result = synthesize_deadline(issue_10_contract(), "gold")
+    assert result.value is None and "ranks ahead" in result.message
+    assert synthesize_deadline(issue_10_contract(opp_tier=1), "gold").value == 1.0
+
+
+@pytest.mark.parametrize("fixed", [{}, {"opp_tier": 1}, {"gold_tier": 0}])
+def test_issue_10_verify_agrees_with_the_simulator(fixed: dict[str, int]) -> None:
+    """The guarded simulator misses gold's deadlines (every service within its ceiling) when verify fails.
+
+    Gold is offered its floor rate, opp floods at 7/s (capacity C / s_max = 4/s), the learner admits all.
+    """
+    c = issue_10_contract(**fixed)
+    missed = 0
+    for seed in range(6):
+        arrivals = poisson(c, random.Random(seed), assured_rate=1.0, opp_rate=7.0, duration=20.0)
+        out = run_once(c, arrivals, learner="admit-all", seed=seed)
+        m = out.metrics
+        assert m.service_assured.above_ceiling + m.service_opportunistic.above_ceiling == 0
+        missed += any(v.property == "SF" for v in out.violations)
+    assert (missed == 6) == (not all_hold(verify_contract(c)))
+    assert missed in (0, 6)

@@ -84,6 +84,6 @@ def test_model_and_core_admit_the_same_requests_on_the_floor(
         request = Request(f"r{i}", "a", t, max_tokens=weight)
         events = core.arrive(request, Proposal(admit=learner), t)
         core_floor = any(isinstance(e, Admit) and e.basis is Basis.FLOOR for e in events)
-        core_entitled = ent.arrive("a", t, c.weight(None, weight))[1]
+        core_entitled = ent.arrive("a", t, c.weight_units(None, weight))[1]
         pre, entitled, admitted = _model_step(z3, logic, floor, pre, i, t, w, learner)
         assert (entitled, admitted) == (core_entitled, core_floor), (i, t, w, pre)

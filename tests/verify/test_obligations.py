@@ -46,6 +46,8 @@ def arithmetic_stability(c: Contract) -> bool:
 
 def arithmetic_deadline(c: Contract, name: str) -> bool:
     mine = c.tenants[name].tier
+    if any(not t.floored and t.tier < mine for t in c.tenants.values()):
+        return False  # unfloored work dispatched ahead of this floor: nothing bounds how much
     ahead = [n for n, t in c.floored_tenants.items() if t.tier <= mine]
     n = sum(requests(c, j) for j in ahead)
     blockers = [exact(c.service.opp_ceiling)]
@@ -77,6 +79,14 @@ def test_stability_agrees_with_arithmetic(c: Contract) -> None:
 @SETTINGS
 @given(contracts())
 def test_deadline_agrees_with_arithmetic(c: Contract) -> None:
+    for name in c.floored_tenants:
+        assert holds(c, "deadline", name) == arithmetic_deadline(c, name), name
+
+
+@SETTINGS
+@given(contracts(opp_tiers=(0, 1, 2, 3)))
+def test_issue_10_deadline_agrees_with_arithmetic_wherever_unfloored_work_ranks(c: Contract) -> None:
+    """Unfloored work at a smaller tier fails a floor's deadline; at its tier or behind, it does not."""
     for name in c.floored_tenants:
         assert holds(c, "deadline", name) == arithmetic_deadline(c, name), name
 

@@ -1,0 +1,89 @@
+"""``rvguard init [DIR] [--examples] [--force]``: a commented starter contract and keys file.
+
+The starter contract is inside the proven region (``rvguard verify`` holds, with and without
+the backlog assumption), so a first run shows what holding looks like; the keys file carries
+fresh random API keys and claim secret (``secrets``), and refuses anonymous traffic.
+``--examples`` also copies the example contracts rvguard ships (``specs/``), so the README's
+commands run in any directory. Nothing is overwritten without ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shutil
+from pathlib import Path
+
+from ..errors import SpecError
+
+__all__ = ["CONTRACT", "KEYS", "add_arguments", "run"]
+
+CONTRACT = """\
+# An assured-SLO contract (rvguard; field names: DESIGN §8, README "The contract").
+# Check it with `rvguard verify contract.yaml`; its JSON Schema is `rvguard schema`.
+# Start: one floored tenant (4 requests a second are always admitted, each served within
+# 2 s when the envelope below holds) and one opportunistic tenant for the rest.
+# A4 stability 4·0.66 ≤ 4·1; deadline 0.66 + ⌈4/4⌉·0.66 = 1.32 ≤ 2.0, and the two-cohort
+# bound 0.66 + ⌈8/4⌉·0.66 = 1.98 ≤ 2.0 (`rvguard verify --no-backlog-assumption`).
+epoch: 0.0            # t0: windows are [t0 + kW, t0 + (k+1)W), seconds
+window: 1.0           # W, seconds
+slots: 4              # C: sequences the backend runs at once (vLLM --max-num-seqs)
+output_cap: 48        # max output tokens forced on every request
+excess: reject        # an assured arrival beyond its floor: reject | demote (opportunistic rank)
+credit: count         # count (a request is one credit) | tokens (weighted tokens)
+service:              # the service envelope, seconds (measure it: `rvguard calibrate`)
+  s_max: 0.66         # ceiling of an assured request's service
+  s_max_opp: 0.66     # ceiling of an opportunistic one's
+  lower: 0.236        # L, never above the true service: a number or {base: 0.183, per_token: 0.0149}
+  upper: null         # U, optional, same forms (for the no-doomed-dispatch property ND)
+tenants:              # name: floor B per window (0 = none), relative deadline D (s), tier (0 first)
+  assured:       {floor: 4, deadline: 2.0, tier: 0}
+  opportunistic: {floor: 0, deadline: 4.0, tier: 1}
+"""
+
+KEYS = """\
+# API keys of `rvguard serve --keys keys.yaml` (keep this file secret).
+# A request's tenant comes only from here: `Authorization: Bearer <key>`, or a tenant claim
+# signed with claim_secret in the X-Rvguard-Claim header. Fresh random values: replace freely.
+keys:                           # API key -> tenant (a tenant of the contract)
+  {assured}: assured
+  {opportunistic}: opportunistic
+claim_secret: "{secret}"
+unauthenticated: reject         # a request without a valid key: reject | lowest-tier
+"""
+
+EXAMPLES = ("marquee.yaml", "two_tenants.yaml", "trace.schema.json")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``rvguard init``."""
+    p.add_argument("dir", nargs="?", default=".", help="where to write (default: here)")
+    p.add_argument("--examples", action="store_true", help="also copy the example contracts to DIR/specs/")
+    p.add_argument("--force", action="store_true", help="overwrite files that exist")
+
+
+def _keys() -> str:
+    token = secrets.token_urlsafe
+    return KEYS.format(assured=f"sk-{token(18)}", opportunistic=f"sk-{token(18)}", secret=token(32))
+
+
+def run(args: argparse.Namespace) -> bool:
+    """Write the files (all or none: an existing one stops everything unless ``--force``)."""
+    from ..data import SPECS
+
+    root = Path(args.dir)
+    plan: dict[Path, str | Path] = {root / "contract.yaml": CONTRACT, root / "keys.yaml": _keys()}
+    if args.examples:
+        plan |= {root / "specs" / name: SPECS / name for name in EXAMPLES}
+    existing = [str(p) for p in plan if p.exists()]
+    if existing and not args.force:
+        raise SpecError(f"{', '.join(existing)}: exists; --force overwrites", field="dir", value=existing[0])
+    for target, source in plan.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(source, Path):
+            shutil.copyfile(source, target)
+        else:
+            target.write_text(source, encoding="utf-8")
+        print(f"wrote {target}")
+    print(f"next: rvguard verify {root / 'contract.yaml'}")
+    return True

@@ -1,0 +1,44 @@
+"""``rvguard init``: a starter contract that verifies, a keys file the gateway loads, no overwrite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rvguard.cli import main
+from rvguard.contract import load_contract
+from rvguard.data import SPECS
+from rvguard.gateway.config import load_keys
+
+
+def test_the_starter_contract_verifies_and_the_keys_bind_its_tenants(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path)]) == 0
+    contract = load_contract(tmp_path / "contract.yaml")
+    assert main(["verify", str(tmp_path / "contract.yaml")]) == 0
+    assert main(["verify", str(tmp_path / "contract.yaml"), "--no-backlog-assumption"]) == 0
+    keys = load_keys(tmp_path / "keys.yaml")
+    assert sorted(keys.keys.values()) == sorted(contract.tenants)
+    assert keys.unauthenticated == "reject" and keys.claim_secret is not None
+    keys.binder(contract)  # every key names a tenant of the contract
+
+
+def test_each_init_draws_fresh_keys(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path / "a")]) == main(["init", str(tmp_path / "b")]) == 0
+    a, b = load_keys(tmp_path / "a" / "keys.yaml"), load_keys(tmp_path / "b" / "keys.yaml")
+    assert not set(a.keys) & set(b.keys) and a.claim_secret != b.claim_secret
+
+
+def test_nothing_is_overwritten_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "keys.yaml").write_text("mine\n")
+    assert main(["init", str(tmp_path)]) == 2
+    assert "keys.yaml: exists; --force overwrites" in capsys.readouterr().err
+    assert not (tmp_path / "contract.yaml").exists() and (tmp_path / "keys.yaml").read_text() == "mine\n"
+    assert main(["init", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "keys.yaml").read_text() != "mine\n"
+
+
+def test_examples_are_the_shipped_specs(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path), "--examples"]) == 0
+    for name in ("marquee.yaml", "two_tenants.yaml", "trace.schema.json"):
+        assert (tmp_path / "specs" / name).read_bytes() == (SPECS / name).read_bytes()

@@ -1,0 +1,167 @@
+"""The import graph: no cycle between modules, no floor importing a higher one (docs/design.md).
+
+Read from the source with an AST walk, so an import inside a function counts
+like one at the top (STYLE 23: not even lazily); imports under ``if
+TYPE_CHECKING:`` do not run and are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "rvguard"
+
+#: each part of rvguard and its floor (docs/design.md, "Floors"); a part may import its own floor and below
+FLOORS: dict[str, int] = {
+    "_lazy": 0,
+    "errors": 0,
+    "clock": 0,
+    "lifecycle": 0,
+    "exact": 0,
+    "bounds": 0,
+    "untrusted": 0,
+    "progress": 0,
+    "data": 0,
+    "contract": 1,
+    "events": 1,
+    "verdict": 1,
+    "facts": 1,
+    "columnar": 1,
+    "schema": 1,
+    "io": 2,
+    "monitors": 2,
+    "enforce": 3,
+    "verify": 3,
+    "fleet": 3,
+    "check": 3,
+    "report": 3,
+    "sim": 4,
+    "screen": 5,
+    "gateway": 5,
+    "study": 6,  # experiments on an engine (gateway) and the claim table (screen): above both
+    "cli": 6,
+    "": 6,  # the package itself (`rvguard/__init__.py`): a lazy facade over every part
+}
+
+#: modules that must import nothing impure, however indirectly (STYLE 4)
+PURE = (
+    "rvguard.lifecycle",
+    "rvguard.exact",
+    "rvguard.events",
+    "rvguard.contract",
+    "rvguard.verdict",
+    "rvguard.facts",
+    "rvguard.columnar",
+    "rvguard.monitors",
+    "rvguard.monitors.offline",
+    "rvguard.monitors.phase",
+    "rvguard.enforce.core",
+    "rvguard.enforce.watch",
+    "rvguard.enforce.learners",
+    "rvguard.enforce.request",
+)
+IMPURE = ("asyncio", "z3", "httpx", "starlette", "uvicorn", "subprocess", "pyarrow")  # pydantic loads socket
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _edges(name: str, path: Path) -> set[str]:
+    """The rvguard modules ``name`` imports (``from pkg import mod`` is an edge to pkg.mod)."""
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in _imports(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+            continue
+        prefix = base[: len(base) - node.level + 1] if node.level else []
+        target = ".".join([*prefix, *([node.module] if node.module else [])])
+        out |= {f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names}
+    return {m for m in out if m in MODULES}
+
+
+GRAPH = {name: _edges(name, path) for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (or a self-import): Tarjan's."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1 or v in graph[v]:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _part(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_the_module_graph_has_no_cycle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["e"]]
+
+
+def test_every_part_has_a_floor() -> None:
+    assert {_part(m) for m in MODULES} <= set(FLOORS)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_floor_imports_a_higher_one(module: str) -> None:
+    mine = FLOORS[_part(module)]
+    higher = sorted(t for t in GRAPH[module] if FLOORS[_part(t)] > mine)
+    assert higher == [], f"{module} (floor {mine}) imports {higher}"
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_load_nothing_impure(module: str) -> None:
+    """Importing a pure module, with everything it pulls in, loads no asyncio, I/O client or z3."""
+    code = f"import sys, {module}; print(sorted(m for m in {IMPURE!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"{module} loads {out.stdout.strip()}"
