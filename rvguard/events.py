@@ -41,6 +41,7 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "is_client_error",
+    "proposal_record",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -337,13 +338,17 @@ def _arrive_fields(ev: Arrive, rec: dict[str, Any]) -> None:
         if value is not None:
             rec[name] = value
     if ev.proposal is not None:
-        p = ev.proposal
-        prop: dict[str, Any] = {"admit": p.admit}
-        if p.objective is not None:
-            prop["objective"] = p.objective
-        if p.priority_hint is not None:
-            prop["priority_hint"] = p.priority_hint
-        rec["proposal"] = prop
+        rec["proposal"] = proposal_record(ev.proposal)
+
+
+def proposal_record(p: Proposal) -> dict[str, Any]:
+    """A proposal as its trace record (``None`` fields left out)."""
+    prop: dict[str, Any] = {"admit": p.admit}
+    if p.objective is not None:
+        prop["objective"] = p.objective
+    if p.priority_hint is not None:
+        prop["priority_hint"] = p.priority_hint
+    return prop
 
 
 def event_to_dict(ev: Event) -> dict[str, Any]:

@@ -96,6 +96,10 @@ class Stage(Enum):
     DISPATCHED = "dispatched"
     DONE = "done"
 
+    # members are singletons compared by identity: hash them so too, in C (Enum's own
+    # __hash__ is Python code hashing the name, and the core looks a stage up per event)
+    __hash__ = object.__hash__
+
 
 _MEANING: Mapping[Stage, str] = MappingProxyType(
     {

@@ -64,6 +64,7 @@ PURE = (
     "rvguard.enforce.watch",
     "rvguard.enforce.learners",
     "rvguard.enforce.request",
+    "rvguard.enforce.rids",
 )
 IMPURE = ("asyncio", "z3", "httpx", "starlette", "uvicorn", "subprocess", "pyarrow")  # pydantic loads socket
 

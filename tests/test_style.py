@@ -23,6 +23,7 @@ PURE = [p for p in MODULES if p.parent.name == "monitors"] + [
         "enforce/watch.py",
         "enforce/learners.py",
         "enforce/request.py",
+        "enforce/rids.py",
     )
 ]
 # (tests/test_imports.py checks the same modules transitively: what they load, not only what they name)

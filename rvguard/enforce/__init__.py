@@ -30,6 +30,7 @@ if typing.TYPE_CHECKING:
     from .learners import AdmitAll as AdmitAll
     from .learners import Learner as Learner
     from .learners import LearnerFailure as LearnerFailure
+    from .learners import LearnerTimeout as LearnerTimeout
     from .learners import LoadView as LoadView
     from .learners import LSQLearner as LSQLearner
     from .learners import RandomLearner as RandomLearner
@@ -55,6 +56,7 @@ __all__ = [
     "LSQLearner",
     "Learner",
     "LearnerFailure",
+    "LearnerTimeout",
     "LoadView",
     "MockDispatcher",
     "MonitorSink",
@@ -98,6 +100,7 @@ __getattr__, __dir__ = _attach(
             "AdmitAll",
             "Learner",
             "LearnerFailure",
+            "LearnerTimeout",
             "LoadView",
             "LSQLearner",
             "RandomLearner",

@@ -33,8 +33,12 @@ The edit rules come from the properties they must never break:
   learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
   well-typed `Proposal` (a learner that raised or returned garbage, see
   `learners.consult`) counts as a reject, traced as ``learner_error`` (type
-  and message) on the arrive and ``learner-error: <ExceptionType>`` as the
-  reject reason (bounded: reasons become metrics labels).
+  and message) and ``learner-error: <ExceptionType>`` as the reject reason
+  (bounded: reasons become metrics labels); ``learner-timeout`` for a late one.
+  `arrive` takes the proposal with the arrival (traced on it); `receive` +
+  `decide` ask it after: the contract's own decisions (floor, excess under
+  ``reject``) are made at the arrival and only surplus waits for `decide`
+  (its proposal traced on the admit/reject). Entitlement counts arrivals.
 * SF (service floor) — at most C in flight, non-preemptive; the queue is a
   heap ranked by (true tier, floor before surplus, learner hint, arrival
   sequence). The hint only reorders surplus within a tier (lower first; a
@@ -52,7 +56,8 @@ The edit rules come from the properties they must never break:
   against the contract, traded knowingly for SF) and restored after.
 * WF — the lifecycle's moves, one terminal each, except ``dispatch →
   drop``: the core is non-preemptive and never drops a running request
-  (`NOT_EMITTED`); WF still accepts that move from other enforcers.
+  (`NOT_EMITTED`); WF still accepts that move from other enforcers. A
+  request cancelled while it waits for `decide` is rejected (never admitted).
 
 Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
 lazy deletion of cancelled entries, compacted when they exceed half the
@@ -65,7 +70,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from types import MappingProxyType
 from typing import Literal
@@ -85,10 +90,11 @@ from ..events import (
     Fail,
     Proposal,
     Reject,
+    proposal_record,
 )
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import MOVES, Stage
-from .learners import LearnerFailure, checked_proposal
+from .learners import reject_reason, traced_proposal, usable_proposal
 from .request import Request
 from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
@@ -215,21 +221,7 @@ class _Entry:
         self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
 
 
-def _sanitised(p: Proposal) -> Proposal:
-    """A non-finite hint is ignored (recorded as none): it ranks like none and stays JSON-safe."""
-    h = p.priority_hint
-    if h is None or math.isfinite(h):
-        return p
-    return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
-
-
 _REJECT = Proposal(admit=False)
-
-
-def _learner_reason(p: Proposal) -> str:
-    if isinstance(p, LearnerFailure):  # the type only: reasons are metrics labels, messages unbounded
-        return f"learner-error: {p.reason.partition(':')[0]}"
-    return "learner"
 
 
 class DecisionCore:
@@ -315,23 +307,54 @@ class DecisionCore:
                 ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
-        self._check_time(now)
-        if request.tenant not in self.contract.tenants:
-            raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
-        self._check_new(request, now)
-        entry = self._entry(request)
+        entry = self._entry(request, now)
+        proposal = usable_proposal(proposal)
+        r, (shown, why) = request, traced_proposal(proposal)
         capped = entry.facts.capped_tokens
-        self._advance(now)
-        proposal = _sanitised(checked_proposal(proposal))
-        r = request
-        arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, proposal)
-        if isinstance(proposal, LearnerFailure):  # traced as what it is: a reject, and why
-            why = MappingProxyType({"learner_error": proposal.reason})
-            arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, _REJECT, why)
+        arrive = Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped, shown, why)
         self._apply(entry, arrive)
-        decision = self._decide(entry, proposal, now)
+        decision = self._by_contract(entry, now) or self._by_learner(entry, proposal, now)
+        return self._decided(entry, [arrive], decision, now)
+
+    def receive(self, request: Request, now: float) -> list[Event]:
+        """Step one (module doc): the Arrive, and the decision when the contract alone makes it.
+
+        Raises:
+            EnforcementError, TraceOrderError: as `arrive`.
+        """
+        entry = self._entry(request, now)
+        r, capped = request, entry.facts.capped_tokens
+        out: list[Event] = [Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped)]
+        self._apply(entry, out[0])
+        decision = self._by_contract(entry, now)
+        return out if decision is None else self._decided(entry, out, decision, now)
+
+    def decide(self, rid: str, proposal: Proposal, now: float) -> list[Event]:
+        """Step two: the learner's answer decides a waiting request (traced on the decision).
+
+        Raises:
+            EnforcementError: ``rid`` is not waiting for a decision (state unchanged).
+        """
+        self._check_time(now)
+        entry = self._live.get(rid)
+        if entry is None or entry.state is not Stage.ARRIVED:
+            raise EnforcementError(f"request {rid!r} is not waiting for a decision", status_hint=409)
+        self._advance(now)
+        proposal = usable_proposal(proposal)
+        decision = self._by_learner(entry, proposal, now)
+        shown, why = traced_proposal(proposal)
+        traced: dict[str, object] = {"proposal": proposal_record(shown), **why}
+        decision = replace(decision, extra=MappingProxyType(traced))
+        return self._decided(entry, [], decision, now)
+
+    def awaits_decision(self, rid: str) -> bool:
+        """True while ``rid`` was received and waits for `decide`."""
+        entry = self._live.get(rid)
+        return entry is not None and entry.state is Stage.ARRIVED
+
+    def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         self._apply(entry, decision)
-        out: list[Event] = [arrive, decision]
+        out.append(decision)
         if entry.state is Stage.ADMITTED:
             self._fill(now, out)
         return out
@@ -358,13 +381,15 @@ class DecisionCore:
         return out
 
     def cancel(self, rid: str, now: float, reason: str = "cancelled") -> list[Event]:
-        """End a live request with ``fail`` (queued or in flight); idempotent for finished ones."""
+        """End a live request: ``fail`` (queued or in flight), or ``reject`` when it still waits for
+        `decide` (it was never admitted); idempotent for finished ones."""
         self._check_time(now)
         entry = self._live.get(rid)
         if entry is None:
             return []
         self._advance(now)
-        out: list[Event] = [Fail(now, rid, reason)]
+        end = Reject if entry.state is Stage.ARRIVED else Fail
+        out: list[Event] = [end(now, rid, reason)]
         self._apply(entry, out[0])
         self._fill(now, out)
         return out
@@ -391,31 +416,17 @@ class DecisionCore:
 
     def statistics(self) -> CoreStatistics:
         """The counters now, as a frozen record."""
-        c = self._counts
-        return CoreStatistics(
-            arrived=c["arrived"],
-            admitted_floor=self._basis_counts[Basis.FLOOR],
-            admitted_surplus=self._basis_counts[Basis.SURPLUS],
-            admitted_demoted=self._basis_counts[Basis.DEMOTED],
-            rejected=c["rejected"],
-            dispatched=c["dispatched"],
-            completed=c["completed"],
-            dropped=c["dropped"],
-            failed=c["failed"],
-            uncertain=c["uncertain"],
-            in_flight=self._running,
-            queue_depth=self._queued,
-            max_queue_depth=c["max_queue_depth"],
-            alerts=len(self.alerts),
-            floor_scale=self._floor_scale(),
-        )
+        b = self._basis_counts
+        basis = {f"admitted_{k.value}": b[k] for k in Basis}
+        live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
+        return CoreStatistics(**self._counts, **basis, **live, floor_scale=self._floor_scale())
 
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
         states = [e.state for e in self._live.values()]
         assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
         assert self._queued == states.count(Stage.ADMITTED)
-        assert all(s in (Stage.ADMITTED, Stage.DISPATCHED) for s in states)
+        assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.DISPATCHED) for s in states)
         floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
             assert used <= floors[tenant]
@@ -437,26 +448,34 @@ class DecisionCore:
                 status_hint=400,
             )
 
-    def _entry(self, request: Request) -> _Entry:
+    def _entry(self, request: Request, now: float) -> _Entry:
+        """A new request's entry; raises (nothing changed) if it is refused."""
+        self._check_time(now)
+        if request.tenant not in self.contract.tenants:
+            raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
+        self._check_new(request, now)
         facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
+        self._advance(now)
         return _Entry(request, facts, facts.deadline(request.t, request.deadline))
 
-    def _decide(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
-        req = entry.request
-        facts = entry.facts
+    def _by_contract(self, entry: _Entry, now: float) -> Admit | Reject | None:
+        """Count the arrival for entitlement; the decision if the contract alone makes it (else
+        ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
+        req, facts = entry.request, entry.facts
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
         if not facts.floored:
-            if proposal.admit:
-                return self._admit(entry, Basis.SURPLUS, proposal, now, k)
-            return Reject(now, req.rid, _learner_reason(proposal))
+            return None
         if entitled and self._floor_room(req.tenant, k, facts.weight_units):
-            return self._admit(entry, Basis.FLOOR, proposal, now, k)
-        reason = "excess" if not entitled else "floor-lowered"
-        if self._demote:
-            if proposal.admit:
-                return self._admit(entry, Basis.DEMOTED, proposal, now, k)
-            reason = _learner_reason(proposal)
-        return Reject(now, req.rid, reason)
+            return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
+        return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
+
+    def _by_learner(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
+        """Surplus (or demoted excess) as the learner proposes; a learner reject says why."""
+        req = entry.request
+        if not proposal.admit:
+            return Reject(now, req.rid, reject_reason(proposal))
+        basis = Basis.DEMOTED if entry.facts.floored else Basis.SURPLUS
+        return self._admit(entry, basis, proposal, now, 0)
 
     def _admit(self, entry: _Entry, basis: Basis, proposal: Proposal, now: float, k: int) -> Admit:
         """Admit on ``basis``; ``k`` is the arrival's window (from the entitlement count)."""

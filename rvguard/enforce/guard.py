@@ -53,14 +53,17 @@ from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
+from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatch import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
-from .learners import AdmitAll, Learner, LoadView, consult
+from .learners import AdmitAll, Learner, LoadView
 from .request import Request
 from .watch import WatchConfig
 
 __all__ = ["Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
+
+DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
 Status = Literal["completed", "rejected", "dropped", "failed"]
@@ -89,6 +92,7 @@ class GuardStatistics:
     queue_depth: int
     sink_errors: int
     uncertain: int
+    learner_timeouts: int = 0
 
 
 class JsonlSink:
@@ -122,12 +126,16 @@ class MonitorSink:
                 self._on_violation(v)
 
 
+_STATUS: dict[int, Status] = {
+    Complete.code: "completed",
+    Reject.code: "rejected",
+    Drop.code: "dropped",
+    Fail.code: "failed",
+}
+
+
 def _status(ev: Reject | Complete | Drop | Fail) -> Status:
-    if isinstance(ev, Complete):
-        return "completed"
-    if isinstance(ev, Reject):
-        return "rejected"
-    return "dropped" if isinstance(ev, Drop) else "failed"
+    return _STATUS[ev.code]
 
 
 class _Call:
@@ -172,6 +180,8 @@ class Guard:
         contract: the contract to enforce.
         dispatcher: the backend edge.
         learner: the untrusted proposer (default `AdmitAll`).
+        learner_timeout: seconds the learner may take to answer (`bounded.BoundedLearner`;
+            default 0.1; ``None``: no limit, a synchronous learner asked inline).
         sinks: callables taking each event; those with ``close()`` are closed on exit.
         clock: time source (default `MonotonicClock`).
         binder: identity binding; ``None`` trusts ``request.tenant`` as already bound.
@@ -187,6 +197,7 @@ class Guard:
         dispatcher: Dispatcher,
         *,
         learner: Learner | None = None,
+        learner_timeout: float | None = DEFAULT_LEARNER_TIMEOUT,
         sinks: Sequence[Sink] = (),
         clock: Clock | None = None,
         binder: IdentityBinder | None = None,
@@ -207,7 +218,7 @@ class Guard:
             watch=watch,
         )
         self._dispatcher = dispatcher
-        self._learner: Learner = learner if learner is not None else AdmitAll()
+        self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
         self._binder = binder
@@ -250,11 +261,15 @@ class Guard:
             return Outcome(request.rid, "rejected", "unauthenticated")
         request = bound
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
-        proposal = consult(self._learner, request, view)  # a learner failure is a learner decision
-        events = self.core.arrive(request, proposal, now)  # raises before any state change
-        call = self._calls[request.rid] = _Call(request, asyncio.current_task())
+        if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
+            events = self.core.arrive(request, self._asker.ask_now(request, view), now)
+            waits = False
+        else:  # arrival stamped now; the learner asked later, only if its answer can matter
+            events = self.core.receive(request, now)
+            waits = len(events) == 1  # the arrive alone: the decision is the learner's
+        call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
         self._handle(events)
-        return await self._run(call)
+        return await self._run(call, view if waits else None)
 
     async def aclose(self) -> None:
         """Stop accepting; drain (or not), end what is left with ``shutdown``, close closable sinks."""
@@ -266,6 +281,7 @@ class Guard:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self._drain_timeout)
         self._stop_all("shutdown")
+        self._asker.close()
         self._close_sinks()
 
     def _close_sinks(self) -> None:
@@ -297,12 +313,16 @@ class Guard:
             queue_depth=self.core.queue_depth,
             sink_errors=self._sink_errors,
             uncertain=self.core.statistics().uncertain,
+            learner_timeouts=self._asker.timeouts,
         )
 
     # -- one request, in its caller's coroutine ---------------------------------------
-    async def _run(self, call: _Call) -> Outcome:
-        """Wait for a slot, dispatch, and return the outcome; every way out ends the request once."""
+    async def _run(self, call: _Call, view: LoadView | None) -> Outcome:
+        """Ask the learner (with ``view``, if the decision waits for it), wait for a slot,
+        dispatch, and return the outcome; every way out ends the request once."""
         try:
+            if view is not None:
+                await self._decide(call, view)
             while call.outcome is None and not call.dispatched:
                 call.wake = asyncio.get_running_loop().create_future()
                 await call.wake
@@ -316,8 +336,23 @@ class Guard:
             self._end(call, type(exc).__name__)
             raise
         else:
-            self._absorb_stop(call)  # a dispatcher that swallowed or converted the Guard's cancel
+            if call.stopping:  # a dispatcher that swallowed or converted the Guard's cancel
+                self._absorb_stop(call)
+        if call.sink_error is None:
+            return call.outcome  # type: ignore[return-value]  # every way out of the try ended it
         return self._outcome(call)
+
+    async def _decide(self, call: _Call, view: LoadView) -> None:
+        """Ask the learner (under its deadline, off the loop) and let the core decide."""
+        task = call.task
+        call.base = 0 if task is None else task.cancelling()
+        call.busy = True
+        try:
+            proposal = await self._asker.ask(call.request, view)
+        finally:
+            call.busy = False
+        if self.core.awaits_decision(call.request.rid):  # not ended meanwhile (shutdown)
+            self._handle(self.core.decide(call.request.rid, proposal, self._clock.now()))
 
     async def _dispatch(self, call: _Call) -> None:
         """Call the backend; report how it ended (a cancel aimed at the caller propagates)."""
@@ -341,14 +376,15 @@ class Guard:
             self._finished(call, exc, failure_reason(exc))
         else:
             call.response = response
-            self._finished(call, None, "")
+            if call.outcome is None:  # the common case, without a call
+                self._handle(self.core.finish(call.request.rid, self._clock.now()))
         finally:
             call.busy = False
             self._calling -= 1
 
     def _finished(self, call: _Call, exc: BaseException | None, reason: str) -> None:
         """The dispatch ended: complete or fail it unless the Guard already ended it (shutdown)."""
-        if call.outcome is not None or not self.core.is_live(call.request.rid):
+        if call.outcome is not None:  # set exactly when its terminal event was applied
             return
         call.error = exc
         now = self._clock.now()
@@ -406,12 +442,14 @@ class Guard:
                 except Exception as exc:  # noqa: BLE001 - raised to the request's caller by submit
                     self._sink_failed(sink, ev, exc)
         for ev in events:
-            if isinstance(ev, Dispatch):
+            code = ev.code
+            if code == DISPATCH:
                 call = self._calls[ev.rid]
                 call.dispatched = True
-                call.wake_up()
-            elif isinstance(ev, Reject | Complete | Drop | Fail):
-                self._resolve(ev)
+                if call.wake is not None:
+                    call.wake_up()
+            elif code in _STATUS:
+                self._resolve(ev, _STATUS[code])  # type: ignore[arg-type]
 
     def _sink_failed(self, sink: Sink, ev: Event, exc: Exception) -> None:
         self._sink_errors += 1
@@ -425,11 +463,12 @@ class Guard:
         err.__cause__ = exc
         call.sink_error = err
 
-    def _resolve(self, ev: Reject | Complete | Drop | Fail) -> None:
+    def _resolve(self, ev: Reject | Complete | Drop | Fail, status: Status) -> None:
         call = self._calls.pop(ev.rid)
-        reason = "" if isinstance(ev, Complete) else ev.reason
-        call.outcome = Outcome(ev.rid, _status(ev), reason, call.response, call.error)
-        call.wake_up()
+        reason = "" if status == "completed" else ev.reason  # type: ignore[union-attr]
+        call.outcome = Outcome(ev.rid, status, reason, call.response, call.error)
+        if call.wake is not None:
+            call.wake_up()
         if not self._calls and self._idle is not None:
             self._idle.set()
 

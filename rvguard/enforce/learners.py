@@ -31,6 +31,7 @@ import numbers
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal, Protocol
 
 from ..contract import Contract
@@ -38,16 +39,22 @@ from ..events import Proposal
 from .request import Request
 
 __all__ = [
+    "OWN_LEARNERS",
     "AdmitAll",
     "LSQLearner",
     "Learner",
     "LearnerFailure",
+    "LearnerTimeout",
     "LoadView",
     "RandomLearner",
     "RejectAll",
     "checked_proposal",
     "consult",
+    "failure_from",
     "fit_least_squares",
+    "reject_reason",
+    "traced_proposal",
+    "usable_proposal",
 ]
 
 LSQMode = Literal["sheddable-only", "class-agnostic"]
@@ -88,6 +95,15 @@ class LearnerFailure(Proposal):
 
     admit: bool = False
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerTimeout(LearnerFailure):
+    """The proposal that stands in for a learner that did not answer within its deadline.
+
+    The core rejects the surplus with reason ``learner-timeout`` (the Guard's
+    ``learner_timeout``; the floor never waits for a learner).
+    """
 
 
 _REASON_CAP = 200  # a learner's message goes into every trace line it causes: keep it short
@@ -140,9 +156,9 @@ def _bad_field(rule: str, value: object) -> LearnerFailure:
 def _rebuilt(value: object) -> Proposal:
     """A plain `Proposal` or `LearnerFailure` from ``value``, or a failure naming the bad field."""
     if isinstance(value, LearnerFailure):
-        reason = value.reason
+        reason, kind = value.reason, LearnerTimeout if isinstance(value, LearnerTimeout) else LearnerFailure
         if isinstance(reason, str):
-            return LearnerFailure(reason=str.__str__(reason)[:_REASON_CAP])
+            return kind(reason=str.__str__(reason)[:_REASON_CAP])
         return _failure("TypeError", f"LearnerFailure.reason must be a str, got {type(reason).__name__}")
     if not isinstance(value, Proposal):
         if inspect.iscoroutine(value):
@@ -163,18 +179,59 @@ def _rebuilt(value: object) -> Proposal:
     return Proposal(admit=admit, objective=plain, priority_hint=as_float)
 
 
+def usable_proposal(value: object) -> Proposal:
+    """`checked_proposal`, and a non-finite hint ignored (recorded as none): it ranks like none
+    and stays JSON-safe. What the decision core acts on."""
+    p = checked_proposal(value)
+    h = p.priority_hint
+    if h is None or -math.inf < h < math.inf:
+        return p
+    return Proposal(admit=p.admit, objective=p.objective, priority_hint=None)
+
+
+_REJECT = Proposal(admit=False)
+_NO_ERROR: Mapping[str, str] = MappingProxyType({})
+
+
+def traced_proposal(p: Proposal) -> tuple[Proposal, Mapping[str, str]]:
+    """How a usable proposal is traced: a failure as what it is, a reject, with ``learner_error``."""
+    if isinstance(p, LearnerFailure):
+        return _REJECT, MappingProxyType({"learner_error": p.reason})
+    return p, _NO_ERROR
+
+
+def reject_reason(p: Proposal) -> str:
+    """The reason of a reject the learner decided: ``learner``, ``learner-timeout`` or
+    ``learner-error: <ExceptionType>`` (the type only: reasons are metrics labels)."""
+    if isinstance(p, LearnerTimeout):
+        return "learner-timeout"
+    if isinstance(p, LearnerFailure):
+        return f"learner-error: {p.reason.partition(':')[0]}"
+    return "learner"
+
+
 def consult(learner: Learner, request: Request, view: LoadView) -> Proposal:
-    """Ask ``learner``; a raise (any `Exception`) or an ill-typed answer becomes a `LearnerFailure`.
+    """Ask ``learner`` about a read-only copy of ``request`` (`Request.read_only`; rvguard's own
+    learners, `OWN_LEARNERS`, read the request itself); a raise (any `Exception`) or an
+    ill-typed answer becomes a `LearnerFailure`.
 
     `BaseException` that is not an `Exception` (KeyboardInterrupt,
     asyncio.CancelledError, SystemExit) propagates: it is not the learner's
     decision but the process being stopped.
     """
     try:
-        value = learner.propose(request, view)
+        value = learner.propose(request if type(learner) in OWN_LEARNERS else request.read_only(), view)
     except Exception as exc:  # noqa: BLE001 - a learner failure is a learner decision (module doc)
-        return _failure(type(exc).__name__, exc)
+        return failure_from(exc)
     return checked_proposal(value)
+
+
+def failure_from(exc: BaseException) -> LearnerFailure:
+    """The proposal that stands in for a learner that raised ``exc``."""
+    return _failure(type(exc).__name__, exc)
+
+
+_ADMIT_ALL = Proposal(admit=True)  # proposals are frozen: one object serves every answer
 
 
 class AdmitAll:
@@ -182,7 +239,7 @@ class AdmitAll:
 
     def propose(self, request: Request, view: LoadView) -> Proposal:
         """Always admit."""
-        return Proposal(admit=True)
+        return _ADMIT_ALL
 
 
 class RejectAll:
@@ -190,7 +247,7 @@ class RejectAll:
 
     def propose(self, request: Request, view: LoadView) -> Proposal:
         """Always reject."""
-        return Proposal(admit=False)
+        return _REJECT
 
 
 class RandomLearner:
@@ -302,3 +359,7 @@ class LSQLearner:
         may_shed = self.mode == "class-agnostic" or request.tenant in self._sheddable
         over = predicted > self._slo.get(request.tenant, math.inf)
         return Proposal(admit=not (may_shed and over), priority_hint=predicted)
+
+
+#: rvguard's own learners, by exact type: O(1), no I/O, never write what they read
+OWN_LEARNERS: tuple[type, ...] = (AdmitAll, RejectAll, RandomLearner, LSQLearner)

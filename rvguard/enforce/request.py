@@ -3,7 +3,9 @@
 A `Request` carries the *authenticated* tenant (bound by `identity` before any
 learner runs), its arrival time, an optional absolute deadline and its sizes.
 The backend-facing content (prompt text or chat messages) rides in
-``payload``, which the core never reads.
+``payload``, which the core never reads. A learner is shown `Request.read_only`:
+a copy whose payload is a deep read-only copy, so what it does to what it
+sees never reaches what is forwarded.
 """
 
 from __future__ import annotations
@@ -51,3 +53,27 @@ class Request:
         cheaper than `dataclasses.replace`, which inspects the fields each call.
         """
         return Request(self.rid, tenant, t, self.deadline, self.prompt_tokens, max_tokens, self.payload)
+
+    def read_only(self) -> Request:
+        """A copy for an untrusted reader (a learner): mappings become read-only proxies of new
+        dicts and lists tuples, all the way down, so nothing it does reaches this request.
+
+        Raises:
+            RecursionError: a payload nested deeper than the interpreter's limit.
+        """
+        frozen = self.payload if self.payload is _EMPTY else _frozen(self.payload)
+        r = self
+        return Request(r.rid, r.tenant, r.t, r.deadline, r.prompt_tokens, r.max_tokens, frozen)
+
+
+def _frozen(value: Any) -> Any:
+    """A deep read-only copy of a JSON-like value (strings and numbers are immutable already)."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value

@@ -66,8 +66,11 @@ class SpentRids:
         run = self._runs.get(prefix)
         if run is None:
             return False
-        n = _counter(rid, prefix)
-        return n >= 0 and (run.lo <= n < run.hi or n in run.strays)
+        digits = rid[len(prefix) :]  # _counter inlined: this runs on every arrival
+        if not digits or len(digits) > _MAX_DIGITS or (digits[0] == "0" and len(digits) > 1):
+            return False
+        n = int(digits)
+        return run.lo <= n < run.hi or n in run.strays
 
     def add(self, rid: str) -> None:
         """Remember ``rid`` (a no-op when it is already spent)."""

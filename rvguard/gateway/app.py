@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
+from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
 from ..enforce.core import DispatchPolicy
 from ..enforce.guard import Guard, Outcome
 from ..enforce.identity import Identity
@@ -82,6 +83,8 @@ class GatewaySettings:
         upstream: the OpenAI-compatible server, e.g. ``http://127.0.0.1:8000``.
         keys: API keys, claim secret, unauthenticated policy.
         learner: the untrusted proposer (``None``: admit everything).
+        learner_timeout: seconds the learner may take to answer; an overrun rejects the
+            surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
         trace: JSONL file the Guard's events go to (``None``: no trace); never truncated.
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
@@ -101,6 +104,7 @@ class GatewaySettings:
     upstream: str
     keys: KeysConfig = field(default_factory=KeysConfig)
     learner: Learner | None = None
+    learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
     trace: str | Path | None = None
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
@@ -123,6 +127,7 @@ class GatewaySettings:
             "connect_timeout": self.connect_timeout,
             "read_timeout": self.read_timeout,
             "drain_timeout": self.drain_timeout,
+            "learner_timeout": self.learner_timeout,
             "header_timeout": self.header_timeout,
             "body_timeout": self.body_timeout,
             "probe_interval": self.probe_interval,
@@ -213,6 +218,7 @@ class Gateway:
             contract,
             self.dispatcher,
             learner=settings.learner,
+            learner_timeout=settings.learner_timeout,
             sinks=sinks,
             clock=self.clock,
             binder=self._binder,

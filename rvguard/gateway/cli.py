@@ -27,6 +27,12 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", help="write the Guard's events to this JSONL file")
     p.add_argument("--keys", help="keys file: API keys → tenants, claim secret (YAML or JSON)")
     p.add_argument("--learner", help="admit-all | reject-all | package.module:Name (default admit-all)")
+    p.add_argument(
+        "--learner-timeout",
+        type=float,
+        default=0.1,
+        help="seconds the learner may take to answer (default 0.1); late: the surplus is rejected",
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one upstream call may take")
     p.add_argument("--read-timeout", type=float, default=60.0, help="seconds the upstream may stay silent")
     p.add_argument("--deferred-drop", action="store_true", help="drop doomed requests at dispatch (503)")
@@ -94,6 +100,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         upstream=args.upstream,
         keys=load_keys(args.keys) if args.keys else KeysConfig(),
         learner=resolve_learner(args.learner, contract),
+        learner_timeout=args.learner_timeout,
         trace=args.trace,
         timeout=args.timeout,
         read_timeout=args.read_timeout,

@@ -32,7 +32,8 @@ From the answers (`observe_answer`; label ``model`` as the upstream names it):
 
 Read at scrape time (`watch_guard`): ``rvguard_in_flight``, ``rvguard_queue_depth``,
 ``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total``,
-``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``. The gateway adds
+``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``,
+``rvguard_learner_timeouts_total`` (answers past ``learner_timeout``). The gateway adds
 ``rvguard_unauthenticated_total``, ``rvguard_invalid_requests_total{code}`` (refused at the
 edge, before admission), ``rvguard_upstream_up`` and ``rvguard_trace_failing``.
 """
@@ -217,13 +218,19 @@ class MetricsSink:
         r.register(_LiveCounters(series))
 
     def watch_guard(self, guard: Guard) -> None:
-        """The core's series (`watch_core`) and the Guard's sink failures."""
+        """The core's series (`watch_core`), the Guard's sink failures and learner overruns."""
         self.watch_core(guard.core)
         errors = (
             "Events a sink (trace file, metrics) failed to take",
             lambda: float(guard.statistics().sink_errors),
         )
-        self.registry.register(_LiveCounters({"rvguard_sink_errors": errors}))
+        late = (
+            "Learner answers past learner_timeout (each rejected the surplus it was asked about)",
+            lambda: float(guard.statistics().learner_timeouts),
+        )
+        self.registry.register(
+            _LiveCounters({"rvguard_sink_errors": errors, "rvguard_learner_timeouts": late})
+        )
 
     def observe_answer(self, tenant: str, response: Response) -> None:
         """Time to first token, upstream latency and token counts of one completed answer."""

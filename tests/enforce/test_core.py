@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rvguard.enforce.core import TRANSITIONS, DecisionCore, ReqState, _Entry
-from rvguard.enforce.learners import LearnerFailure
+from rvguard.enforce.learners import LearnerFailure, LearnerTimeout
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, TraceOrderError
 from rvguard.events import (
@@ -305,4 +305,29 @@ def test_ill_typed_proposal_is_a_learner_failure_not_a_crash() -> None:
     assert isinstance(arrive, Arrive)
     assert (arrive.proposal, dict(arrive.extra)) == (NO, {"learner_error": "ValueError: boom"})
     assert event_to_dict(arrive)["learner_error"] == "ValueError: boom"
+    core._check()
+
+
+def test_two_steps_the_contract_decides_at_once_and_only_surplus_waits_for_the_learner() -> None:
+    core = DecisionCore(make_contract(slots=1, floor=1, excess="demote"))
+    assert kinds(core.receive(req("a", "assured", 0.0), 0.0)) == ["arrive", "admit", "dispatch"]
+    for rid, tenant in (("b", "assured"), ("o", "opp"), ("p", "opp")):
+        got = core.receive(req(rid, tenant, 0.0), 0.0)
+        assert kinds(got) == ["arrive"] and got[0].proposal is None  # type: ignore[attr-defined]
+        assert core.awaits_decision(rid)
+    core._check()
+    demoted = core.decide("b", Proposal(priority_hint=math.inf), 0.5)  # excess under demote: the learner's
+    assert demoted == [Admit(0.5, "b", Basis.DEMOTED)]
+    assert dict(demoted[0].extra) == {"proposal": {"admit": True}}  # the non-finite hint is ignored
+    late = core.decide("o", LearnerTimeout(reason="timeout: no answer in 0.1 s"), 0.6)
+    assert late == [Reject(0.6, "o", "learner-timeout")]
+    assert dict(late[0].extra) == {
+        "proposal": {"admit": False},
+        "learner_error": "timeout: no answer in 0.1 s",
+    }
+    assert event_to_dict(late[0])["learner_error"].startswith("timeout")
+    assert core.cancel("p", 0.7) == [Reject(0.7, "p", "cancelled")]  # never admitted: a reject
+    with pytest.raises(EnforcementError, match="not waiting"):
+        core.decide("a", YES, 0.7)
+    assert not core.awaits_decision("a")
     core._check()

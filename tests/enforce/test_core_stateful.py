@@ -4,7 +4,9 @@ Adversarial learners are part of the strategy: random proposals, always
 reject, hint flooding (huge, infinite and NaN hints), proposals claiming
 the assured class, learners that raise and learners that return something
 ill-typed (None, a dict, a Proposal with a str admit or hint), asked through
-`consult` as every driver does. After every step: the core's own `_check()`, at most C in
+`consult` as every driver does, and late ones (`LearnerTimeout`). Arrivals come one-step
+(`arrive`) or two-step as the Guard makes them (`receive`, then `decide` or a cancel while
+waiting). After every step: the core's own `_check()`, at most C in
 flight, floor credits within B per window, at most one terminal per request,
 and the online `Monitor` (plus the brute-force checker) finding no AF, DR or
 WF violation. At teardown everything is finished, so every arrived request
@@ -22,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
-from rvguard.enforce.learners import Learner, LoadView, consult
+from rvguard.enforce.learners import Learner, LearnerTimeout, LoadView, consult
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Dispatch, Event, Proposal
 from rvguard.monitors import Monitor
@@ -67,6 +69,7 @@ class Raising:
         raise self.error
 
 
+LATE = LearnerTimeout(reason="timeout: no answer within 0.1 s")
 learners = st.one_of(st.builds(Fixed, proposals | ill_typed), st.builds(Raising, errors))
 
 
@@ -84,6 +87,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.n = 0
         self.running: list[str] = []
         self.queued: set[str] = set()
+        self.waiting: set[str] = set()  # received, waiting for decide (two-step arrivals)
 
     @initialize(
         slots=st.integers(1, 3),
@@ -108,6 +112,8 @@ class CoreMachine(RuleBasedStateMachine):
         for ev in events:
             self.trace.append(ev)
             assert self.monitor.feed(ev) == [], ev
+            if not isinstance(ev, Arrive):
+                self.waiting.discard(ev.rid)
             if isinstance(ev, Admit):
                 self.queued.add(ev.rid)
             elif isinstance(ev, Dispatch):
@@ -135,6 +141,31 @@ class CoreMachine(RuleBasedStateMachine):
         view = LoadView(self.now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         self._take(self.core.arrive(req, consult(learner, req, view), self.now))
 
+    @rule(
+        dt=st.sampled_from([0.0, 0.05, 0.3]),
+        tenant=st.sampled_from(["assured", "assured", "opp"]),
+        max_tokens=st.none() | st.integers(0, 500),
+    )
+    def receive(self, dt: float, tenant: str, max_tokens: int | None) -> None:
+        """The Guard's two-step arrival: the learner asked later, only if its answer matters."""
+        self.now += dt
+        self.n += 1
+        rid = f"r{self.n}"
+        events = self.core.receive(Request(rid, tenant, self.now, max_tokens=max_tokens), self.now)
+        if len(events) == 1:
+            self.waiting.add(rid)
+        assert self.core.awaits_decision(rid) == (len(events) == 1)
+        self._take(events)
+
+    @precondition(lambda self: bool(self.waiting))
+    @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1]), learner=learners | st.just(Fixed(LATE)))
+    def decide(self, data: st.DataObject, dt: float, learner: Learner) -> None:
+        self.now += dt
+        rid = data.draw(st.sampled_from(sorted(self.waiting)))
+        view = LoadView(self.now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
+        req = Request(rid, "opp", self.now)
+        self._take(self.core.decide(rid, consult(learner, req, view), self.now))
+
     @precondition(lambda self: bool(self.running))
     @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1, 0.6]), failed=st.booleans())
     def finish(self, data: st.DataObject, dt: float, failed: bool) -> None:
@@ -144,7 +175,7 @@ class CoreMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
-        live = sorted(self.queued) + self.running + ["never-seen"]
+        live = sorted(self.queued) + self.running + sorted(self.waiting) + ["never-seen"]
         self._take(self.core.cancel(data.draw(st.sampled_from(live)), self.now))
 
     @rule(dt=st.sampled_from([0.1, 1.0]))
@@ -173,6 +204,8 @@ class CoreMachine(RuleBasedStateMachine):
         if not hasattr(self, "core"):
             return
         self.now += 1.0
+        for rid in sorted(self.waiting):
+            self._take(self.core.cancel(rid, self.now, "shutdown"))  # never admitted: a reject
         self._take(self.core.fail_queued(self.now))
         while self.running:
             self._take(self.core.finish(self.running[0], self.now))

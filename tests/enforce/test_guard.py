@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import json
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
 from rvguard.enforce.learners import LearnerFailure, RejectAll
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, SinkError
-from rvguard.events import Arrive, Event, Fail, Proposal, event_from_dict
+from rvguard.events import Arrive, Event, Fail, Proposal, Reject, event_from_dict
 from rvguard.monitors import Monitor
 
 from ._harness import check_af, check_wf, make_contract, terminal_counts
@@ -261,10 +262,10 @@ async def test_issue_learner_failure_cannot_take_the_floor(learner: object, why:
     assert excess.reason == "excess"  # beyond B: the contract's rule, not the learner's
     assert opp.reason == "learner-error: " + why.partition(":")[0]  # bounded: a metrics label
     arrivals = [e for e in trace if isinstance(e, Arrive)]
-    details = [a.extra.get("learner_error", "") for a in arrivals]
-    assert len(details) == 3
-    assert all(d.startswith(why) for d in details)  # the message is on the arrive event
-    assert all(a.proposal == Proposal(admit=False) for a in arrivals)
+    assert len(arrivals) == 3 and all(a.proposal is None for a in arrivals)  # recorded before asking
+    decision = next(e for e in trace if isinstance(e, Reject) and e.rid == "o")  # only o was asked
+    assert decision.extra["learner_error"].startswith(why)  # the message is on the decision
+    assert decision.extra["proposal"] == {"admit": False}
     assert monitor.violations() == []
     assert check_af(contract, trace) == []
     assert_conserved(trace, g)
@@ -279,12 +280,22 @@ class _Halts:
         raise _Interrupt
 
 
-async def test_learner_base_exceptions_propagate() -> None:
+async def test_learner_base_exceptions_are_failures_off_the_loop_and_propagate_inline() -> None:
+    """In its own thread nothing a learner raises can be the process stopping: it is a failure.
+    Asked inline (``learner_timeout=None``), a BaseException propagates before anything is traced."""
     trace: list[Event] = []
     async with Guard(make_contract(), MockDispatcher(ok), learner=_Halts(), sinks=[trace.append]) as g:  # type: ignore[arg-type]
+        out = await g.submit(req("o", "opp"))
+    assert (out.status, out.reason) == ("rejected", "learner-error: _Interrupt")
+    assert_conserved(trace, g)
+    inline: list[Event] = []
+    learner = _Halts()
+    async with Guard(
+        make_contract(), MockDispatcher(ok), learner=learner, learner_timeout=None, sinks=[inline.append]
+    ) as g:  # type: ignore[arg-type]
         with pytest.raises(_Interrupt):
             await g.submit(req("a"))
-    assert trace == []
+    assert inline == []
     assert g.statistics().live == 0
 
 
@@ -515,3 +526,124 @@ async def test_aclose_never_waits_for_a_dispatcher_that_ignores_cancellation() -
     out = await task
     assert (out.status, out.reason, out.response) == ("failed", "shutdown", None)
     assert [e.kind.value for e in trace] == ["arrive", "admit", "dispatch", "fail"]
+
+
+class _Sleepy:
+    """A synchronous learner that blocks on opportunistic requests (a slow model call)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.asked: list[str] = []
+
+    def propose(self, request: Request, view: object) -> Proposal:
+        self.asked.append(request.rid)
+        if request.tenant == "opp":
+            time.sleep(self.seconds)
+        return Proposal()
+
+
+async def test_issue_10_1_a_slow_learner_stalls_nothing_and_its_overrun_rejects_the_surplus() -> None:
+    """The learner ran on the event loop, unbounded: one slow answer delayed everything (failed before)."""
+    contract = make_contract(floor=10)
+    trace: list[Event] = []
+    learner = _Sleepy(1.0)
+    async with Guard(
+        contract, MockDispatcher(ok), learner=learner, learner_timeout=0.05, sinks=[trace.append]
+    ) as guard:
+        t_opp = time.monotonic()
+        opp = asyncio.create_task(guard.submit(req("o", "opp")))
+        await asyncio.sleep(0.005)
+        t0 = time.monotonic()
+        assured = await guard.submit(req("a"))
+        assert time.monotonic() - t0 < 0.5  # the floor never waits for the learner (it takes 1 s)
+        out = await opp
+        assert time.monotonic() - t_opp < 0.5  # the deadline, not the learner, ends the wait
+        assert guard.statistics().learner_timeouts == 1
+    assert assured.status == "completed"
+    assert (out.status, out.reason) == ("rejected", "learner-timeout")
+    assert learner.asked == ["o"]  # the learner is asked only where its answer can matter
+    arrive, reject = [e for e in trace if e.rid == "o"]
+    assert isinstance(arrive, Arrive) and arrive.proposal is None
+    assert reject.t - arrive.t >= 0.05  # stamped when it reached the guard, before the learner
+    assert reject.extra["learner_error"].startswith("timeout")
+    assert_conserved(trace, guard)
+
+
+class _Never:
+    """Learners that never answer: a blocked thread, or a coroutine that ignores cancellation."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def propose(self, request: Request, view: object) -> Proposal:
+        self.gate.wait(5.0)  # released at the end of the test
+        return Proposal()
+
+
+class _NeverAsync:
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    async def propose(self, request: Request, view: object) -> Proposal:
+        while not self.gate.is_set():  # ignores cancellation until the test ends (else the loop
+            with contextlib.suppress(asyncio.CancelledError):  # could never close: asyncio.run
+                await asyncio.sleep(0.01)  # waits for every task it cancels at exit)
+        return Proposal()
+
+
+@pytest.mark.parametrize("learner", [_Never(), _NeverAsync()])
+async def test_issue_10_1_a_learner_that_never_returns_costs_each_request_at_most_its_deadline(
+    learner: object,
+) -> None:
+    contract = make_contract(floor=2)
+    trace: list[Event] = []
+    g = Guard(contract, MockDispatcher(ok), learner=learner, learner_timeout=0.02, sinks=[trace.append])  # type: ignore[arg-type]
+    async with g:
+        t0 = time.monotonic()
+        outs = await asyncio.gather(
+            *(g.submit(req(f"r{i}", "assured" if i < 3 else "opp")) for i in range(8))
+        )
+        assert time.monotonic() - t0 < 1.0
+    learner.gate.set()  # type: ignore[attr-defined]
+    assert [(o.status, o.reason) for o in outs[:3]] == [("completed", "")] * 2 + [("rejected", "excess")]
+    assert {(o.status, o.reason) for o in outs[3:]} == {("rejected", "learner-timeout")}
+    assert g.statistics().learner_timeouts == 5
+    assert check_af(contract, trace) == []
+    assert_conserved(trace, g)
+
+
+class _Rewriter:
+    """A learner that tries to rewrite what is forwarded, by item and by force."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def propose(self, request: Request, view: object) -> Proposal:
+        if self.how == "item":
+            request.payload["body"]["prompt"] = "rewritten"  # type: ignore[index]
+        elif self.how == "nested":
+            request.payload["body"]["messages"].append({"role": "system", "content": "obey"})  # type: ignore[index]
+        else:  # frozen dataclasses yield to object.__setattr__: only a copy may be hurt
+            object.__setattr__(request, "max_tokens", 10**6)
+            object.__setattr__(request, "payload", {"body": {"prompt": "rewritten"}})
+        return Proposal()
+
+
+@pytest.mark.parametrize("how", ["item", "nested", "force"])
+async def test_issue_10_3_the_learner_cannot_rewrite_what_is_forwarded(how: str) -> None:
+    """The learner got the request itself, mutable body and all (failed before)."""
+    body = {"prompt": "hello", "messages": [{"role": "user", "content": "hi"}]}
+    backend = MockDispatcher(ok)
+    async with Guard(make_contract(), backend, learner=_Rewriter(how)) as guard:  # type: ignore[arg-type]
+        out = await guard.submit(req("o", "opp", max_tokens=8, payload={"body": body}))
+    assert body == {"prompt": "hello", "messages": [{"role": "user", "content": "hi"}]}
+    if how == "force":  # it changed its own copy and admitted: the original was forwarded
+        assert out.status == "completed"
+        sent = backend.calls[0]
+        assert (sent.max_tokens, sent.payload["body"]["prompt"]) == (8, "hello")
+    else:  # writing to a read-only view raised: a failed learner, the surplus rejected
+        assert out.status == "rejected" and out.reason in (
+            "learner-error: TypeError",
+            "learner-error: AttributeError",
+        )
+        assert backend.calls == []

@@ -2,7 +2,8 @@
 
 Each request's dispatch returns, raises, hangs past the Guard's timeout, ends
 cancelled by a third party (it awaited a shared future someone else
-cancelled), or swallows a cancellation and returns anyway; callers cancel
+cancelled), or swallows a cancellation and returns anyway; the learner
+answers, rejects, raises, answers garbage or overruns its deadline; callers cancel
 their ``submit`` at random moments, and the Guard is closed at a random
 moment, drained or not. Whatever happens: every ``submit`` returns or raises
 (no hang), every arrived request has exactly one terminal event, the trace
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, given, settings
@@ -24,12 +26,13 @@ from rvguard.enforce.dispatch import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, Outcome, _status
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError
-from rvguard.events import Arrive, Complete, Drop, Event, Fail, Reject
+from rvguard.events import Arrive, Complete, Drop, Event, Fail, Proposal, Reject
 
 from ._harness import check_af, check_wf, make_contract, terminal_counts
 
 BEHAVIOURS = ("return", "raise", "hang", "orphan", "stubborn")
 TIMEOUT = 0.02
+LEARNER_TIMEOUT = 0.005
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Plan:
     delay: float  # seconds the dispatch takes before it does its thing
     cancel_at: float | None  # when the caller cancels its submit (None: never)
     assured: bool
+    learner: str = "admit"  # what the learner does when asked (only surplus is asked)
 
 
 plans = st.builds(
@@ -46,7 +50,25 @@ plans = st.builds(
     st.sampled_from([0.0, 0.001, 0.004]),
     st.none() | st.sampled_from([0.0, 0.002, 0.006, 0.03]),
     st.booleans(),
+    st.sampled_from(["admit", "reject", "raise", "garbage", "slow"]),
 )
+
+
+class Learner:
+    """Does what each request's plan says, in the Guard's learner thread."""
+
+    def __init__(self, plans: dict[str, Plan]) -> None:
+        self.plans = plans
+
+    def propose(self, request: Request, view: object) -> object:
+        what = self.plans[request.rid].learner
+        if what == "raise":
+            raise RuntimeError("learner down")
+        if what == "garbage":
+            return {"admit": True}
+        if what == "slow":
+            time.sleep(LEARNER_TIMEOUT * 2)
+        return Proposal(admit=what != "reject")
 
 
 class Backend:
@@ -85,7 +107,16 @@ async def _scenario(plans: list[Plan], close_at: float, drain: bool, seed: int) 
     backend = Backend(by_rid)
     trace: list[Event] = []
     edge = MockDispatcher(backend)
-    guard = Guard(contract, edge, sinks=[trace.append], timeout=TIMEOUT, drain=drain, drain_timeout=0.01)
+    guard = Guard(
+        contract,
+        edge,
+        learner=Learner(by_rid),
+        learner_timeout=LEARNER_TIMEOUT,
+        sinks=[trace.append],
+        timeout=TIMEOUT,
+        drain=drain,
+        drain_timeout=0.01,
+    )
     await guard.__aenter__()
     tasks = {
         rid: asyncio.create_task(guard.submit(Request(rid, "assured" if p.assured else "opp", 0.0)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from rvguard.check import check_trace
 from rvguard.contract import Contract
 from rvguard.enforce.learners import RejectAll
+from rvguard.events import Proposal
 from rvguard.gateway.app import Gateway, error_body
 from rvguard.gateway.config import KeysConfig
 from rvguard.gateway.fake import FakeUpstream
@@ -460,3 +462,35 @@ def test_error_body_shape() -> None:
     assert error_body("m", "rate_limit_error", code="excess") == {
         "error": {"message": "m", "type": "rate_limit_error", "param": None, "code": "excess"}
     }
+
+
+class _SlowOnOpportunistic:
+    """A synchronous learner that takes 1 s on opportunistic requests (a slow model call)."""
+
+    def propose(self, request: object, view: object) -> Proposal:
+        if getattr(request, "tenant", "") == "opportunistic":
+            time.sleep(1.0)
+        return Proposal()
+
+
+async def test_issue_10_1_a_slow_learner_stalls_neither_the_floor_nor_healthz(tmp_path: Path) -> None:
+    """A learner sleeping on the event loop delayed assured requests and /healthz (failed before)."""
+    c, trace = contract(), tmp_path / "t.jsonl"
+    async with FakeUpstream() as up:
+        s = settings(up.url, trace, learner=_SlowOnOpportunistic(), learner_timeout=0.05)
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient() as client:
+            body = {"prompt": "x", "max_tokens": 1}
+            opp = asyncio.create_task(client.post(url + "/v1/completions", json=body, headers=auth("sk-opp")))
+            await asyncio.sleep(0.02)
+            t0 = time.monotonic()
+            assured = await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
+            health = await client.get(url + "/healthz")
+            fast = time.monotonic() - t0
+            late = await opp
+            metrics = (await client.get(url + "/metrics")).text
+    assert fast < 0.5  # the learner takes 1 s: neither waited for it
+    assert (assured.status_code, health.status_code) == (200, 200)
+    assert late.status_code == 429 and late.json()["error"]["code"] == "learner-timeout"
+    assert "rvguard_learner_timeouts_total 1.0" in metrics
+    assert 'rvguard_rejected_total{reason="learner-timeout",tenant="opportunistic"} 1.0' in metrics
+    assert_sound(trace, c, gw)

@@ -53,6 +53,8 @@ def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
         (["--upstream", "http://127.0.0.1:1", "--timeout", "-1"], "timeout"),
         (["--upstream", "http://127.0.0.1:1", "--read-timeout", "nan"], "read_timeout"),
         (["--upstream", "http://127.0.0.1:1", "--port", "99999"], "--port"),
+        (["--upstream", "http://127.0.0.1:1", "--learner-timeout", "0"], "learner_timeout"),
+        (["--upstream", "http://127.0.0.1:1", "--learner-timeout", "inf"], "learner_timeout"),
     ],
 )
 def test_serve_refuses_bad_settings_before_serving(

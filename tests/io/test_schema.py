@@ -90,3 +90,15 @@ def test_bad_records_are_rejected(rec: dict[str, Any]) -> None:
 
 def test_unknown_fields_are_allowed() -> None:
     VALIDATOR.validate({"t": 1, "kind": "dispatch", "rid": "a", "slot": 2, "meta": {"x": [1]}})
+
+
+def test_a_decision_may_carry_the_learners_proposal_and_error() -> None:
+    """The Guard traces a proposal asked after the arrival on the admit or reject (schema-checked)."""
+    good = [
+        {"t": 0.1, "kind": "admit", "rid": "o", "basis": "surplus", "proposal": {"admit": True}},
+        {"t": 0.1, "kind": "reject", "rid": "p", "reason": "learner-timeout", "proposal": {"admit": False},
+         "learner_error": "timeout: no answer within 0.1 s"},
+    ]  # fmt: skip
+    for record in good:
+        VALIDATOR.validate(record)
+        assert event_from_dict(record).extra["proposal"] == record["proposal"]  # kept, as unknown fields are
