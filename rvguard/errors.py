@@ -14,6 +14,9 @@ going backwards, a missing optional dependency.
     ├── MissingExtraError (ImportError)   an optional dependency is not installed
     ├── LifecycleError (RuntimeError)     the lifecycle table, or a consumer derived from it, disagrees
     ├── StoreUnavailableError (ConnectionError)  the shared credit store did not answer in time
+    ├── TelemetryError                    engine telemetry cannot be read: .source, .field
+    │   ├── TelemetryUnavailableError (ConnectionError)  the metrics endpoint did not answer (well)
+    │   └── TelemetryFormatError (ValueError)            the payload or a sample is malformed
     └── EnforcementError (RuntimeError)   the guard cannot act: .status_hint for HTTP edges
         ├── SinkError                     an event sink raised; the guard acted anyway: .outcome, .event
         └── DispatchError                 the backend failed a request: .status_hint, .error, .reason
@@ -33,6 +36,9 @@ __all__ = [
     "SinkError",
     "SpecError",
     "StoreUnavailableError",
+    "TelemetryError",
+    "TelemetryFormatError",
+    "TelemetryUnavailableError",
     "TraceError",
     "TraceFormatError",
     "TraceOrderError",
@@ -135,6 +141,30 @@ class StoreUnavailableError(RvguardError, ConnectionError):
     def __init__(self, message: str, *, maybe_run: bool = True) -> None:
         self.maybe_run = maybe_run
         super().__init__(message)
+
+
+class TelemetryError(RvguardError):
+    """Engine telemetry (a headroom sample, a ``/metrics`` scrape) cannot be used.
+
+    Attributes:
+        source: where it came from (a URL, ``"<callable>"``, ``"<sample>"``).
+        field: the offending metric or sample field, ``""`` when the whole read failed.
+    """
+
+    def __init__(self, message: str, *, source: str = "", field: str = "") -> None:
+        self.source = source
+        self.field = field
+        where = f"{source}: " if source else ""
+        what = f"{field!r} " if field else ""
+        super().__init__(f"{where}{what}{message}")
+
+
+class TelemetryUnavailableError(TelemetryError, ConnectionError):
+    """The metrics endpoint refused, timed out or answered with an HTTP error status."""
+
+
+class TelemetryFormatError(TelemetryError, ValueError):
+    """The exposition text does not parse, a metric is missing, or a sample is out of range."""
 
 
 class EnforcementError(RvguardError, RuntimeError):

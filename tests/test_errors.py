@@ -18,6 +18,8 @@ from rvguard import errors
         (errors.EnforcementError, RuntimeError),
         (errors.SinkError, RuntimeError),
         (errors.LifecycleError, RuntimeError),
+        (errors.TelemetryUnavailableError, ConnectionError),
+        (errors.TelemetryFormatError, ValueError),
     ],
 )
 def test_every_error_is_an_rvguard_error_and_its_builtin(cls: type, builtin: type) -> None:
@@ -47,3 +49,10 @@ def test_sink_errors_are_enforcement_errors_with_context() -> None:
     err = errors.SinkError("trace full", outcome="o", event="e")
     assert isinstance(err, errors.EnforcementError)
     assert (err.status_hint, err.outcome, err.event) == (500, "o", "e")
+
+
+def test_telemetry_errors_name_their_source_and_field() -> None:
+    err = errors.TelemetryFormatError("must be a fraction in [0, 1], got 2", source="<sample>", field="value")
+    assert isinstance(err, errors.TelemetryError)
+    assert (err.source, err.field) == ("<sample>", "value")
+    assert str(err) == "<sample>: 'value' must be a fraction in [0, 1], got 2"
