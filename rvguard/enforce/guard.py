@@ -55,7 +55,7 @@ from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response, failure_reason
+from .dispatchers import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
 from .preemption import PREEMPTED, Preemption

@@ -33,7 +33,7 @@ from ..contract import Contract, CreditMode
 from ..enforce.guard import Outcome
 from ..enforce.stream import client_fault
 from ..errors import DispatchError, EnforcementError
-from .metrics import MetricsSink
+from .prometheus import MetricsSink
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
 

@@ -61,7 +61,7 @@ from ..events import is_client_error
 from .answers import Answers, PendingAnswer
 from .config import KeysConfig, identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
-from .metrics import MetricsSink
+from .prometheus import MetricsSink
 from .server import KEEP_ALIVE_S, serving
 from .trace import TraceFile
 from .upstream import END, Channel, UpstreamDispatcher, upstream_url
