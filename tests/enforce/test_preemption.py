@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rvguard.clock import ManualClock
 from rvguard.enforce.core import DecisionCore
-from rvguard.enforce.dispatch import MockDispatcher, Response
+from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.preemption import PREEMPTED, Preemption
 from rvguard.enforce.request import Request
