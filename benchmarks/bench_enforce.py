@@ -29,7 +29,7 @@ from typing import Any
 
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
-from rvguard.enforce.dispatch import CallableDispatcher, Response
+from rvguard.enforce.dispatchers import CallableDispatcher, Response
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Proposal

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rvguard.cli import main as rvguard_main
 from rvguard.contract import Contract
-from rvguard.enforce.dispatch import MockDispatcher, Response
+from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, JsonlSink
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.request import Request

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from rvguard.verify.credit import CreditLogic, prove_af
+from rvguard.verify.af_induction import CreditLogic, prove_af
 
 
 def main() -> int:

@@ -192,6 +192,14 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Contract:
+        # the rule JSON Schema states too comes first, so a refusal for inverted bounds alone
+        # means nothing else is wrong (tests/test_schema.py relies on it)
+        if self.credit is CreditMode.COUNT:
+            for name, tenant in self.tenants.items():
+                if tenant.floor != int(tenant.floor):
+                    raise ValueError(
+                        f"tenants.{name}.floor: count credits need a whole number, got {tenant.floor}"
+                    )
         svc = self.service
         if svc.upper is not None:
             for tokens in (0, self.output_cap):  # both bounds are linear: the ends decide
@@ -205,12 +213,6 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
             raise ValueError(
                 f"service.lower: L = {svc.lower.base} s exceeds s_max = {svc.s_max} s (inverted bounds)"
             )
-        if self.credit is CreditMode.COUNT:
-            for name, tenant in self.tenants.items():
-                if tenant.floor != int(tenant.floor):
-                    raise ValueError(
-                        f"tenants.{name}.floor: count credits need a whole number, got {tenant.floor}"
-                    )
         return self
 
     # -- lookups -----------------------------------------------------------

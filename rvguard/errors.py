@@ -208,7 +208,7 @@ class DispatchError(EnforcementError):
         error: the backend's own error object (OpenAI's ``message``, ``type``, ``param``,
             ``code``), kept so an edge can relay it as it came; ``None`` when it sent none.
         reason: the ``fail`` reason the Guard records; ``""`` for the default
-            ``DispatchError: <message>`` (see `rvguard.enforce.dispatch.failure_reason`).
+            ``DispatchError: <message>`` (see `rvguard.enforce.dispatchers.failure_reason`).
     """
 
     def __init__(self, message: str, *, status_hint: int = 502, error: Any = None, reason: str = "") -> None:

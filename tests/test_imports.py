@@ -65,6 +65,7 @@ PURE = (
     "rvguard.enforce.learners",
     "rvguard.enforce.request",
     "rvguard.enforce.rids",
+    "rvguard.enforce.eviction",
     "rvguard.enforce.redline",
 )
 IMPURE = ("asyncio", "z3", "httpx", "starlette", "uvicorn", "subprocess", "pyarrow")  # pydantic loads socket

@@ -11,16 +11,38 @@ import os
 import sys
 from typing import TextIO
 
-from ..errors import RvguardError
+from ..errors import MissingExtraError, RvguardError
 
-__all__ = ["EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "exit_code", "report_error"]
+__all__ = ["EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "EXTRA_OF", "exit_code", "missing_extra", "report_error"]
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+#: the optional dependencies (top-level import name) and the extra of pyproject.toml that brings each
+EXTRA_OF = {
+    "z3": "smt",
+    "pyarrow": "parquet",
+    "httpx": "http",
+    "matplotlib": "sim",
+    "redis": "fleet",
+    "starlette": "gateway",
+    "uvicorn": "gateway",
+    "prometheus_client": "gateway",
+}
 
 
 def exit_code(holds: bool) -> int:
     """The exit code of a command that ran to the end: 0 when it holds, 1 when it fails."""
     return EXIT_OK if holds else EXIT_FAIL
+
+
+def missing_extra(err: ModuleNotFoundError) -> MissingExtraError | None:
+    """The `MissingExtraError` for an optional dependency that is not installed (None: not one).
+
+    Commands import their optional dependencies lazily, some deep inside; whichever import fails,
+    the user is told which extra to install instead of seeing a traceback.
+    """
+    top = (err.name or "").partition(".")[0]
+    return MissingExtraError(top, EXTRA_OF[top]) if top in EXTRA_OF else None
 
 
 def report_error(command: str, err: RvguardError | OSError, stream: TextIO | None = None) -> int:

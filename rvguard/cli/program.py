@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 
 from .. import progress
 from ..errors import RvguardError
-from .exits import EXIT_INPUT, exit_code, report_error
+from .exits import EXIT_INPUT, exit_code, missing_extra, report_error
 from .registry import Entry, load_table
 
 __all__ = ["build_parser", "main"]
@@ -76,14 +76,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 holds, 1 fails, 2 bad input)."""
     table = load_table()
     name, args_list = _route(list(sys.argv[1:] if argv is None else argv), table)
-    parser = build_parser(table, load=() if name is None else (name,))
     try:
+        parser = build_parser(table, load=() if name is None else (name,))
         args = parser.parse_args(args_list)
     except SystemExit as stop:  # --help, --version (0) or a usage error (2): returned, as every exit is
         return stop.code if isinstance(stop.code, int) else EXIT_INPUT
+    except ModuleNotFoundError as err:  # a command's module needs an extra that is not installed
+        return _missing(name or "", err)
     shown = sys.stderr.isatty() and not getattr(args, "json", False)  # bars only for a person
     try:
         with progress.display() if shown else contextlib.nullcontext():
             return exit_code(args.run(args))
     except (RvguardError, OSError) as err:  # bad input; anything else is a bug and keeps its traceback
         return report_error(args.command, err)
+    except ModuleNotFoundError as err:
+        return _missing(args.command, err)
+
+
+def _missing(command: str, err: ModuleNotFoundError) -> int:
+    """Exit 2 naming the extra to install; a module missing for any other reason is a bug (re-raised)."""
+    extra = missing_extra(err)
+    if extra is None:
+        raise err
+    return report_error(command, extra)

@@ -15,12 +15,12 @@ if typing.TYPE_CHECKING:
     from .core import TRANSITIONS as TRANSITIONS
     from .core import CoreStatistics as CoreStatistics
     from .core import DecisionCore as DecisionCore
-    from .dispatch import CallableDispatcher as CallableDispatcher
-    from .dispatch import Dispatcher as Dispatcher
-    from .dispatch import DispatchError as DispatchError
-    from .dispatch import MockDispatcher as MockDispatcher
-    from .dispatch import Response as Response
-    from .dispatch import VLLMDispatcher as VLLMDispatcher
+    from .dispatchers import CallableDispatcher as CallableDispatcher
+    from .dispatchers import Dispatcher as Dispatcher
+    from .dispatchers import DispatchError as DispatchError
+    from .dispatchers import MockDispatcher as MockDispatcher
+    from .dispatchers import Response as Response
+    from .dispatchers import VLLMDispatcher as VLLMDispatcher
     from .guard import Guard as Guard
     from .guard import JsonlSink as JsonlSink
     from .guard import MonitorSink as MonitorSink
@@ -78,7 +78,7 @@ __getattr__, __dir__ = _attach(
             "CoreStatistics",
             "DecisionCore",
         ),
-        ".dispatch": (
+        ".dispatchers": (
             "CallableDispatcher",
             "Dispatcher",
             "DispatchError",

@@ -295,6 +295,11 @@ class DecisionCore:
         """True while ``rid`` has no terminal event yet."""
         return rid in self._live
 
+    def running_basis(self, rid: str) -> Basis | None:
+        """The basis ``rid`` was admitted on while it is in flight, else ``None`` (preemption reads it)."""
+        entry = self._live.get(rid)
+        return entry.basis if entry is not None and entry.state is Stage.DISPATCHED else None
+
     def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
         """Decide on an arrival: its Arrive, then Admit or Reject, then any Dispatch now possible.
 

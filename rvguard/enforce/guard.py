@@ -55,9 +55,10 @@ from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..verdict import Violation
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
-from .dispatch import Dispatcher, Response, failure_reason
+from .dispatchers import Dispatcher, Response, failure_reason
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
+from .preemption import PREEMPTED, Preemption
 from .request import Request
 from .watch import WatchConfig
 
@@ -66,18 +67,19 @@ __all__ = ["Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "S
 DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
-Status = Literal["completed", "rejected", "dropped", "failed"]
+Status = Literal["completed", "rejected", "dropped", "failed", "preempted"]
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a submitted request ended."""
+    """How a submitted request ended (``preempted``: stopped to shed load; retry after ``retry_after`` s)."""
 
     rid: str
     status: Status
     reason: str = ""
     response: Response | None = None
     error: BaseException | None = None
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,7 @@ class _Call:
         "request",
         "response",
         "sink_error",
+        "stop_timer",
         "stopping",
         "task",
         "wake",
@@ -167,6 +170,7 @@ class _Call:
         self.response: Response | None = None
         self.error: BaseException | None = None
         self.sink_error: SinkError | None = None
+        self.stop_timer: asyncio.TimerHandle | None = None  # a preemption's grace running out
 
     def wake_up(self) -> None:
         if self.wake is not None and not self.wake.done():
@@ -188,6 +192,8 @@ class Guard:
         timeout: seconds a dispatch may take before it is failed (``None``: no limit).
         drain: on exit, wait for live requests (else fail them at once).
         drain_timeout: the longest the drain waits before failing the rest.
+        preempt_grace: seconds a preempted request may still run before it is stopped (`preempt`).
+        retry_after: the retry hint (seconds) a preempted caller gets.
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
     """
 
@@ -208,6 +214,8 @@ class Guard:
         deferred_drop: bool = False,
         gate_upper: bool = False,
         watch: WatchConfig | None = None,
+        preempt_grace: float = 0.0,
+        retry_after: float = 1.0,
     ) -> None:
         self.contract = contract
         self.core = DecisionCore(
@@ -217,6 +225,7 @@ class Guard:
             gate_upper=gate_upper,
             watch=watch,
         )
+        self.preemption = Preemption(self.core, grace=preempt_grace, retry_after=retry_after)
         self._dispatcher = dispatcher
         self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
         self._sinks = list(sinks)
@@ -270,6 +279,38 @@ class Guard:
         call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
         self._handle(events)
         return await self._run(call, view if waits else None)
+
+    def running(self) -> list[str]:
+        """The rids in flight now (dispatched, not ended), in dispatch order."""
+        return [rid for rid, call in self._calls.items() if call.dispatched and call.outcome is None]
+
+    def preempt(self, rid: str, *, grace: float | None = None) -> float:
+        """Preempt running surplus request ``rid``: stopped after ``grace`` seconds (default: the
+        Guard's ``preempt_grace``) unless it ends first; its caller gets the outcome ``preempted``
+        with the retry hint. Returns when (the Guard's clock) it will be stopped.
+
+        Raises:
+            EnforcementError: ``rid`` is not in flight, or was admitted on the floor (409).
+        """
+        notice = self.preemption.notice(rid, self._clock.now(), grace=grace)
+        call = self._calls[rid]
+        if call.stop_timer is None:
+            delay = notice.stop_at - notice.at
+            call.stop_timer = asyncio.get_running_loop().call_later(delay, self._stop_preempted, call)
+        return notice.stop_at
+
+    def _stop_preempted(self, call: _Call) -> None:
+        """The grace is over: end the request ``preempted`` and stop its dispatch where it waits."""
+        call.stop_timer = None
+        self._handle(self.preemption.stop(call.request.rid, self._clock.now()))
+        if (
+            call.busy
+            and call.task is not None
+            and call.outcome is not None
+            and call.outcome.status == "preempted"
+        ):
+            call.stopping = True
+            call.task.cancel("rvguard: preempted")
 
     async def aclose(self) -> None:
         """Stop accepting; drain (or not), end what is left with ``shutdown``, close closable sinks."""
@@ -466,7 +507,13 @@ class Guard:
     def _resolve(self, ev: Reject | Complete | Drop | Fail, status: Status) -> None:
         call = self._calls.pop(ev.rid)
         reason = "" if status == "completed" else ev.reason  # type: ignore[union-attr]
-        call.outcome = Outcome(ev.rid, status, reason, call.response, call.error)
+        retry = None
+        if status == "failed" and reason == PREEMPTED:
+            status, retry = "preempted", self.preemption.retry_after
+        call.outcome = Outcome(ev.rid, status, reason, call.response, call.error, retry)
+        self.preemption.forget(ev.rid)
+        if call.stop_timer is not None:
+            call.stop_timer.cancel()
         if call.wake is not None:
             call.wake_up()
         if not self._calls and self._idle is not None:

@@ -5,6 +5,9 @@
 * rejected — 429 + ``retry-after-ms``/``retry-after`` to the next window start;
 * dropped as doomed — 503 + ``x-should-retry: false`` (a retry would be doomed too);
 * cancelled or shut down — 503 (a retry, elsewhere, can help);
+* preempted (a running surplus request stopped to shed load) — 503 + ``retry-after-ms``/``retry-after``
+  (the Guard's retry hint) and ``x-should-retry: true``; mid-stream, the same error object as an SSE
+  event, after which the stream ends (no ``[DONE]``): the client retries, it never hangs;
 * timed out — 504; the upstream failed — 502 (its 503/504 kept);
 * the upstream refused the request as the client's mistake — its own 4xx and its
   own error object, relayed as they came, + ``x-should-retry: false``;
@@ -30,7 +33,7 @@ from ..contract import Contract, CreditMode
 from ..enforce.guard import Outcome
 from ..enforce.stream import client_fault
 from ..errors import DispatchError, EnforcementError
-from .metrics import MetricsSink
+from .prometheus import MetricsSink
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
 
@@ -85,6 +88,10 @@ class Answers:
                 return 401, body, {"www-authenticate": "Bearer"}
             body = error_body(message, "rate_limit_error", code=outcome.reason or "rejected")
             return 429, body, retry_headers(self._next_window())
+        if outcome.status == "preempted":
+            body = error_body(message, "service_unavailable_error", code="preempted")
+            wait = outcome.retry_after if outcome.retry_after is not None else 1.0
+            return 503, body, retry_headers(wait, retry=True)
         if outcome.status == "dropped":
             body = error_body(message, "service_unavailable_error", code=outcome.reason or "dropped")
             return 503, body, {"x-should-retry": "false"}

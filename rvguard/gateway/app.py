@@ -61,7 +61,7 @@ from ..events import is_client_error
 from .answers import Answers, PendingAnswer
 from .config import KeysConfig, identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
-from .metrics import MetricsSink
+from .prometheus import MetricsSink
 from .server import KEEP_ALIVE_S, serving
 from .trace import TraceFile
 from .upstream import END, Channel, UpstreamDispatcher, upstream_url
@@ -99,6 +99,8 @@ class GatewaySettings:
         max_body: the largest request body accepted, in bytes (413 above).
         header_timeout, body_timeout: seconds a request's headers, then its body, may take.
         probe_interval: seconds between two readiness probes of the upstream.
+        preempt_grace: seconds a preempted surplus request may still run (`Guard.preempt`).
+        retry_after: the retry hint (seconds) a preempted client gets (503 ``retry-after``).
     """
 
     upstream: str
@@ -119,6 +121,8 @@ class GatewaySettings:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     probe_interval: float = 5.0
+    preempt_grace: float = 0.0
+    retry_after: float = 1.0
 
     def __post_init__(self) -> None:
         upstream_url(self.upstream)
@@ -227,6 +231,8 @@ class Gateway:
             deferred_drop=settings.deferred_drop,
             watch=settings.watch,
             dispatch_policy=settings.dispatch_policy,
+            preempt_grace=settings.preempt_grace,
+            retry_after=settings.retry_after,
         )
         self.metrics.watch_guard(self.guard)
         if self.trace is not None:
@@ -479,6 +485,8 @@ class Gateway:
         status, _body, _headers = self.answers.failure(outcome)
         if outcome.status in ("rejected", "dropped"):
             self._refused(ctx, tenant, status, outcome.reason, rid=outcome.rid)
+        elif outcome.status == "preempted":
+            log.info("request preempted", extra=_fields(ctx, tenant, event="preempted", rid=outcome.rid))
         elif is_client_error(outcome.reason):
             log.info(
                 "the upstream refused the request as the client's mistake",

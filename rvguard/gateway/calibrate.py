@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import MonotonicClock
-from ..enforce.dispatch import DispatchError
+from ..enforce.dispatchers import DispatchError
 from ..errors import MissingExtraError, SpecError
 from .upstream import upstream_url
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, MonotonicClock
-from ..enforce.dispatch import sse_lines
+from ..enforce.dispatchers import sse_lines
 from ..io.public import FractionRule, TenantRule, read_public, to_arrivals
 from .upstream import fresh_connections
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatch import Response, fresh_connections
+from ..enforce.dispatchers import Response, fresh_connections
 from ..enforce.request import Request
 from ..enforce.stream import Assembly, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError

@@ -14,20 +14,20 @@ import typing
 from .._lazy import attach as _attach
 
 if typing.TYPE_CHECKING:
-    from .model import ServiceDistribution as ServiceDistribution
     from .predict import LABEL as LABEL
     from .predict import Flag as Flag
     from .predict import ScreenResult as ScreenResult
     from .predict import TenantScreen as TenantScreen
     from .predict import Workload as Workload
     from .predict import screen as screen
+    from .queueing import ServiceDistribution as ServiceDistribution
 
 __all__ = ["LABEL", "Flag", "ScreenResult", "ServiceDistribution", "TenantScreen", "Workload", "screen"]
 
 __getattr__, __dir__ = _attach(
     __name__,
     {
-        ".model": ("ServiceDistribution",),
+        ".queueing": ("ServiceDistribution",),
         ".predict": ("LABEL", "Flag", "ScreenResult", "TenantScreen", "Workload", "screen"),
     },
 )

@@ -25,8 +25,8 @@ from pathlib import Path
 from ..contract import Contract, load_contract
 from ..errors import SpecError, TraceError
 from ..events import Complete, Dispatch
-from .model import ServiceDistribution
 from .predict import ScreenResult, Workload, screen
+from .queueing import ServiceDistribution
 
 __all__ = ["add_arguments", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
 

@@ -44,8 +44,8 @@ from ..sim.experiments import MARQUEE_CONTRACT
 from ..sim.run import run_once
 from ..sim.stats import pooled_interval
 from ..sim.workloads import poisson
-from .model import ServiceDistribution
 from .predict import Workload, screen
+from .queueing import ServiceDistribution
 from .scoring import Confusion, Score, score
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Why a screen and not a check: P95 is a property of the arrival/service
 ensemble, not of one trace, and no guard enforces it. This module answers
-"is P95 ≤ D likely at this load?" from a queueing model (`rvguard.screen.model`)
+"is P95 ≤ D likely at this load?" from a queueing model (`rvguard.screen.queueing`)
 and labels every answer as a screen, not a guarantee, with flags where the
 model is known to be optimistic (ρ → 1, dispersed service, deadlines below
 the service time). How far the answer can be trusted is measured by
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from ..contract import Contract, CreditMode, ExcessPolicy
 from ..errors import SpecError
-from .model import ServiceDistribution, class_waits, erlang_c, sojourn_quantile
+from .queueing import ServiceDistribution, class_waits, erlang_c, sojourn_quantile
 
 __all__ = ["LABEL", "Flag", "ScreenResult", "TenantScreen", "Workload", "dial_value", "screen"]
 

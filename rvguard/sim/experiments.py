@@ -32,12 +32,12 @@ from ..contract import Contract
 from ..enforce.learners import LSQLearner
 from ..errors import SpecError
 from ..events import Arrive, Complete, Event
-from .arms import Arm, Runner, run_arms
 from .backend import BackendModel
 from .loads import MARQUEE, MARQUEE_CONTRACT, marquee_arrivals
 from .profiling import PER_LOAD
 from .record import Condition
 from .run import make_learner, run_once
+from .runner import Arm, Runner, run_arms
 from .workloads import roles
 
 __all__ = [

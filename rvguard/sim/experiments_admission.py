@@ -27,10 +27,10 @@ import random
 
 from ..contract import Contract, CreditMode, ExcessPolicy
 from ..enforce.request import Request
-from .arms import Arm, Runner, run_arms, with_floored
 from .backend import BackendModel
 from .experiments import ExperimentResult, require_roles
 from .experiments_replay import TRACES, traces_dir
+from .runner import Arm, Runner, run_arms, with_floored
 from .workloads import floor_rate, paced, replay
 
 __all__ = ["DEADLINE_FACTORS", "LARGE", "LARGE_FRACTION", "demote_vs_reject", "token_credits"]

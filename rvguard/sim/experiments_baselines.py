@@ -20,8 +20,8 @@ test that, each on the marquee load (assured paced at B/W, the 14/s flood):
 from __future__ import annotations
 
 from ..contract import Contract
-from .arms import Arm, Runner, run_arms, with_floored
 from .experiments import ExperimentResult, require_roles
+from .runner import Arm, Runner, run_arms, with_floored
 
 __all__ = ["SERVER_DEADLINES", "rate_limit", "server_priority"]
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from ..contract import Contract
 from ..enforce.watch import WatchConfig
-from .arms import Arm, Runner, run_arms
 from .backend import BackendModel
 from .experiments import ExperimentResult, marquee_arrivals, require_roles, sojourns
 from .run import run_once
+from .runner import Arm, Runner, run_arms
 
 __all__ = ["BATCH_CAPS", "DEGRADE", "capacity_drop", "gaie_fault"]
 

@@ -53,9 +53,9 @@ from ..contract import Contract, ExcessPolicy, contract_from_mapping
 from ..data import TRACES as BUNDLED_TRACES
 from ..enforce.request import Request
 from ..errors import SpecError
-from .arms import Arm, Runner, run_arms
 from .experiments import ExperimentResult, require_roles, sojourns
 from .run import run_once
+from .runner import Arm, Runner, run_arms
 from .workloads import replay
 
 __all__ = ["REPLAY_CONTRACT", "TRACES", "trace_replay", "traces_dir"]

@@ -24,9 +24,9 @@ import statistics
 
 from ..contract import Contract
 from ..enforce.request import Request
-from .arms import Arm, Runner, run_arms
 from .experiments import ExperimentResult, require_roles
 from .experiments_replay import RATE, TRACES, traces_dir
+from .runner import Arm, Runner, run_arms
 from .stats import spearman
 from .workloads import public_rows, replay
 

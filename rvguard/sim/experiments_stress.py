@@ -19,17 +19,17 @@ axes the study keeps apart:
   (the study's "guard-DR cells", where DR fired once in 15).
 
 All use the admit-all learner (the guard's admission is then the only
-regulator) and paired arrivals across arms (`rvguard.sim.arms`). With
+regulator) and paired arrivals across arms (`rvguard.sim.runner`). With
 several floored tenants (``--spec``) the swept D or B is set on *every*
-floored tenant together (`rvguard.sim.arms.with_floored`).
+floored tenant together (`rvguard.sim.runner.with_floored`).
 """
 
 from __future__ import annotations
 
 from ..contract import Contract
-from .arms import Arm, Runner, run_arms, with_floored
 from .experiments import ExperimentResult, marquee_arrivals, require_roles, sojourns
 from .run import run_once
+from .runner import Arm, Runner, run_arms, with_floored
 from .workloads import floor_rate, roles
 
 __all__ = ["DEADLINES", "FLOORS", "deadline_sweep", "floor_sweep", "stress"]

@@ -46,8 +46,8 @@ def _runner(args: argparse.Namespace) -> Any:
             return None
         from functools import partial
 
-        from ..sim.arms import run_arms
         from ..sim.profiles import load_profile
+        from ..sim.runner import run_arms
 
         return partial(run_arms, model=load_profile(args.profile))
     if args.profile is not None:

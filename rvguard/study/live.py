@@ -1,7 +1,7 @@
 """``rvguard experiment NAME --backend URL``: an experiment's arms run open loop through the gateway.
 
 Why: the simulator is a model; the claim that the floor holds is about a
-real engine. This runner takes the same arms (`rvguard.sim.arms.Arm`) and
+real engine. This runner takes the same arms (`rvguard.sim.runner.Arm`) and
 the same paired arrivals, and instead of simulating them it serves each
 arm's contract with the real gateway (`rvguard.gateway.app.Gateway`, in
 process) in front of an OpenAI-compatible engine and fires the requests at
@@ -60,10 +60,10 @@ from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_lea
 from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import read_events
-from ..sim.arms import Arm, Arrivals, default_arrivals
 from ..sim.profiling import PER_LOAD, WARMUP_ROUNDS
 from ..sim.record import Condition, record_run
 from ..sim.run import judge
+from ..sim.runner import Arm, Arrivals, default_arrivals
 
 __all__ = ["LIVE_MODES", "LiveRunner", "live_runner", "profile_engine"]
 
@@ -124,7 +124,7 @@ def _gateway_contract(mode: str, contract: Contract) -> Contract:
 
 
 class LiveRunner:
-    """Runs arms against a real engine (module doc); a drop-in for `rvguard.sim.arms.run_arms`.
+    """Runs arms against a real engine (module doc); a drop-in for `rvguard.sim.runner.run_arms`.
 
     Args:
         upstream: the engine's base URL.
@@ -342,7 +342,7 @@ def live_runner(upstream: str, calibration: str | None, *, progress: Callable[[s
 
     import httpx
 
-    from ..enforce.dispatch import DispatchError
+    from ..enforce.dispatchers import DispatchError
     from ..gateway.calibrate import calibrate
     from ..sim.profiles import STUDY, profile_from_calibration, time_scale
 

@@ -10,7 +10,7 @@ extra.
   per floored tenant, service envelope, DR soundness, credit bound);
 * `synthesize_floor`, `synthesize_deadline`, `synthesize_slots`: optima;
 * `rvguard.verify.schedule`: the bounded schedule model and the backlog
-  lemma search; `rvguard.verify.credit`: k-induction of the AF credit logic.
+  lemma search; `rvguard.verify.af_induction`: k-induction of the AF credit logic.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import typing
 from .._lazy import attach as _attach
 
 if typing.TYPE_CHECKING:
-    from .check import all_hold as all_hold
-    from .check import verify_contract as verify_contract
-    from .check import verify_file as verify_file
     from .encoding import VerifyOptions as VerifyOptions
     from .obligations import ObligationResult as ObligationResult
+    from .preconditions import all_hold as all_hold
+    from .preconditions import verify_contract as verify_contract
+    from .preconditions import verify_file as verify_file
     from .synthesis import SynthesisResult as SynthesisResult
     from .synthesis import synthesize as synthesize
     from .synthesis import synthesize_deadline as synthesize_deadline
@@ -47,7 +47,7 @@ __all__ = [
 __getattr__, __dir__ = _attach(
     __name__,
     {
-        ".check": ("all_hold", "verify_contract", "verify_file"),
+        ".preconditions": ("all_hold", "verify_contract", "verify_file"),
         ".encoding": ("VerifyOptions",),
         ".obligations": ("ObligationResult",),
         ".synthesis": (

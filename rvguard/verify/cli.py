@@ -1,6 +1,6 @@
 """``rvguard verify SPEC [--synthesize floor|deadline|slots] [--tenant NAME] [--json]``.
 
-A thin driver over `rvguard.verify.check` and `rvguard.verify.synthesis`, declared in
+A thin driver over `rvguard.verify.preconditions` and `rvguard.verify.synthesis`, declared in
 `rvguard.verify.commands`. `run` is True when every obligation holds (exit 0) and False
 when one fails (exit 1); an unreadable or invalid contract, an unknown tenant or a missing
 z3-solver raises (exit 2, mapped by `rvguard.cli`).
@@ -14,9 +14,9 @@ import sys
 from typing import Any, TextIO
 
 from ..contract import load_contract
-from .check import STRADDLE_NOTE, all_hold, verify_contract
 from .encoding import VerifyOptions
 from .obligations import ObligationResult
+from .preconditions import STRADDLE_NOTE, all_hold, verify_contract
 from .synthesis import PARAMETERS, SynthesisResult, synthesize
 
 __all__ = ["add_arguments", "run"]

@@ -10,7 +10,7 @@ One parameter moves, every other field keeps its contract value:
   every deadline clause hold.
 
 The service-envelope and DR clauses do not depend on B, D or C, so they
-are not part of the optimisation; `rvguard.verify.check` reports them.
+are not part of the optimisation; `rvguard.verify.preconditions` reports them.
 
 Without the reference study's backlog assumption
 (``VerifyOptions(backlog_assumption=False)``, ``verify

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rvguard.clock import ManualClock
-from rvguard.enforce.dispatch import MockDispatcher, Response
+from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink, Outcome, _status
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
 from rvguard.enforce.learners import LearnerFailure, RejectAll

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvguard.enforce.dispatch import MockDispatcher, Response
+from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, Outcome, _status
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError

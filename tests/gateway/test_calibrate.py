@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rvguard.contract import contract_from_mapping
-from rvguard.enforce.dispatch import DispatchError
+from rvguard.enforce.dispatchers import DispatchError
 from rvguard.errors import SpecError
 from rvguard.gateway.calibrate import Calibration, calibrate, fit_line, percentile
 from rvguard.gateway.fake import FakeUpstream

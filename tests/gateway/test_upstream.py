@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rvguard.enforce.dispatch import DispatchError
+from rvguard.enforce.dispatchers import DispatchError
 from rvguard.enforce.request import Request
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.gateway.upstream import END, Channel, Chunk, UpstreamDispatcher, forced_body

@@ -17,7 +17,7 @@ from rvguard.screen.evaluate import (
     regime_of,
     small_grid,
 )
-from rvguard.screen.model import ServiceDistribution
+from rvguard.screen.queueing import ServiceDistribution
 
 REPS = 3
 

@@ -9,11 +9,11 @@ import pytest
 
 from rvguard.contract import Contract, load_contract
 from rvguard.errors import SpecError
-from rvguard.sim.arms import mean_assured_service
 from rvguard.sim.experiments import Condition, beta_sweep, fifo_ablation, require_roles
 from rvguard.sim.experiments import marquee_arrivals as experiment_arrivals
 from rvguard.sim.record import RunRecord
 from rvguard.sim.run import run_once
+from rvguard.sim.runner import mean_assured_service
 from rvguard.sim.workloads import poisson
 
 from ._common import MARQUEE, marquee_arrivals

@@ -53,8 +53,8 @@ REGION = [
 @pytest.fixture(scope="module")
 def verify():  # type: ignore[no-untyped-def]
     pytest.importorskip("z3")
-    from rvguard.verify.check import all_hold, verify_contract
     from rvguard.verify.encoding import VerifyOptions
+    from rvguard.verify.preconditions import all_hold, verify_contract
 
     def accepts(c: Contract) -> bool:
         return all_hold(verify_contract(c, options=VerifyOptions(backlog_assumption=False)))

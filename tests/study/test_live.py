@@ -7,7 +7,7 @@ import pytest
 from rvguard.enforce.request import Request
 from rvguard.errors import SpecError
 from rvguard.gateway.fake import FakeUpstream
-from rvguard.sim.arms import Arm
+from rvguard.sim.runner import Arm
 from rvguard.study.live import LiveRunner, _gateway_contract, path_capacity
 
 from ..sim._common import MARQUEE

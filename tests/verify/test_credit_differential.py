@@ -1,6 +1,6 @@
 """The k-induction model of the credit logic is the decision core's: replay random arrivals through both.
 
-`rvguard.verify.credit` proves AF on a z3 transition relation; this test
+`rvguard.verify.af_induction` proves AF on a z3 transition relation; this test
 keeps that relation honest. Each random arrival sequence (times, weights,
 learner bits) goes through `DecisionCore` and, step by step, through the
 model's `_step` with the concrete pre-state: the model's ``entitled`` and
@@ -19,7 +19,7 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Basis, Proposal
 from rvguard.verify._z3 import as_number, load_z3
-from rvguard.verify.credit import CreditLogic, _step
+from rvguard.verify.af_induction import CreditLogic, _step
 
 
 def _contract(floor: int, tokens: bool) -> Contract:

@@ -8,9 +8,9 @@ from argparse import Namespace
 import pytest
 
 from rvguard.contract import Contract, contract_from_mapping
-from rvguard.verify.check import verify_contract
 from rvguard.verify.cli import run
 from rvguard.verify.encoding import VerifyOptions
+from rvguard.verify.preconditions import verify_contract
 
 NO_ASSUMPTION = VerifyOptions(backlog_assumption=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Fail, Reject
-from rvguard.gateway.metrics import MetricsSink
+from rvguard.gateway.prometheus import MetricsSink
 
 from ._support import contract
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rvguard.screen.model import (
+from rvguard.screen.queueing import (
     ServiceDistribution,
     allen_cunneen,
     class_waits,

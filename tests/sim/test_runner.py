@@ -8,8 +8,8 @@ import pytest
 
 from rvguard.contract import load_contract
 from rvguard.events import Admit, Arrive
-from rvguard.sim.arms import Arm, mean_assured_service, run_arms, with_floored, with_tenant
 from rvguard.sim.run import run_once
+from rvguard.sim.runner import Arm, mean_assured_service, run_arms, with_floored, with_tenant
 
 from ._common import MARQUEE, marquee_arrivals
 

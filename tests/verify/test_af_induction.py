@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rvguard.verify.credit import CreditLogic, prove_af
+from rvguard.verify.af_induction import CreditLogic, prove_af
 
 
 def test_guard_logic_is_proved_for_count_and_tokens() -> None:

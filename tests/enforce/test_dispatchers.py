@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rvguard.enforce.dispatch import (
+from rvguard.enforce.dispatchers import (
     CallableDispatcher,
     DispatchError,
     MockDispatcher,
@@ -220,7 +220,7 @@ async def test_issue_one_connection_per_request(server: Server) -> None:
 
 
 def test_fresh_connections_is_one_helper_for_enforce_and_gateway() -> None:
-    from rvguard.enforce import dispatch
+    from rvguard.enforce import dispatchers as dispatch
     from rvguard.gateway import upstream
 
     assert upstream.fresh_connections is dispatch.fresh_connections

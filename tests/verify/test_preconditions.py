@@ -12,8 +12,8 @@ from rvguard.contract import Contract, contract_from_mapping
 from rvguard.sim.run import run_once
 from rvguard.sim.workloads import poisson
 from rvguard.verify import verify_contract
-from rvguard.verify.check import all_hold
 from rvguard.verify.encoding import VerifyOptions
+from rvguard.verify.preconditions import all_hold
 from rvguard.verify.synthesis import synthesize_deadline
 
 

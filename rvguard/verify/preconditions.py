@@ -1,0 +1,292 @@
+"""Verify a contract: every obligation of DESIGN §5, each with an actionable sentence.
+
+`verify_contract` runs each clause of `rvguard.verify.obligations` on its
+own encoding and solver, and turns z3's answer into an `ObligationResult`:
+the verdict is z3's; the sentence quotes the model's values and, for a
+failure, the nearest safe parameters found by `rvguard.verify.synthesis`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from ..contract import Contract, CreditMode, load_contract
+from ._z3 import load_z3
+from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions, ceiling_field, opp_field
+from .obligations import (
+    OUTPUT_TOKENS,
+    Decision,
+    ObligationResult,
+    blocking_fields,
+    cohort,
+    decide,
+    encode_credit_bound,
+    encode_deadline,
+    encode_dr_soundness,
+    encode_service_envelope,
+    encode_stability,
+    unbounded_ahead,
+    unbounded_symbols,
+)
+from .synthesis import synthesize_deadline, synthesize_floor, synthesize_slots
+
+__all__ = ["all_hold", "verify_contract", "verify_file"]
+
+Numbers = dict[str, float | int]
+
+
+def secs(x: float) -> str:
+    """Seconds for a sentence: two decimals, three when two would round."""
+    return f"{x:.2f}" if abs(round(x, 2) - x) < 1e-9 else f"{math.ceil(x * 1000 - 1e-9) / 1000:.3f}"
+
+
+def _short(field: str) -> str:
+    return {"service.s_max": "s_max", "service.s_max_opp": "s_max_opp"}.get(field, field)
+
+
+# -- stability ---------------------------------------------------------------
+def _stability(contract: Contract, options: VerifyOptions) -> ObligationResult:
+    enc = Encoding(load_z3(), contract, options=options)
+    d = decide(enc, encode_stability(enc))
+    v = d.values
+    demand, supply = float(v.get("demand", 0.0)), contract.slots * contract.window
+    lhs = f"Σ B·s_max = {secs(demand)} s"
+    rhs = f"C·W = {contract.slots}×{secs(contract.window)} s"
+    if d.holds:
+        return ObligationResult("stability", True, None, [], f"A4 holds: {lhs} ≤ {rhs}")
+    slots = synthesize_slots(contract, options=options).value
+    last = max((t.tier, n) for n, t in contract.floored_tenants.items())[1]
+    floor = synthesize_floor(contract, last, options=options).value
+    fixes = [f"raise slots to {slots}"] if slots is not None else []
+    if floor is not None:
+        fixes.append(f"lower the floor of {last} to {floor}")
+    fix = " or ".join(fixes) or "lower the floors"
+    msg = f"A4 fails: {lhs} > {rhs} = {secs(supply)} s: {fix}"
+    return ObligationResult("stability", False, d.counterexample, d.fields, msg)
+
+
+# -- deadlines ---------------------------------------------------------------
+def _deadline_terms(contract: Contract, tenant: str, v: Numbers) -> str:
+    block = blocking_fields(contract, tenant)
+    bname = _short(block[0]) if len(block) == 1 else f"max({', '.join(_short(b) for b in block)})"
+    ahead = cohort(contract, tenant)
+    waves = {ceiling_field(contract, j) for j in ahead}
+    wname = _short(next(iter(waves))) if len(waves) == 1 else f"max({', '.join(sorted(map(_short, waves)))})"
+    n = int(v[f"requests.ahead.{tenant}"])
+    if contract.credit is CreditMode.COUNT and len(ahead) > 1:
+        nshow = "(" + "+".join(f"{contract.tenants[j].floor:g}" for j in ahead) + ")"
+    else:
+        nshow = str(n)
+    return f"{bname} + ⌈{nshow}/{contract.slots}⌉·{wname}"
+
+
+def _deadline_fix(contract: Contract, tenant: str, bound: float, options: VerifyOptions) -> str:
+    fix = f"raise the deadline to {secs(bound)} s"
+    floor = synthesize_floor(contract, tenant, options=options).value
+    if floor is None:
+        return f"{fix} (no floor ≥ 1 meets the current one)"
+    tenants = dict(contract.tenants)
+    tenants[tenant] = tenants[tenant].model_copy(update={"floor": floor})
+    lowered = contract.model_copy(update={"tenants": tenants})
+    need = synthesize_deadline(lowered, tenant, options=options).value
+    inside = f" (floor {floor} holds for any deadline ≥ {secs(float(need))} s)" if need is not None else ""
+    return f"{fix} or lower the floor to {floor}{inside}"
+
+
+STRADDLE_NOTE = (
+    "the deadline bound assumes the assured backlog never carries across windows (Q_A ≤ B); "
+    "proofs/backlog_lemma.py (installed: python -m rvguard.data.proofs.backlog_lemma) refutes that "
+    "assumption with a burst straddling a window edge: "
+    "run with --no-backlog-assumption to also check the two-cohort bound that closes it"
+)
+
+
+def _decide_deadline(contract: Contract, tenant: str, options: VerifyOptions, cohorts: int) -> Decision:
+    enc = Encoding(load_z3(), contract, options=options)
+    pinned = (OUTPUT_TOKENS, *unbounded_symbols(contract, tenant))
+    return decide(enc, encode_deadline(enc, tenant, cohorts=cohorts), pinned=pinned)
+
+
+def _ranked_first(contract: Contract, tenant: str) -> Contract:
+    """The contract with each unfloored tenant ranked ahead of ``tenant`` moved to its tier."""
+    tier = contract.tenants[tenant].tier
+    tenants = dict(contract.tenants)
+    for j in unbounded_ahead(contract, tenant):
+        tenants[j] = tenants[j].model_copy(update={"tier": tier})
+    return contract.model_copy(update={"tenants": tenants})
+
+
+def _unbounded(
+    name: str, contract: Contract, tenant: str, d: Decision, options: VerifyOptions
+) -> ObligationResult:
+    """Unfloored work ranked ahead of a floor: no deadline holds. Why, the counterexample, the fixes."""
+    others = unbounded_ahead(contract, tenant)
+    tier, v = contract.tenants[tenant].tier, d.values
+    who = " and ".join(f"{j} (tier {contract.tenants[j].tier})" for j in others)
+    had = " and ".join(f"{int(v[f'requests.unbounded.{j}'])} of {j}'s" for j in others)
+    bound, dl = float(v[f"bound.{tenant}"]), contract.tenants[tenant].deadline
+    check = _straddle if name.startswith("straddle") else _deadline
+    after = check(_ranked_first(contract, tenant), tenant, options)
+    names = " and ".join(others)
+    msg = (
+        f"unfloored work of {who} ranks ahead of {tenant}'s floor (tier {tier}) and the learner may admit "
+        f"any amount of it, so no deadline holds: with {had} requests ahead "
+        f"({int(v[f'requests.ahead.{tenant}'])} in all) the bound is {secs(bound)} s > {secs(dl)} s; "
+        f"rank the floor first (give {names} tier {tier} or more: then {after.message}) "
+        f"or bound {names} with a floor (its excess is then rejected or demoted behind the floors)"
+    )
+    structure = {f"tenants.{tenant}.tier", *(f"tenants.{j}.{f}" for j in others for f in ("tier", "floor"))}
+    return ObligationResult(name, False, d.counterexample, sorted(set(d.fields) | structure), msg)
+
+
+def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
+    """The two-cohort bound: verified within the model's bounds, not proven in general."""
+    d = _decide_deadline(contract, tenant, options, cohorts=2)
+    name = f"straddle[{tenant}]"
+    if not d.values:
+        return _undecidable(name, d, contract)
+    if unbounded_ahead(contract, tenant):
+        return _unbounded(name, contract, tenant, d, options)
+    dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
+    n = int(d.values[f"requests.ahead.{tenant}"])
+    block, wave = _short(blocking_fields(contract, tenant)[0]), _short(ceiling_field(contract, tenant))
+    terms = f"{block} + ⌈{n}/{contract.slots}⌉·{wave}"
+    if d.holds:
+        msg = f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s (two windows' floors queued at once)"
+        return ObligationResult(name, True, None, [], msg)
+    msg = (
+        f"deadline {secs(dl)} s < {terms} = {secs(bound)} s: a burst straddling a window edge can queue "
+        f"two windows' floors at once (proofs/README.md); raise the deadline to {secs(bound)} s"
+    )
+    return ObligationResult(name, False, d.counterexample, d.fields, msg)
+
+
+def _deadline(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
+    d = _decide_deadline(contract, tenant, options, cohorts=1)
+    name = f"deadline[{tenant}]"
+    if not d.values:
+        return _undecidable(name, d, contract)
+    if unbounded_ahead(contract, tenant):
+        return _unbounded(name, contract, tenant, d, options)
+    dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
+    terms = _deadline_terms(contract, tenant, d.values)
+    if d.holds:
+        return ObligationResult(name, True, None, [], f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s")
+    fix = _deadline_fix(contract, tenant, bound, options)
+    msg = f"deadline {secs(dl)} s < {terms} = {secs(bound)} s: {fix}"
+    return ObligationResult(name, False, d.counterexample, d.fields, msg)
+
+
+def _undecidable(name: str, d: Decision, contract: Contract) -> ObligationResult:
+    msg = (
+        "token weights let a request spend no credit, so no number of requests per window "
+        "follows from the floor: raise token_weights.prompt or token_weights.output"
+    )
+    fields = d.fields or ["token_weights.prompt", "token_weights.output"]
+    return ObligationResult(name, False, None, fields, msg)
+
+
+# -- envelope and DR ---------------------------------------------------------
+def _ceilings(contract: Contract) -> dict[str, float]:
+    values = {opp_field(contract): contract.service.opp_ceiling}
+    for n, t in contract.tenants.items():
+        ceiling = contract.ceiling(n) if t.floored else contract.service.opp_ceiling
+        values[ceiling_field(contract, n)] = ceiling
+    return values
+
+
+def _envelope(contract: Contract, options: VerifyOptions) -> ObligationResult:
+    enc = Encoding(load_z3(), contract, options=options)
+    d = decide(enc, encode_service_envelope(enc))
+    upper, cap = contract.service.upper, contract.output_cap
+    if upper is None:
+        msg = "no upper bound U declared: the ceilings are the envelope (an assumption the monitors watch)"
+        return ObligationResult("service_envelope", True, None, [], msg)
+    top = upper.at(cap)
+    if d.holds:
+        return ObligationResult(
+            "service_envelope", True, None, [], f"U(output_cap = {cap}) = {secs(top)} s ≤ every ceiling"
+        )
+    ceilings = _ceilings(contract)
+    in_core = [f for f in d.fields if f in ceilings]
+    field = in_core[0] if in_core else min(ceilings, key=lambda f: ceilings[f])
+    ceil = ceilings[field]
+    fix = f"raise {field} to {secs(top)} s"
+    if upper.per_token > 0 and upper.base <= ceil:
+        fix += f" or lower output_cap to {math.floor((ceil - upper.base) / upper.per_token + 1e-9)}"
+    msg = f"service.upper at output_cap = {cap} tokens is {secs(top)} s > {field} = {secs(ceil)} s: {fix}"
+    return ObligationResult("service_envelope", False, d.counterexample, d.fields, msg)
+
+
+def _dr(contract: Contract, options: VerifyOptions) -> ObligationResult:
+    enc = Encoding(load_z3(), contract, options=options)
+    d = decide(enc, encode_dr_soundness(enc))
+    lower, cap = contract.service.lower, contract.output_cap
+    if d.holds:
+        msg = (
+            f"L(ℓ) ≤ the envelope for ℓ ≤ {cap} (L(cap) = {secs(lower.at(cap))} s); "
+            "L ≤ true service stays an assumption the monitors check"
+        )
+        return ObligationResult("dr_soundness", True, None, [], msg)
+    ell = int(d.values.get("output_tokens", cap))
+    msg = (
+        f"service.lower at ℓ = {ell} tokens is {secs(lower.at(ell))} s, above a possible service "
+        f"({', '.join(f for f in d.fields if f.startswith(('service.s_max', 'service.upper', 'tenants')))}): "
+        "lower service.lower so that doom-sound drops never shed feasible work"
+    )
+    return ObligationResult("dr_soundness", False, d.counterexample, d.fields, msg)
+
+
+def _credit_bound(contract: Contract, options: VerifyOptions) -> ObligationResult:
+    enc = Encoding(load_z3(), contract, options=options)
+    d = decide(enc, encode_credit_bound(enc))
+    if d.holds:
+        w = float(d.values.get("token_weights.prompt", 0)) * options.min_prompt_tokens + float(
+            d.values.get("token_weights.output", 0)
+        ) * min(options.min_output_tokens, contract.output_cap)
+        msg = f"w_min = {w:g} > 0: at most ⌊B / {w:g}⌋ requests per window"
+        return ObligationResult("credit_bound", True, None, [], msg)
+    return _undecidable("credit_bound", d, contract)
+
+
+# -- driver ------------------------------------------------------------------
+def verify_contract(
+    contract: Contract, *, options: VerifyOptions = DEFAULT_OPTIONS
+) -> list[ObligationResult]:
+    """Check every obligation of ``contract``.
+
+    Returns:
+        One result per clause: ``credit_bound`` (token credits only),
+        ``stability``, ``deadline[<tenant>]`` per floored tenant,
+        ``service_envelope`` and ``dr_soundness``.
+
+    Raises:
+        MissingExtraError: z3-solver is not installed.
+    """
+    checks: list[Callable[[], ObligationResult]] = []
+    if contract.credit is CreditMode.TOKENS:
+        checks.append(lambda: _credit_bound(contract, options))
+    checks.append(lambda: _stability(contract, options))
+    for name in sorted(contract.floored_tenants, key=lambda n: (contract.tenants[n].tier, n)):
+        checks.append(lambda name=name: _deadline(contract, name, options))  # type: ignore[misc]
+        if not options.backlog_assumption:
+            checks.append(lambda name=name: _straddle(contract, name, options))  # type: ignore[misc]
+    checks += [lambda: _envelope(contract, options), lambda: _dr(contract, options)]
+    return [check() for check in checks]
+
+
+def verify_file(path: str | Path, *, options: VerifyOptions = DEFAULT_OPTIONS) -> list[ObligationResult]:
+    """Load a contract file and verify it.
+
+    Raises:
+        SpecError: the file cannot be read or a field is invalid.
+        MissingExtraError: z3-solver is not installed.
+    """
+    return verify_contract(load_contract(path), options=options)
+
+
+def all_hold(results: list[ObligationResult]) -> bool:
+    """True when every obligation holds."""
+    return all(r.holds for r in results)
