@@ -1,0 +1,201 @@
+"""Headroom telemetry: `HeadroomSample` records from vLLM's Prometheus ``/metrics`` or a callable.
+
+The redline (`rvguard.enforce.redline`) needs each resource's headroom as a fraction, stamped with
+the sample's own time. vLLM (V1 engine, the version in ``.venv-vllm``) exports
+``vllm:kv_cache_usage_perc`` (a fraction in [0, 1] despite its name), ``vllm:num_requests_running``
+and ``vllm:num_requests_waiting``; older engines called the first ``vllm:gpu_cache_usage_perc``,
+read when the new name is absent. Resources:
+
+* ``kv_cache`` = 1 − the KV-cache usage (the highest over the engine's label sets);
+* ``seqs`` = 1 − running / ``max_num_seqs``, when the engine's ``max_num_seqs`` is given.
+
+The exposition is parsed with prometheus_client's own text parser. A sample's time is the
+payload's timestamp when the exporter sends one, else the scrape's (the clock's time when the
+answer arrived). `MetricsHeadroomSource.read` polls no faster than ``min_interval`` (set it to
+the exporter's refresh period): a call sooner returns no sample, so a loop ticking faster than
+its telemetry cannot feed the redline duplicates (which it would ignore anyway).
+
+`CallableHeadroomSource` embeds any function returning ``{resource: headroom}``.
+
+Errors are specific: `TelemetryUnavailableError` (refused, timed out, an HTTP error status) and
+`TelemetryFormatError` (unparsable text, a metric missing, a value out of range), each naming
+the URL and the metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from ..clock import Clock
+from ..errors import MissingExtraError, TelemetryFormatError, TelemetryUnavailableError
+from .redline import HeadroomSample
+
+__all__ = [
+    "KV_USAGE",
+    "RUNNING",
+    "WAITING",
+    "CallableHeadroomSource",
+    "HeadroomSource",
+    "MetricsHeadroomSource",
+    "samples_from_exposition",
+]
+
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # new name first
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+
+
+class HeadroomSource(Protocol):
+    """Anything that yields fresh headroom samples (an empty list: nothing new yet)."""
+
+    async def read(self) -> list[HeadroomSample]:
+        """The samples read now."""
+        ...
+
+
+def _families(text: str, source: str) -> dict[str, list[tuple[float, float | None]]]:
+    """Each sample name's (value, payload timestamp) pairs."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:  # pragma: no cover - the gateway extra brings it
+        raise MissingExtraError("prometheus_client", "gateway") from None
+    out: dict[str, list[tuple[float, float | None]]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                ts = None if s.timestamp is None else float(s.timestamp)
+                out.setdefault(s.name, []).append((float(s.value), ts))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise TelemetryFormatError(f"not Prometheus exposition text: {exc}", source=source) from None
+    return out
+
+
+def _metric(
+    fams: Mapping[str, list[tuple[float, float | None]]], names: tuple[str, ...], source: str
+) -> tuple[float, float | None]:
+    """The highest value of the first of ``names`` present, with its payload timestamp."""
+    for name in names:
+        values = fams.get(name)
+        if values:
+            value, ts = max(values, key=lambda v: v[0])
+            if not math.isfinite(value) or value < 0:
+                raise TelemetryFormatError(
+                    f"is not a finite number ≥ 0, got {value!r}", source=source, field=name
+                )
+            return value, ts
+    raise TelemetryFormatError("is missing from the exposition", source=source, field=names[0])
+
+
+def samples_from_exposition(
+    text: str, scraped_at: float, *, source: str = "<text>", max_num_seqs: int | None = None
+) -> list[HeadroomSample]:
+    """Headroom samples from one ``/metrics`` payload (module doc for the resources).
+
+    Args:
+        text: the Prometheus text exposition.
+        scraped_at: when the answer arrived, on the guard's clock (used when the payload has
+            no timestamp of its own).
+        source: where it came from, for errors.
+        max_num_seqs: the engine's sequence slots; ``None`` leaves ``seqs`` out.
+
+    Raises:
+        TelemetryFormatError: unparsable text, a metric missing, a usage above 1 or a
+            running count above ``max_num_seqs``.
+    """
+    fams = _families(text, source)
+    usage, ts = _metric(fams, KV_USAGE, source)
+    if usage > 1.0:
+        raise TelemetryFormatError(f"is a fraction, got {usage!r}", source=source, field=KV_USAGE[0])
+    out = [HeadroomSample("kv_cache", 1.0 - usage, scraped_at if ts is None else ts)]
+    if max_num_seqs is not None:
+        running, ts = _metric(fams, (RUNNING,), source)
+        if running > max_num_seqs:
+            raise TelemetryFormatError(
+                f"{running:g} running exceeds max_num_seqs {max_num_seqs}", source=source, field=RUNNING
+            )
+        out.append(HeadroomSample("seqs", 1.0 - running / max_num_seqs, scraped_at if ts is None else ts))
+    return out
+
+
+class MetricsHeadroomSource:
+    """Polls a vLLM engine's ``/metrics`` (module doc).
+
+    Args:
+        url: the metrics URL, e.g. ``http://127.0.0.1:8000/metrics``.
+        clock: the guard's clock (stamps the scrape).
+        min_interval: seconds between two scrapes at least (the exporter's refresh period).
+        max_num_seqs: the engine's ``max_num_seqs`` (adds the ``seqs`` resource).
+        timeout: seconds a scrape may take.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        clock: Clock,
+        *,
+        min_interval: float = 1.0,
+        max_num_seqs: int | None = None,
+        timeout: float = 2.0,
+    ) -> None:
+        if not min_interval >= 0.0:
+            raise ValueError(f"min_interval must be ≥ 0, got {min_interval!r}")
+        self.url = url
+        self._clock = clock
+        self._min_interval = min_interval
+        self._max_num_seqs = max_num_seqs
+        self._timeout = timeout
+        self._last = -math.inf
+        self.scrapes = 0
+
+    async def read(self) -> list[HeadroomSample]:
+        """Scrape once, unless the last scrape is younger than ``min_interval`` (then ``[]``).
+
+        Raises:
+            TelemetryUnavailableError: refused, timed out, or an HTTP error status.
+            TelemetryFormatError: as `samples_from_exposition`.
+        """
+        if self._clock.now() - self._last < self._min_interval:
+            return []
+        import httpx
+
+        self._last = self._clock.now()
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                answer = await client.get(self.url)
+        except httpx.HTTPError as exc:
+            raise TelemetryUnavailableError(f"{type(exc).__name__}: {exc}", source=self.url) from None
+        if answer.status_code >= 400:
+            raise TelemetryUnavailableError(f"HTTP {answer.status_code}", source=self.url)
+        self.scrapes += 1
+        return samples_from_exposition(
+            answer.text, self._clock.now(), source=self.url, max_num_seqs=self._max_num_seqs
+        )
+
+
+class CallableHeadroomSource:
+    """Wraps ``fn() -> {resource: headroom}``; each answer is stamped with the clock's time.
+
+    Raises (from `read`):
+        TelemetryFormatError: the answer is not a mapping of names to fractions in [0, 1].
+    """
+
+    def __init__(self, fn: Callable[[], Mapping[str, float]], clock: Clock) -> None:
+        self._fn = fn
+        self._clock = clock
+
+    async def read(self) -> list[HeadroomSample]:
+        """Call the function once."""
+        answer = self._fn()
+        now = self._clock.now()
+        if not isinstance(answer, Mapping):
+            raise TelemetryFormatError(f"must return a mapping, got {answer!r}", source="<callable>")
+        out = []
+        for name, value in answer.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise TelemetryFormatError(
+                    f"must be in [0, 1], got {value!r}", source="<callable>", field=str(name)
+                )
+            out.append(HeadroomSample(str(name), float(value), now))
+        return out
