@@ -84,7 +84,8 @@ def _client(workers: int | None, scheduler: str | None, *, processes: bool) -> I
             threads_per_worker=1,
             processes=processes,
             host="127.0.0.1",
-            dashboard_address=None,
+            protocol="tcp",
+            dashboard_address="127.0.0.1:0",  # no fixed port (8787 may be taken)
             silence_logs=logging.ERROR,
         ) as cluster,
         distributed.Client(cluster) as client,

@@ -194,6 +194,40 @@ def _busy(trace: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]
     return out
 
 
+def _split(trace: ColumnarTrace) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], ColumnarTrace]:
+    """Per rid, whether it arrives here; per row, whether its request arrived before; the others' rows."""
+    has_arrive = np.zeros(len(trace.rid_names), dtype=bool)
+    has_arrive[trace.rid[trace.kind == ARRIVE]] = True
+    orphan = ~has_arrive[trace.rid]
+    return has_arrive, orphan, take(trace, np.flatnonzero(~orphan))
+
+
+def _deferred(
+    trace: ColumnarTrace,
+    req: RequestTable,
+    ent: tuple[I64, npt.NDArray[np.bool_], I64, F64],
+    settled: npt.NDArray[np.bool_],
+    used_first: dict[int, int],
+    k0: int,
+) -> list[Deferred]:
+    """The requests arriving here that the fold judges, in arrival order."""
+    return [
+        Deferred(
+            trace.rid_names[r],
+            trace.tenant_names[int(req.tenant[r])],
+            bool(req.floored[r]),
+            int(ent[0][r]),
+            int(ent[2][r]),
+            bool(ent[1][r]),
+            float(ent[3][r]),
+            used_first.get(r, 0),
+            int(ent[0][r]) == k0,
+        )
+        for r in req.arrivals.tolist()
+        if not settled[r]
+    ]
+
+
 def summarise(
     trace: ColumnarTrace,
     contract: Contract,
@@ -220,11 +254,7 @@ def summarise(
     if problem:
         return PartitionSummary(index, path, problem=problem)
     events_of: Records = records if records is not None else trace.events_at
-    arrives = trace.kind == ARRIVE
-    has_arrive = np.zeros(len(trace.rid_names), dtype=bool)
-    has_arrive[trace.rid[arrives]] = True
-    orphan = ~has_arrive[trace.rid]
-    own = take(trace, np.flatnonzero(~orphan))
+    has_arrive, orphan, own = _split(trace)
     idx = row_index(own)
     if not idx.clean:
         return PartitionSummary(index, path, problem="a request breaks the protocol")
@@ -233,27 +263,11 @@ def summarise(
     k0 = window_index(float(trace.t[0]), contract.epoch, contract.window)
     k1 = window_index(float(trace.t[-1]), contract.epoch, contract.window)
     credit_first, used_first = _credit(req, ent, trace.tenant_names, k0)
-    credit_last = credit_first if k1 == k0 else _credit(req, ent, trace.tenant_names, k1)[0]
-    arrived = has_arrive
-    settled = arrived & (req.end_kind >= 0) & (ent[0] > k0)
+    settled = has_arrive & (req.end_kind >= 0) & (ent[0] > k0)
     s_trace = take(own, np.flatnonzero(settled[own.rid]))
     s_req = request_table(s_trace, contract)
     violations = offline_violations(s_trace, contract, s_req, ent, set(names))
-    deferred_rids = [r for r in req.arrivals.tolist() if not settled[r]]
-    deferred = [
-        Deferred(
-            trace.rid_names[r],
-            trace.tenant_names[int(req.tenant[r])],
-            bool(req.floored[r]),
-            int(ent[0][r]),
-            int(ent[2][r]),
-            bool(ent[1][r]),
-            float(ent[3][r]),
-            used_first.get(r, 0),
-            int(ent[0][r]) == k0,
-        )
-        for r in deferred_rids
-    ]
+    deferred = _deferred(trace, req, ent, settled, used_first, k0)
     wanted = np.flatnonzero(orphan | ~settled[trace.rid])
     return PartitionSummary(
         index,
@@ -264,7 +278,7 @@ def summarise(
         first_window=k0,
         last_window=k1,
         credit_first=credit_first,
-        credit_last=credit_last,
+        credit_last=credit_first if k1 == k0 else _credit(req, ent, trace.tenant_names, k1)[0],
         arrived=rid_hashes([trace.rid_names[r] for r in req.arrivals.tolist()]),
         settled=request_tally(s_trace, contract, s_req, ent, None),
         violations=_with_records(violations, s_trace, events_of),
