@@ -470,9 +470,10 @@ class DecisionCore:
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
         if not facts.floored:
             return None
-        if entitled and self._floor_room(req.tenant, k, facts.weight_units):
-            return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
-        return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
+        if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):
+            return self._admit(entry, Basis.FLOOR, _REJECT, now, k)  # ``req.pool``: a shared pool refused
+        why = req.pool or ("excess" if not entitled else "floor-lowered")
+        return None if self._demote else Reject(now, req.rid, why)
 
     def _by_learner(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         """Surplus (or demoted excess) as the learner proposes; a learner reject says why."""
