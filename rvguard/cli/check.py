@@ -17,8 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "trace",
         nargs="+",
-        help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); several: guard replicas' "
-        "traces, merged and judged as one fleet (AF fleet-wide, in the shared pool's order)",
+        help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); or a directory or glob of "
+        "Parquet partitions, checked as their concatenation; several traces: guard replicas' traces, "
+        "merged and judged as one fleet (AF fleet-wide, in the shared pool's order)",
     )
     p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
     p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
