@@ -100,7 +100,7 @@ class CheckReport:
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
             "notes": [P95_NOTE],
             "seconds": self.seconds,
-            "fleet": None if self.fleet is None else _fleet_dict(self.fleet),
+            **({} if self.fleet is None else {"fleet": _fleet_dict(self.fleet)}),  # several traces only
         }
 
 
