@@ -8,6 +8,12 @@ form. A refused line (a WF violation, an unknown tenant, a bad field) moves
 no clock and fires no timer. Strict reading stops at the first bad line with a located
 `TraceError`; lenient reading records every bad line by number, leaves it
 out, and checks the rest — nothing is skipped silently.
+
+A partitioned trace (a directory or glob of Parquet files, `rvguard.io.dataset`)
+streams through the same monitor partition after partition: the report is
+that of their concatenation, and an error names the partition and its row.
+Memory is the monitor's (above) plus one record batch, whatever the number
+of partitions. ``rvguard.check_parallel`` judges one on several processes.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -24,6 +30,7 @@ from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
 from .io import iter_records
+from .io.dataset import is_dataset, partitions
 from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
@@ -48,11 +55,17 @@ P95_NOTE = (
 
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """A line left out under ``--lenient``: where, which field, why."""
+    """A line left out under ``--lenient``: where, which field, why (``path``: the partition)."""
 
     line: int
     field: str
     reason: str
+    path: str = ""  # set for a partitioned trace, where a line number alone is ambiguous
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``bad_lines`` item of ``--json`` (``path`` only for a partitioned trace)."""
+        out: dict[str, Any] = {"line": self.line, "field": self.field, "reason": self.reason}
+        return out | {"path": self.path} if self.path else out
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,7 @@ class CheckReport:
             "properties": {p: CLAIMS.get(p, "monitored (user-defined)") for p in self.properties},
             "violations": [v.to_dict() for v in self.violations],
             "metrics": self.metrics.to_dict(),
-            "bad_lines": [{"line": b.line, "field": b.field, "reason": b.reason} for b in self.bad_lines],
+            "bad_lines": [b.to_dict() for b in self.bad_lines],
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
             "notes": [P95_NOTE],
             "seconds": self.seconds,
@@ -127,9 +140,19 @@ def _records(path: str) -> Iterator[tuple[int, Event | TraceError]]:
 class _Run:
     """One pass over the records: feed, classify bad lines, keep events for the sweep."""
 
-    def __init__(self, monitor: Monitor, path: str, *, lenient: bool, report_wf: bool, keep: bool) -> None:
+    def __init__(
+        self,
+        monitor: Monitor,
+        path: str,
+        *,
+        lenient: bool,
+        report_wf: bool,
+        keep: bool,
+        dataset: bool = False,
+    ) -> None:
         self.monitor = monitor
-        self.path = path
+        self.path = path  # the file being read: a partition's, for a partitioned trace
+        self.dataset = dataset
         self.lenient = lenient
         self.report_wf = report_wf
         self.keep = keep
@@ -147,18 +170,25 @@ class _Run:
             located = err.located(path=self.path, line=line) if not err.line else err
             if not self.lenient:
                 raise located from None
-            self.bad.append(BadLine(line, located.field, located.reason))
+            self.bad.append(self._bad(line, located.field, located.reason))
             return
         wf_found = [v for v in found if v.property == "WF"]
         if wf_found:
             protocol = _protocol_error(wf_found[0], self.path, line)
             if not self.lenient:
                 raise protocol
-            self.bad.append(BadLine(line, protocol.field, wf_found[0].detail))
+            self.bad.append(self._bad(line, protocol.field, wf_found[0].detail))
         self.violations.extend(v for v in found if v.property != "WF" or self.report_wf)
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
+
+    def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
+        return BadLine(line, field_name, reason, self.path if self.dataset else "")
+
+    def feed(self, records: Iterable[tuple[int, Event | TraceError]]) -> None:
+        for line, item in records:
+            self.take(line, item)
 
 
 def check_trace(
@@ -171,10 +201,12 @@ def check_trace(
     progress: TextIO | None = None,
     records: Callable[[str], Iterator[tuple[int, Event | TraceError]]] | None = None,
 ) -> CheckReport:
-    """Check one trace file.
+    """Check one trace file, or a partitioned trace partition by partition.
 
     Args:
-        path: a JSONL/CSV/Parquet trace (``-`` for JSONL on stdin).
+        path: a JSONL/CSV/Parquet trace (``-`` for JSONL on stdin), or a directory or glob of
+            Parquet partitions (`rvguard.io.dataset`): streamed one partition, one record batch
+            at a time, through the same monitor, so the verdicts are those of their concatenation.
         contract: the contract to judge against.
         properties: property names to report.
         lenient: leave bad lines out (recorded) instead of stopping.
@@ -188,11 +220,23 @@ def check_trace(
     """
     started = time.monotonic()
     monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
-    run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
+    parts = partitions(path) if records is None and is_dataset(path) else None
+    run = _Run(
+        monitor,
+        path,
+        lenient=lenient,
+        report_wf="WF" in properties,
+        keep=phase_steps is not None,
+        dataset=parts is not None,
+    )
     shown = display(progress) if progress is not None and progress.isatty() else contextlib.nullcontext()
     with shown:
-        for line, item in records(path) if records is not None else _records(path):
-            run.take(line, item)
+        if records is not None:
+            run.feed(records(path))
+        else:
+            for part in parts or [path]:
+                run.path = part
+                run.feed(_records(part))
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .bounds import printable
-from .check import CLAIMS, P95_NOTE, CheckReport
+from .check import CLAIMS, P95_NOTE, BadLine, CheckReport
 from .monitors import Metrics
 
 __all__ = ["render_check", "table"]
@@ -88,12 +88,17 @@ def _metrics(m: Metrics) -> list[str]:
     return ["", table(["metric", "value"], rows)]
 
 
+def _where(b: BadLine) -> str:
+    """``line 7``, or ``partition:7`` for a partitioned trace."""
+    return f"{printable(b.path)}:{b.line}" if b.path else f"line {b.line}"
+
+
 def _bad_lines(report: CheckReport) -> list[str]:
     if not report.bad_lines:
         return []
     out = ["", f"{len(report.bad_lines)} bad line(s) left out (--lenient):"]
     out += [
-        f"  line {b.line}: {printable(b.field or 'record')}: {printable(b.reason)}"
+        f"  {_where(b)}: {printable(b.field or 'record')}: {printable(b.reason)}"
         for b in report.bad_lines[:_MAX_VIOLATIONS]
     ]
     if len(report.bad_lines) > _MAX_VIOLATIONS:

@@ -14,7 +14,11 @@ MAX_PHASES = 10_000  # the sweep re-judges the whole trace once a phase
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard check``."""
-    p.add_argument("trace", help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin)")
+    p.add_argument(
+        "trace",
+        help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); or a directory or glob of "
+        "Parquet partitions, checked as their concatenation",
+    )
     p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
     p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

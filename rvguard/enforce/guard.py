@@ -250,6 +250,11 @@ class Guard:
         await self.aclose()
 
     # -- public API --------------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        """The Guard's clock (every event's time is read from it)."""
+        return self._clock
+
     async def submit(self, request: Request, identity: Identity | None = None) -> Outcome:
         """Run ``request`` through the guard and wait for its outcome; the dispatch runs here.
 
