@@ -48,6 +48,7 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
+    "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "

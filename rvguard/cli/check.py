@@ -27,15 +27,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lenient", action="store_true", help="leave bad lines out (reported), check the rest")
     p.add_argument(
         "--properties",
-        default="AF,SF,DR,WF",
-        help="comma-separated properties to report (AF, SF, DR, WF, ND); default AF,SF,DR,WF",
+        default="AF,SF,DR,WF,RB",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB); default AF,SF,DR,WF,RB",
     )
 
 
 def _properties(text: str) -> list[str]:
     props = [p.strip() for p in text.split(",") if p.strip()]
     if not props:
-        raise SpecError("--properties names no property: give some of AF, SF, DR, WF, ND", field="properties")
+        raise SpecError(
+            "--properties names no property: give some of AF, SF, DR, WF, ND, RB", field="properties"
+        )
     return props
 
 
