@@ -21,8 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard check``."""
     p.add_argument(
         "trace",
+        nargs="+",
         help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); or a directory or glob of "
-        "Parquet partitions, checked as their concatenation",
+        "Parquet partitions, checked as their concatenation; several traces: guard replicas' traces, "
+        "merged and judged as one fleet (AF fleet-wide, in the shared pool's order)",
     )
     p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
     p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
@@ -41,15 +43,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--properties",
-        default="AF,SF,DR,WF",
-        help="comma-separated properties to report (AF, SF, DR, WF, ND); default AF,SF,DR,WF",
+        default="AF,SF,DR,WF,RB",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB); default AF,SF,DR,WF,RB",
     )
 
 
 def _properties(text: str) -> list[str]:
     props = [p.strip() for p in text.split(",") if p.strip()]
     if not props:
-        raise SpecError("--properties names no property: give some of AF, SF, DR, WF, ND", field="properties")
+        raise SpecError(
+            "--properties names no property: give some of AF, SF, DR, WF, ND, RB", field="properties"
+        )
     return props
 
 
@@ -57,19 +61,23 @@ def _parallel(args: argparse.Namespace, contract: Contract, props: list[str]) ->
     """``--workers`` / ``--scheduler``: the partitions on Dask (strict reading, no phase sweep)."""
     from ..check_parallel import check_partitioned
 
+    if len(args.trace) > 1:
+        raise SpecError(
+            "--workers/--scheduler check one partitioned trace: give one directory or glob", field="trace"
+        )
     for flag, given in (("--lenient", args.lenient), ("--phase-sweep", args.phase_sweep is not None)):
         if given:
             raise SpecError(
                 f"{flag} reads the trace in one process: leave out --workers/--scheduler", field=flag[2:]
             )
     return check_partitioned(
-        args.trace, contract, properties=props, workers=args.workers, scheduler=args.scheduler
+        args.trace[0], contract, properties=props, workers=args.workers, scheduler=args.scheduler
     )
 
 
 def run(args: argparse.Namespace) -> bool:
     """Judge the trace; True when no property is violated."""
-    from ..check import check_trace
+    from ..check import check_traces
     from ..contract import load_contract
     from ..report import render_check
 
@@ -84,7 +92,7 @@ def run(args: argparse.Namespace) -> bool:
     if args.workers is not None or args.scheduler is not None:
         report = _parallel(args, contract, props)
     else:
-        report = check_trace(
+        report = check_traces(
             args.trace,
             contract,
             properties=props,

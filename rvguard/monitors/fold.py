@@ -42,6 +42,11 @@ the caller returns the reference's own answer. The argument:
    sends its terms in order (an earlier request's term filled in here), and
    the fold adds them left to right (`numpy.add.accumulate`), then the open
    requests' in arrival order — the monitor's own order, so the same float.
+5. *RB*, the one property whose state is shared by requests (surplus
+   requests in flight ≤ C − R), is a running count like the backlog: the fold
+   proves its maximum never exceeds C − R, so RB holds and reports nothing,
+   as the monitor would. A trace where it does exceed is ``unproven``: the
+   single-process check names each violating dispatch and its holders.
 
 Cost: O(summary) per partition plus O(log P) searches a rid; memory: the
 open requests' rows, and 8 bytes per rid seen (the hashes).
@@ -57,7 +62,7 @@ import numpy.typing as npt
 
 from ..columnar import ColumnarTrace
 from ..contract import Contract
-from ..events import Event
+from ..events import Basis, Event
 from ..lifecycle import ADMIT, DISPATCH, FINAL, INITIAL, N_KINDS, NEXT, STAGES, TERMINAL_CODES
 from ..verdict import Violation
 from .columns import request_table, row_index
@@ -82,6 +87,7 @@ class _Open:
     events: list[tuple[int, int, Event]] = field(default_factory=list)  # (partition, position, event)
     stage: int = _START
     admitted: bool = False
+    surplus: bool = False  # admitted on a basis other than floor (RB counts it once dispatched)
     t_dispatch: float | None = None
 
 
@@ -129,7 +135,7 @@ class Fold:
 
     def __init__(self, contract: Contract, names: Collection[str]) -> None:
         self.contract = contract
-        self.names = set(names)
+        self.names = set(names) - {"RB"}  # RB: a running count, proven never over its limit
         self.unproven = ""
         self.index = -1
         units = contract.credit_units()
@@ -146,6 +152,9 @@ class Fold:
         self._last_t: float | None = None
         self._backlog = 0
         self._max_backlog = 0
+        self._rb_limit = contract.slots - contract.reserve if "RB" in names else None
+        self._rb = 0
+        self._max_rb = 0
         self._busy = 0.0
 
     def add(self, s: PartitionSummary) -> bool:
@@ -169,6 +178,8 @@ class Fold:
         self._arrivals(s)
         if not self._rows(s):
             return False
+        if self._rb_limit is not None and self._max_rb > self._rb_limit:
+            return self._give_up(f"{s.path}: RB is violated (the single-process check names the dispatches)")
         assert s.settled is not None
         self._tallies.append(s.settled)
         self._violations += s.violations
@@ -205,9 +216,9 @@ class Fold:
         self._carry_window = s.last_window
 
     def _rows(self, s: PartitionSummary) -> bool:
-        """Walk the rows of open requests: lifecycle, backlog steps, busy terms; judge the ended."""
-        totals, highs = s.backlog
-        self._segment(int(totals[0]), int(highs[0]))
+        """Walk the rows of open requests: lifecycle, running counts, busy terms; judge the ended."""
+        (b_total, b_high), (r_total, r_high) = s.counts
+        self._segment(int(b_total[0]), int(b_high[0]), int(r_total[0]), int(r_high[0]))
         busy = s.busy.copy()
         holes = iter(np.flatnonzero(np.isnan(busy)).tolist())
         ended: list[_Open] = []
@@ -216,35 +227,46 @@ class Fold:
             req = self._open.get(ev.rid)
             if req is None:
                 return self._give_up(f"{s.path}: a {ev.kind.value} for {ev.rid!r}, not an open request")
-            code = ev.code
-            nxt = NEXT[req.stage * N_KINDS + code]
+            nxt = NEXT[req.stage * N_KINDS + ev.code]
             if nxt < 0:
                 return self._give_up(f"{s.path}: {ev.kind.value} of {ev.rid!r} breaks the protocol")
             req.stage = nxt
             req.events.append((s.index, pos, ev))
-            step = 0
-            if code == ADMIT:
-                req.admitted = True
-                step = 1 if req.info.floored else 0
-            elif code == DISPATCH:
-                req.t_dispatch = ev.t
-            elif code in TERMINAL_CODES:
-                step = -1 if req.info.floored and req.admitted else 0
-                if orphan:
-                    busy[next(holes)] = 0.0 if req.t_dispatch is None else ev.t - req.t_dispatch
+            backlog, rb = self._steps(req, ev)
+            if orphan and ev.code in TERMINAL_CODES:
+                busy[next(holes)] = 0.0 if req.t_dispatch is None else ev.t - req.t_dispatch
             if nxt in _FINAL:
                 ended.append(self._open.pop(ev.rid))
             if orphan:
-                self._segment(step, max(step, 0))
-                self._segment(int(totals[segment]), int(highs[segment]))
+                self._segment(backlog, max(backlog, 0), rb, max(rb, 0))
+                i = segment
+                self._segment(int(b_total[i]), int(b_high[i]), int(r_total[i]), int(r_high[i]))
                 segment += 1
         self._busy = float(np.add.accumulate(np.concatenate(([self._busy], busy)))[-1])
         self._judge(ended, None)
         return True
 
-    def _segment(self, total: int, high: int) -> None:
-        self._max_backlog = max(self._max_backlog, self._backlog + high)
-        self._backlog += total
+    @staticmethod
+    def _steps(req: _Open, ev: Event) -> tuple[int, int]:
+        """Update the request's facts by its event; its steps of the backlog and of RB's count."""
+        code = ev.code
+        if code == ADMIT:
+            req.admitted = True
+            req.surplus = getattr(ev, "basis", None) is not Basis.FLOOR
+            return (1 if req.info.floored else 0), 0
+        if code == DISPATCH:
+            req.t_dispatch = ev.t
+            return 0, (1 if req.surplus else 0)
+        if code in TERMINAL_CODES:
+            backlog = -1 if req.info.floored and req.admitted else 0
+            return backlog, (-1 if req.surplus and req.t_dispatch is not None else 0)
+        return 0, 0
+
+    def _segment(self, b_total: int, b_high: int, r_total: int, r_high: int) -> None:
+        self._max_backlog = max(self._max_backlog, self._backlog + b_high)
+        self._backlog += b_total
+        self._max_rb = max(self._max_rb, self._rb + r_high)
+        self._rb += r_total
 
     def _judge(self, requests: list[_Open], now: float | None) -> None:
         """Judge requests whose rows are all here by the offline checker, with the fold's entitlement."""

@@ -17,8 +17,9 @@ requests it sees into two sets:
   before). Its rows go to the fold, which judges it once its context is known.
 
 Besides those, the fold gets what only it can put in order: the credit each
-tenant spent in the first and last windows, the assured backlog's steps
-between the orphan rows, the service time each terminal row adds to the busy
+tenant spent in the first and last windows, the steps of the two running
+counts (the assured backlog, and RB's surplus requests in flight) between the
+orphan rows, the service time each terminal row adds to the busy
 sum (in row order: that float sum is the single-process check's, term by
 term), and the hashes of the rids that arrive here (for WF across partitions).
 A partition that is not WF-clean by itself, out of order, or names an unknown
@@ -37,11 +38,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from ..columnar import ColumnarTrace
+from ..columnar import BASIS_CODES, ColumnarTrace
 from ..contract import Contract
-from ..events import Event
+from ..events import Basis, Event
 from ..exact import window_index
-from ..lifecycle import ADMIT, ARRIVE, N_KINDS, TERMINAL_CODES
+from ..lifecycle import ADMIT, ARRIVE, DISPATCH, N_KINDS, TERMINAL_CODES
 from ..verdict import Violation
 from .columns import RequestTable, entitlement_columns, request_table, row_index
 from .offline_metrics import Tally, request_tally
@@ -54,6 +55,7 @@ F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 #: the record-path events of some partition rows (0-based row numbers), extras included
 Records = Callable[[Sequence[int]], list[Event]]
+_ZERO = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,8 @@ class PartitionSummary:
     deferred: list[Deferred] = field(default_factory=list)  # in arrival order
     rows: list[Event] = field(default_factory=list)  # every row of a deferred or orphan request, in order
     orphan: list[bool] = field(default_factory=list)  # per item of ``rows``: its request arrived before
-    backlog: tuple[I64, I64] = (np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    #: the assured backlog's and RB's running counts between orphan rows (totals, max prefixes)
+    counts: tuple[tuple[I64, I64], tuple[I64, I64]] = ((_ZERO, _ZERO), (_ZERO, _ZERO))
     busy: F64 = field(default_factory=lambda: np.zeros(0))  # nan: an orphan's end (the fold fills it)
 
 
@@ -159,29 +162,48 @@ def _credit(
     return tally, used
 
 
-def _backlog(trace: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]) -> tuple[I64, I64]:
-    """The assured backlog's steps between orphan rows: (total, max prefix ≥ 0) of each segment.
+def _segments(step: I64, orphan: npt.NDArray[np.bool_]) -> tuple[I64, I64]:
+    """A running count's steps between orphan rows: (total, max prefix ≥ 0) of each segment.
 
-    +1 at the admit of an assured request, −1 at the end of an admitted one
-    (the online accumulator's rule); an orphan row's step is the fold's to add,
-    before the segment that starts with it.
+    An orphan row's own step is the fold's to add (only it knows that request's
+    facts), before the segment that starts with it.
     """
-    rid = trace.rid
-    own = ~orphan
-    step = np.zeros(len(trace), dtype=np.int64)
-    floored = req.floored[rid] & own
-    step[floored & (trace.kind == ADMIT)] = 1
-    ends = np.isin(trace.kind, list(TERMINAL_CODES))
-    step[floored & ends & (req.admit_row[rid] >= 0)] = -1
     cs = np.cumsum(step)
     starts = [0, *np.flatnonzero(orphan).tolist()]
-    stops = [*starts[1:], len(trace)]
+    stops = [*starts[1:], len(step)]
     totals, highs = [], []
     for a, b in zip(starts, stops, strict=True):
         base = int(cs[a - 1]) if a else 0
         totals.append(int(cs[b - 1]) - base if b > a else 0)
         highs.append(max(0, int(cs[a:b].max()) - base) if b > a else 0)
     return np.array(totals, dtype=np.int64), np.array(highs, dtype=np.int64)
+
+
+def _counts(
+    trace: ColumnarTrace, own: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]
+) -> tuple[tuple[I64, I64], tuple[I64, I64]]:
+    """The assured backlog's and RB's running counts, as segments (`_segments`).
+
+    Backlog (the online accumulator's rule): +1 at the admit of an assured
+    request, −1 at the end of an admitted one. RB (`rvguard.monitors.rb`): +1
+    at the dispatch of a request admitted on a basis other than floor, −1 at
+    the end of one dispatched.
+    """
+    rid = trace.rid
+    known = ~orphan
+    ends = np.isin(trace.kind, list(TERMINAL_CODES))
+    floored = req.floored[rid] & known
+    backlog = np.zeros(len(trace), dtype=np.int64)
+    backlog[floored & (trace.kind == ADMIT)] = 1
+    backlog[floored & ends & (req.admit_row[rid] >= 0)] = -1
+    admits = own.kind == ADMIT
+    surplus_rid = np.zeros(len(trace.rid_names), dtype=bool)
+    surplus_rid[own.rid[admits]] = own.basis[admits] != BASIS_CODES[Basis.FLOOR]
+    surplus = surplus_rid[rid] & known
+    rb = np.zeros(len(trace), dtype=np.int64)
+    rb[surplus & (trace.kind == DISPATCH)] = 1
+    rb[surplus & ends & (req.dispatch_row[rid] >= 0)] = -1
+    return _segments(backlog, orphan), _segments(rb, orphan)
 
 
 def _busy(trace: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]) -> F64:
@@ -266,7 +288,7 @@ def summarise(
     settled = has_arrive & (req.end_kind >= 0) & (ent[0] > k0)
     s_trace = take(own, np.flatnonzero(settled[own.rid]))
     s_req = request_table(s_trace, contract)
-    violations = offline_violations(s_trace, contract, s_req, ent, set(names))
+    violations = offline_violations(s_trace, contract, s_req, ent, set(names) - {"RB"})
     deferred = _deferred(trace, req, ent, settled, used_first, k0)
     wanted = np.flatnonzero(orphan | ~settled[trace.rid])
     return PartitionSummary(
@@ -285,7 +307,7 @@ def summarise(
         deferred=deferred,
         rows=events_of((trace.line[wanted] - 1).tolist()),
         orphan=orphan[wanted].tolist(),
-        backlog=_backlog(trace, req, orphan),
+        counts=_counts(trace, own, req, orphan),
         busy=_busy(trace, req, orphan),
     )
 

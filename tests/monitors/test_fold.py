@@ -24,13 +24,14 @@ from rvguard.monitors.partition import summarise
 
 from .strategies import small_contract, wellformed_traces
 
-PROPS = ("AF", "SF", "DR", "WF", "ND")
-JUDGED = ("AF", "SF", "DR", "ND")
+PROPS = ("AF", "SF", "DR", "WF", "ND", "RB")
+JUDGED = ("AF", "SF", "DR", "ND", "RB")
 CONTRACTS = [
     small_contract("count"),
     small_contract("tokens"),
     small_contract("count", epoch=0.3),
     small_contract("tokens", epoch=0.7),
+    small_contract("count").model_copy(update={"reserve": 1}),  # RB: one surplus request in flight
 ]
 
 
@@ -73,6 +74,9 @@ def test_the_fold_is_the_single_process_check(data: st.DataObject, events: list[
     monitor = _reference(events, contract)
     assert monitor is not None
     fold = _fold(events, cuts, contract)
+    if any(v.property == "RB" for v in monitor.violations()):
+        assert "RB is violated" in fold.unproven  # the single-process check names the dispatches
+        return
     assert not fold.unproven
     _assert_same(fold, monitor)
 
@@ -110,7 +114,7 @@ def test_a_trace_the_check_refuses_is_never_folded(
     cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=6))
     monitor = _reference(events, contract)
     fold = _fold(events, cuts, contract)
-    if monitor is None:
+    if monitor is None or any(v.property == "RB" for v in monitor.violations()):
         assert fold.unproven
     else:
         assert not fold.unproven
