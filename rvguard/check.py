@@ -281,7 +281,9 @@ def check_traces(
     judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
     floor credit admitted per tenant and window ≤ B, and every entitled arrival
     admitted, entitlement counted in the shared pool's order where the trace
-    records it (``pool_arrived``). Errors are pinned to their own file and line.
+    records it (``pool_arrived``). RB is left out: each replica holds its own
+    C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
+    trace alone. Errors are pinned to their own file and line.
 
     Raises:
         TraceError: strict mode, at the first bad line (with file, line, field).
@@ -294,6 +296,7 @@ def check_traces(
     from .fleet.merge import merge_traces
 
     started = time.monotonic()
+    properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
     judged = [p for p in properties if p not in ("AF", "WF")]
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)

@@ -241,6 +241,14 @@ class Gateway:
                 "body_timeout": s.body_timeout,
             },
         )
+        if self.guard.contract.slots != c.slots:
+            log.info(
+                "%d engines: the Guard holds %d slots (ΣC_e); judge this replica's trace with slots: %d",
+                len(s.engines),
+                self.guard.contract.slots,
+                self.guard.contract.slots,
+                extra={"event": "startup", "slots": self.guard.contract.slots},
+            )
         if keys.unauthenticated == "lowest-tier":
             log.warning(
                 "the keys file serves anonymous traffic: requests without a valid key go to tenant %r",
