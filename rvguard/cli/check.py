@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from ..check import CheckReport
+    from ..contract import Contract
 
 __all__ = ["MAX_PHASES", "add_arguments", "run"]
 
@@ -16,13 +21,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard check``."""
     p.add_argument(
         "trace",
+        nargs="+",
         help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); or a directory or glob of "
-        "Parquet partitions, checked as their concatenation",
+        "Parquet partitions, checked as their concatenation; several traces: guard replicas' traces, "
+        "merged and judged as one fleet (AF fleet-wide, in the shared pool's order)",
     )
     p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
     p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--lenient", action="store_true", help="leave bad lines out (reported), check the rest")
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="check the Parquet partitions in parallel on a local Dask cluster of N workers (rvguard[dask])",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="check the Parquet partitions on an existing Dask cluster, e.g. tcp://10.0.0.5:8786",
+    )
     p.add_argument(
         "--properties",
         default="AF,SF,DR,WF,RB",
@@ -39,9 +57,27 @@ def _properties(text: str) -> list[str]:
     return props
 
 
+def _parallel(args: argparse.Namespace, contract: Contract, props: list[str]) -> CheckReport:
+    """``--workers`` / ``--scheduler``: the partitions on Dask (strict reading, no phase sweep)."""
+    from ..check_parallel import check_partitioned
+
+    if len(args.trace) > 1:
+        raise SpecError(
+            "--workers/--scheduler check one partitioned trace: give one directory or glob", field="trace"
+        )
+    for flag, given in (("--lenient", args.lenient), ("--phase-sweep", args.phase_sweep is not None)):
+        if given:
+            raise SpecError(
+                f"{flag} reads the trace in one process: leave out --workers/--scheduler", field=flag[2:]
+            )
+    return check_partitioned(
+        args.trace[0], contract, properties=props, workers=args.workers, scheduler=args.scheduler
+    )
+
+
 def run(args: argparse.Namespace) -> bool:
     """Judge the trace; True when no property is violated."""
-    from ..check import check_trace
+    from ..check import check_traces
     from ..contract import load_contract
     from ..report import render_check
 
@@ -53,13 +89,16 @@ def run(args: argparse.Namespace) -> bool:
             field="phase_sweep",
             value=args.phase_sweep,
         )
-    report = check_trace(
-        args.trace,
-        contract,
-        properties=props,
-        lenient=args.lenient,
-        phase_steps=args.phase_sweep,
-    )
+    if args.workers is not None or args.scheduler is not None:
+        report = _parallel(args, contract, props)
+    else:
+        report = check_traces(
+            args.trace,
+            contract,
+            properties=props,
+            lenient=args.lenient,
+            phase_steps=args.phase_sweep,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
     else:
