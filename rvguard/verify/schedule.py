@@ -252,11 +252,7 @@ def simulate(
             ``order`` is not a delivery order, or the reserve is outside 0..C (or
             is C while opportunistic jobs wait: they would never run).
     """
-    seq = _delivery(tenants, arrivals, services, slots, ties, order)
-    if not 0 <= reserve < slots and (OPPORTUNISTIC in tenants or not 0 <= reserve <= slots):
-        raise SpecError(
-            f"reserve {reserve} leaves no slot to opportunistic jobs (C = {slots})", field="reserve"
-        )
+    seq = _delivery(tenants, arrivals, services, slots, ties, order, reserve)
     pos = {i: n for n, i in enumerate(seq)}
     start: dict[int, int] = {}
     running: list[int] = []  # job indices holding a slot
@@ -291,8 +287,13 @@ def _delivery(
     slots: int,
     ties: str,
     order: Sequence[int] | None,
+    reserve: int = 0,
 ) -> list[int]:
     """Check `simulate`'s arguments; return the delivery order."""
+    if not 0 <= reserve < slots and (OPPORTUNISTIC in tenants or not 0 <= reserve <= slots):
+        raise SpecError(
+            f"reserve {reserve} leaves no slot to opportunistic jobs (C = {slots})", field="reserve"
+        )
     n = len(tenants)
     if not n == len(arrivals) == len(services) or slots < 1:
         raise SpecError("tenants, arrivals and services need equal lengths, and slots ≥ 1", field="slots")
