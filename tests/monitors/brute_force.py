@@ -1,6 +1,9 @@
 """A plain, independent checker for AF, SF and DR, written from DESIGN §3's sentences.
 
 It shares no code with rvguard.monitors beyond the contract's window formula.
+DESIGN §10's events change none of the three: a ``sample`` (no request) only
+tells time, and a request's route, demotions, evictions and relocations lie
+between its admission and its one terminal event.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rvguard.contract import Contract, window_index
-from rvguard.events import Admit, Arrive, Complete, Drop, Event, Fail, Reject
+from rvguard.events import Admit, Arrive, Complete, Drop, Event, Fail, Reject, Sample
 
 
 def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]:
@@ -29,7 +32,8 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     last_t = events[-1].t if events else 0.0
     by_rid: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        by_rid[e.rid].append(e)
+        if not isinstance(e, Sample):  # a node event: it belongs to no request
+            by_rid[e.rid].append(e)
     out: set[tuple[str, str, float]] = set()
     for rid, evs in by_rid.items():
         d = deadline[rid]
