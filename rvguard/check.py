@@ -8,6 +8,12 @@ form. A refused line (a WF violation, an unknown tenant, a bad field) moves
 no clock and fires no timer. Strict reading stops at the first bad line with a located
 `TraceError`; lenient reading records every bad line by number, leaves it
 out, and checks the rest — nothing is skipped silently.
+
+A partitioned trace (a directory or glob of Parquet files, `rvguard.io.dataset`)
+streams through the same monitor partition after partition: the report is
+that of their concatenation, and an error names the partition and its row.
+Memory is the monitor's (above) plus one record batch, whatever the number
+of partitions. ``rvguard.check_parallel`` judges one on several processes.
 """
 
 from __future__ import annotations
@@ -15,22 +21,26 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
 from .io import iter_records
+from .io.dataset import is_dataset, partitions
 from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
 from .progress import display, showing, task
 from .verdict import Violation
 
-__all__ = ["BadLine", "CheckReport", "check_trace"]
+if TYPE_CHECKING:
+    from .fleet.judge import FleetCreditsSummary
+
+__all__ = ["BadLine", "CheckReport", "check_trace", "check_traces"]
 
 CLAIMS = {
     "AF": "monitored; the guard enforces it by construction",
@@ -38,6 +48,7 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
+    "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
@@ -47,11 +58,17 @@ P95_NOTE = (
 
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """A line left out under ``--lenient``: where, which field, why."""
+    """A line left out under ``--lenient``: where, which field, why (``path``: the partition)."""
 
     line: int
     field: str
     reason: str
+    path: str = ""  # set for a partitioned trace, where a line number alone is ambiguous
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``bad_lines`` item of ``--json`` (``path`` only for a partitioned trace)."""
+        out: dict[str, Any] = {"line": self.line, "field": self.field, "reason": self.reason}
+        return out | {"path": self.path} if self.path else out
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class CheckReport:
     bad_lines: list[BadLine] = field(default_factory=list)
     phase: PhaseSweep | None = None
     seconds: float = 0.0
+    fleet: FleetCreditsSummary | None = None
 
     @property
     def holds(self) -> bool:
@@ -79,11 +97,21 @@ class CheckReport:
             "properties": {p: CLAIMS.get(p, "monitored (user-defined)") for p in self.properties},
             "violations": [v.to_dict() for v in self.violations],
             "metrics": self.metrics.to_dict(),
-            "bad_lines": [{"line": b.line, "field": b.field, "reason": b.reason} for b in self.bad_lines],
+            "bad_lines": [b.to_dict() for b in self.bad_lines],
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
             "notes": [P95_NOTE],
             "seconds": self.seconds,
+            **({} if self.fleet is None else {"fleet": _fleet_dict(self.fleet)}),  # several traces only
         }
+
+
+def _fleet_dict(f: FleetCreditsSummary) -> dict[str, Any]:
+    return {
+        "max_credits_per_window": f.max_credits,
+        "windows": f.windows,
+        "pooled_arrivals": f.pooled_arrivals,
+        "entitled_by_pool": f.entitled_by_pool,
+    }
 
 
 def _line_count(path: str) -> int | None:
@@ -126,9 +154,19 @@ def _records(path: str) -> Iterator[tuple[int, Event | TraceError]]:
 class _Run:
     """One pass over the records: feed, classify bad lines, keep events for the sweep."""
 
-    def __init__(self, monitor: Monitor, path: str, *, lenient: bool, report_wf: bool, keep: bool) -> None:
+    def __init__(
+        self,
+        monitor: Monitor,
+        path: str,
+        *,
+        lenient: bool,
+        report_wf: bool,
+        keep: bool,
+        dataset: bool = False,
+    ) -> None:
         self.monitor = monitor
-        self.path = path
+        self.path = path  # the file being read: a partition's, for a partitioned trace
+        self.dataset = dataset
         self.lenient = lenient
         self.report_wf = report_wf
         self.keep = keep
@@ -137,7 +175,8 @@ class _Run:
         self.lines: list[int] = []
         self.violations: list[Violation] = []
 
-    def take(self, line: int, item: Event | TraceError) -> None:
+    def take(self, line: int, item: Event | TraceError) -> bool:
+        """Feed one record; True when the monitor accepted it as an event."""
         try:
             if isinstance(item, TraceError):
                 raise item
@@ -146,18 +185,26 @@ class _Run:
             located = err.located(path=self.path, line=line) if not err.line else err
             if not self.lenient:
                 raise located from None
-            self.bad.append(BadLine(line, located.field, located.reason))
-            return
+            self.bad.append(self._bad(line, located.field, located.reason))
+            return False
         wf_found = [v for v in found if v.property == "WF"]
         if wf_found:
             protocol = _protocol_error(wf_found[0], self.path, line)
             if not self.lenient:
                 raise protocol
-            self.bad.append(BadLine(line, protocol.field, wf_found[0].detail))
+            self.bad.append(self._bad(line, protocol.field, wf_found[0].detail))
         self.violations.extend(v for v in found if v.property != "WF" or self.report_wf)
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
+        return not wf_found
+
+    def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
+        return BadLine(line, field_name, reason, self.path if self.dataset else "")
+
+    def feed(self, records: Iterable[tuple[int, Event | TraceError]]) -> None:
+        for line, item in records:
+            self.take(line, item)
 
 
 def check_trace(
@@ -170,10 +217,12 @@ def check_trace(
     progress: TextIO | None = None,
     records: Callable[[str], Iterator[tuple[int, Event | TraceError]]] | None = None,
 ) -> CheckReport:
-    """Check one trace file.
+    """Check one trace file, or a partitioned trace partition by partition.
 
     Args:
-        path: a JSONL/CSV/Parquet trace (``-`` for JSONL on stdin).
+        path: a JSONL/CSV/Parquet trace (``-`` for JSONL on stdin), or a directory or glob of
+            Parquet partitions (`rvguard.io.dataset`): streamed one partition, one record batch
+            at a time, through the same monitor, so the verdicts are those of their concatenation.
         contract: the contract to judge against.
         properties: property names to report.
         lenient: leave bad lines out (recorded) instead of stopping.
@@ -187,11 +236,23 @@ def check_trace(
     """
     started = time.monotonic()
     monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
-    run = _Run(monitor, path, lenient=lenient, report_wf="WF" in properties, keep=phase_steps is not None)
+    parts = partitions(path) if records is None and is_dataset(path) else None
+    run = _Run(
+        monitor,
+        path,
+        lenient=lenient,
+        report_wf="WF" in properties,
+        keep=phase_steps is not None,
+        dataset=parts is not None,
+    )
     shown = display(progress) if progress is not None and progress.isatty() else contextlib.nullcontext()
     with shown:
-        for line, item in records(path) if records is not None else _records(path):
-            run.take(line, item)
+        if records is not None:
+            run.feed(records(path))
+        else:
+            for part in parts or [path]:
+                run.path = part
+                run.feed(_records(part))
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
@@ -203,4 +264,65 @@ def check_trace(
         bad_lines=run.bad,
         phase=sweep,
         seconds=time.monotonic() - started,
+    )
+
+
+def check_traces(
+    paths: Sequence[str],
+    contract: Contract,
+    *,
+    properties: Sequence[str] = DEFAULT_PROPERTIES,
+    lenient: bool = False,
+    phase_steps: int | None = None,
+) -> CheckReport:
+    """Check several guard replicas' traces as one fleet (one path: `check_trace`).
+
+    The traces are merged by time (`rvguard.fleet.merge`); SF, DR and WF are
+    judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
+    floor credit admitted per tenant and window ≤ B, and every entitled arrival
+    admitted, entitlement counted in the shared pool's order where the trace
+    records it (``pool_arrived``). RB is left out: each replica holds its own
+    C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
+    trace alone. Errors are pinned to their own file and line.
+
+    Raises:
+        TraceError: strict mode, at the first bad line (with file, line, field).
+    """
+    if len(paths) == 1:
+        return check_trace(
+            paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
+        )
+    from .fleet.judge import FleetCredits
+    from .fleet.merge import merge_traces
+
+    started = time.monotonic()
+    properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
+    judged = [p for p in properties if p not in ("AF", "WF")]
+    monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
+    name = " + ".join(paths)
+    run = _Run(
+        monitor,
+        name,
+        lenient=lenient,
+        report_wf="WF" in properties,
+        keep=phase_steps is not None,
+        dataset=True,
+    )
+    fleet = FleetCredits(contract) if "AF" in properties else None
+    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
+        run.path = path
+        if run.take(line, item) and fleet is not None and not isinstance(item, TraceError):
+            run.violations.extend(fleet.feed(item))
+    sweep = None
+    if phase_steps is not None:
+        sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
+    return CheckReport(
+        trace=name,
+        properties=tuple(properties),
+        violations=sorted(run.violations, key=lambda v: v.key),
+        metrics=monitor.summary(),
+        bad_lines=run.bad,
+        phase=sweep,
+        seconds=time.monotonic() - started,
+        fleet=None if fleet is None else fleet.summary(),
     )

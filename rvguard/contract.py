@@ -171,6 +171,10 @@ class TokenWeights(BaseModel, frozen=True, extra="forbid"):
 class Contract(BaseModel, frozen=True, extra="forbid"):
     """An assured-SLO contract (DESIGN §1, file format in DESIGN §8).
 
+    ``reserve`` R (0 ≤ R ≤ C, default 0) is the reserved buffer of DESIGN §10:
+    surplus (opportunistic) work never holds more than C − R of the C slots,
+    so R slots are always left to floor work (property RB).
+
     Raises:
         SpecError: on any invalid field, naming the field and the value.
     """
@@ -178,6 +182,7 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
     epoch: float = Field(default=0.0, ge=-MAX_TIME, le=MAX_TIME)
     window: float = Field(ge=MIN_WINDOW, le=MAX_SPAN)
     slots: int = Field(ge=1, le=MAX_SLOTS)
+    reserve: int = Field(default=0, ge=0, le=MAX_SLOTS)
     output_cap: int = Field(default=48, ge=1, le=MAX_TOKENS)
     excess: ExcessPolicy = ExcessPolicy.REJECT
     credit: CreditMode = CreditMode.COUNT
@@ -200,6 +205,11 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
                     raise ValueError(
                         f"tenants.{name}.floor: count credits need a whole number, got {tenant.floor}"
                     )
+        if self.reserve > self.slots:
+            raise ValueError(
+                f"reserve: R = {self.reserve} exceeds slots C = {self.slots} "
+                "(reserve above slots: R of the C slots are held back from surplus work, 0 ≤ R ≤ C)"
+            )
         svc = self.service
         if svc.upper is not None:
             for tokens in (0, self.output_cap):  # both bounds are linear: the ends decide

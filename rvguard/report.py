@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .bounds import printable
-from .check import CLAIMS, P95_NOTE, CheckReport
+from .check import CLAIMS, P95_NOTE, BadLine, CheckReport
 from .monitors import Metrics
 
 __all__ = ["render_check", "table"]
@@ -88,12 +88,17 @@ def _metrics(m: Metrics) -> list[str]:
     return ["", table(["metric", "value"], rows)]
 
 
+def _where(b: BadLine) -> str:
+    """``line 7``, or ``partition:7`` for a partitioned trace."""
+    return f"{printable(b.path)}:{b.line}" if b.path else f"line {b.line}"
+
+
 def _bad_lines(report: CheckReport) -> list[str]:
     if not report.bad_lines:
         return []
     out = ["", f"{len(report.bad_lines)} bad line(s) left out (--lenient):"]
     out += [
-        f"  line {b.line}: {printable(b.field or 'record')}: {printable(b.reason)}"
+        f"  {_where(b)}: {printable(b.field or 'record')}: {printable(b.reason)}"
         for b in report.bad_lines[:_MAX_VIOLATIONS]
     ]
     if len(report.bad_lines) > _MAX_VIOLATIONS:
@@ -113,6 +118,17 @@ def _phase(report: CheckReport) -> list[str]:
     return ["", table(headers, rows), worst]
 
 
+def _fleet(report: CheckReport) -> list[str]:
+    f = report.fleet
+    if f is None:
+        return []
+    most = ", ".join(f"{t} {v:g}" for t, v in sorted(f.max_credits.items())) or "none"
+    return [
+        f"fleet: most floor credit admitted in one window: {most} (over {f.windows} tenant-windows); "
+        f"{f.pooled_arrivals} arrivals judged in the pool's order, {f.entitled_by_pool} of them entitled"
+    ]
+
+
 def render_check(report: CheckReport) -> str:
     """The readable report of `rvguard check`."""
     m = report.metrics
@@ -125,6 +141,7 @@ def render_check(report: CheckReport) -> str:
         *_metrics(m),
         *_bad_lines(report),
         *_phase(report),
+        *_fleet(report),
         "",
         P95_NOTE,
         verdict,

@@ -5,7 +5,7 @@ what the loader adds around the model, so that the schema accepts a document exa
 `rvguard.contract.load_contract` does (`tests/test_schema.py` checks both directions with
 hypothesis): a plain number where a bound goes (``lower: 0.236`` means ``{base: 0.236}``),
 whole floors under count credits, integers up to 2⁶³ − 1. Booleans and quoted numbers are
-refused by both (JSON Schema's ``number`` excludes them). Two cross-field rules cannot be
+refused by both (JSON Schema's ``number`` excludes them). Three cross-field rules cannot be
 written in JSON Schema; the loader checks them and the schema's description names them. JSON
 has no NaN or infinity; YAML does, and the loader refuses them. The trace record's schema is
 the shipped ``specs/trace.schema.json``.
@@ -24,8 +24,9 @@ __all__ = ["SCHEMA_URI", "contract_schema", "trace_schema"]
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 _BOUND = f"#/$defs/{Bound.__name__}"
 _CROSS_FIELD = (
-    "The loader also checks two rules JSON Schema cannot state: service.lower L ≤ service.s_max, "
-    "and U(ℓ) ≥ L(ℓ) at ℓ = 0 and ℓ = output_cap when service.upper is given."
+    "The loader also checks three rules JSON Schema cannot state: reserve R ≤ slots C, "
+    "service.lower L ≤ service.s_max, and U(ℓ) ≥ L(ℓ) at ℓ = 0 and ℓ = output_cap when "
+    "service.upper is given."
 )
 
 

@@ -164,3 +164,26 @@ def test_contract_errors_name_the_line(tmp_path: Path, text: str, where: str) ->
     with pytest.raises(SpecError) as info:
         load_contract(p)
     assert str(info.value).startswith(f"{p}{where}")
+
+
+@pytest.mark.parametrize(
+    ("reserve", "message"),
+    [
+        (5, "reserve: R = 5 exceeds slots C = 4"),
+        (-1, "greater than or equal to 0"),
+        (1.5, "valid integer"),
+        (True, "expected a number"),
+        ("1", "without quotes"),
+    ],
+)
+def test_a_reserve_outside_0_to_slots_is_refused_naming_it(reserve: Any, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        contract_from_mapping(base(reserve=reserve))
+    assert info.value.field == "reserve"
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("reserve", [0, 1, 4])
+def test_a_reserve_from_0_to_slots_is_accepted(reserve: int) -> None:
+    assert contract_from_mapping(base(reserve=reserve)).reserve == reserve
+    assert contract_from_mapping(base()).reserve == 0  # the default: no reserve

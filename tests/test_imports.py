@@ -41,6 +41,7 @@ FLOORS: dict[str, int] = {
     "fleet": 3,
     "check": 3,
     "report": 3,
+    "review": 3,
     "sim": 4,
     "screen": 5,
     "gateway": 5,

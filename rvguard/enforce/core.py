@@ -10,41 +10,39 @@ completion or failure of a dispatched request, a cancellation, and the
 passing of time. Its outputs are the events of DESIGN §2, which go straight
 into traces and monitors: the decision *is* the event.
 
-Each live request is one instance of the per-request automaton in
-`TRANSITIONS`: the lifecycle's moves (`rvguard.lifecycle.MOVES`, states are
-its `Stage`), each paired with the `Action` its change of stage takes on the
-core's shared state (`ACTIONS`). Every
-state change goes through `DecisionCore._apply`, which looks the edge up; a
-missing edge raises `EnforcementError` before anything changes (rejection is
-atomic). A request is forgotten once it reaches ``DONE`` but its rid is kept
-(`rids.SpentRids`): a rid is used once, as WF demands of a whole trace, so a
-reused one is refused. At import the table is derived and checked: a move whose
-change of stage has no action must be listed in `NOT_EMITTED` with the
-reason, or the import fails naming it (so a stage or kind added to the
+Each live request is one instance of the per-request automaton in `TRANSITIONS`:
+the lifecycle's moves (`rvguard.lifecycle.MOVES`, states are its `Stage`), each
+paired with the `Action` its change of stage takes on the core's shared state
+(`ACTIONS`). Every state change goes through `DecisionCore._apply`, which looks
+the edge up; a missing edge raises `EnforcementError` before anything changes
+(rejection is atomic). A request is forgotten once it reaches ``DONE`` but its
+rid is kept (`rids.SpentRids`): a rid is used once, as WF demands of a whole
+trace, so a reused one is refused. At import the table is derived and checked: a
+move whose change of stage has no action must be listed in `NOT_EMITTED` with
+the reason, or the import fails naming it (so a stage or kind added to the
 lifecycle is decided here too).
 
 The edit rules come from the properties they must never break:
 
-* AF (admission floor) — an arrival that `contract.Entitlement` marks
-  floor-entitled is admitted with basis ``floor`` whatever the learner said
-  (the edit reject → admit). Burst excess of a floored tenant follows
-  ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic
-  rank, basis ``demoted``, if the learner admits it). Unfloored tenants: the
-  learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
-  well-typed `Proposal` (a learner that raised or returned garbage, see
-  `learners.consult`) counts as a reject, traced as ``learner_error`` (type
-  and message) and ``learner-error: <ExceptionType>`` as the reject reason
-  (bounded: reasons become metrics labels); ``learner-timeout`` for a late one.
-  `arrive` takes the proposal with the arrival (traced on it); `receive` +
-  `decide` ask it after: the contract's own decisions (floor, excess under
-  ``reject``) are made at the arrival and only surplus waits for `decide`
-  (its proposal traced on the admit/reject). Entitlement counts arrivals.
-* SF (service floor) — at most C in flight, non-preemptive; the queue is a
-  heap ranked by (true tier, floor before surplus, learner hint, arrival
-  sequence). The hint only reorders surplus within a tier (lower first; a
-  non-finite hint is ignored and recorded as none); demoted requests rank
-  with the lowest tier. ``dispatch_policy="fifo"`` ranks by arrival
-  alone (the ablation of DESIGN §7).
+* AF (admission floor) — an arrival that `contract.Entitlement` marks floor-entitled is admitted with
+  basis ``floor`` whatever the learner said (the edit reject → admit), unless a floor-credit pool shared
+  with other replicas refused it (`Request.pool`: its reason is traced). Burst excess of a floored tenant
+  follows ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic rank, basis
+  ``demoted``, if the learner admits it). Unfloored tenants: the learner's ``admit`` decides (basis
+  ``surplus``). A proposal that is not a well-typed `Proposal` (a learner that raised or returned
+  garbage, see `learners.consult`) counts as a reject, traced as ``learner_error`` (type and message)
+  and ``learner-error: <ExceptionType>`` as the reject reason (bounded: reasons become metrics labels);
+  ``learner-timeout`` for a late one. `arrive` takes the proposal with the arrival (traced on it);
+  `receive` + `decide` ask it after: the contract's own decisions (floor, excess under ``reject``) are
+  made at the arrival and only surplus waits for `decide` (its proposal traced on the admit/reject).
+  Entitlement counts arrivals.
+* SF (service floor) — at most C in flight, non-preemptive; waiting work is
+  ranked by `ready.rank`: true tier, floor before surplus, learner hint
+  (surplus only, lower first; non-finite: none), arrival. Demoted requests
+  rank with the lowest tier; ``dispatch_policy="fifo"`` ranks by arrival.
+* RB (reserved buffer, §10) — surplus (any basis but ``floor``) never holds
+  more than C − R slots: `_fill`, the one place a slot is taken, offers it
+  only below that (`ready.ReadyQueue`); floor work may take all C.
 * DR (doom-sound drop) — with ``deferred_drop``, a request is dropped only at
   dispatch time and only when ``now + L(R) > D(R)``. A request that is
   admitted but never dispatched ends with ``fail`` (cancelled, shutdown),
@@ -60,15 +58,13 @@ The edit rules come from the properties they must never break:
   WF still accepts them from other enforcers. A
   request cancelled while it waits for `decide` is rejected (never admitted).
 
-Cost: O(log n) per arrival, dispatch and completion (a heap push/pop with
-lazy deletion of cancelled entries, compacted when they exceed half the
-heap); memory O(n) for n live requests plus O(tenants), plus the ended rids
+Cost: O(log n) per arrival, dispatch and completion (`ready.ReadyQueue`);
+memory O(n) for n live requests plus O(tenants), plus the ended rids
 (O(1) for counter rids that end roughly in order, ~100 bytes each otherwise).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -96,6 +92,7 @@ from ..events import (
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import Stage, derive_moves
 from .learners import reject_reason, traced_proposal, usable_proposal
+from .ready import Key, ReadyQueue, rank
 from .request import Request
 from .rids import SpentRids
 from .watch import Alert, AssumptionWatch, WatchConfig
@@ -214,7 +211,7 @@ class _Entry:
         self.state = Stage.NEW
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
-        self.key: tuple[int, int, float, int] = (0, 0, 0.0, 0)
+        self.key: Key = (0, 0, 0.0, 0)
 
 
 _REJECT = Proposal(admit=False)
@@ -261,11 +258,13 @@ class DecisionCore:
         self.facts = FactsCache(contract)
         self._live: dict[str, _Entry] = {}
         self._spent = SpentRids()  # every rid that has ended: never admitted again
-        self._heap: list[tuple[int, int, float, int, _Entry]] = []
+        self._ready: ReadyQueue[_Entry] = ReadyQueue(lambda e: e.state is Stage.ADMITTED)
+        self._surplus_cap = contract.slots - contract.reserve  # RB: surplus holds at most C − R slots
         self._floor_used: dict[str, tuple[int, int]] = {}  # tenant -> (window, credit units on the floor)
         self._now = -math.inf
         self._seq = 0
         self._running = 0
+        self._surplus_running = 0
         self._queued = 0
         self._counts = dict.fromkeys(("arrived", "rejected", "dispatched", "completed", "dropped"), 0)
         self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
@@ -276,6 +275,11 @@ class DecisionCore:
     def in_flight(self) -> int:
         """Requests holding one of the C slots now."""
         return self._running
+
+    @property
+    def surplus_in_flight(self) -> int:
+        """Surplus (not floor-admitted) requests holding a slot now: at most C − R (RB)."""
+        return self._surplus_running
 
     @property
     def queue_depth(self) -> int:
@@ -404,7 +408,7 @@ class DecisionCore:
             ev = Fail(now, entry.request.rid, reason)
             self._apply(entry, ev)
             out.append(ev)
-        self._heap.clear()
+        self._ready.clear()
         return out
 
     def poll(self, now: float) -> list[Event]:
@@ -426,13 +430,16 @@ class DecisionCore:
         """Assert the core's invariants (tests call it after every step)."""
         states = [e.state for e in self._live.values()]
         assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
+        surplus = [
+            e for e in self._live.values() if e.state is Stage.DISPATCHED and e.basis is not Basis.FLOOR
+        ]
+        assert self._surplus_running == len(surplus) <= self._surplus_cap
         assert self._queued == states.count(Stage.ADMITTED)
         assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.DISPATCHED) for s in states)
         floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
             assert used <= floors[tenant]
-        live_heap = sum(1 for item in self._heap if item[-1].state is Stage.ADMITTED)
-        assert live_heap == self._queued
+        assert sum(1 for _ in self._ready) == self._queued
 
     # -- decisions -------------------------------------------------------------
     def _check_new(self, request: Request, now: float) -> None:
@@ -466,9 +473,10 @@ class DecisionCore:
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
         if not facts.floored:
             return None
-        if entitled and self._floor_room(req.tenant, k, facts.weight_units):
+        if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):  # pool: refused
             return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
-        return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
+        why = req.pool or ("floor-lowered" if entitled else "excess")
+        return None if self._demote else Reject(now, req.rid, why)
 
     def _by_learner(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         """Surplus (or demoted excess) as the learner proposes; a learner reject says why."""
@@ -482,18 +490,14 @@ class DecisionCore:
         """Admit on ``basis``; ``k`` is the arrival's window (from the entitlement count)."""
         seq = self._seq = self._seq + 1
         entry.basis = basis
-        if self.dispatch_policy == "fifo":
-            entry.key = (0, 0, 0.0, seq)
-        elif basis is Basis.FLOOR:
-            entry.key = (entry.facts.tier, 0, 0.0, seq)
+        if basis is Basis.FLOOR:
             prev = self._floor_used.get(entry.request.tenant)
             w = entry.facts.weight_units
             used = w if prev is None or prev[0] != k else prev[1] + w
             self._floor_used[entry.request.tenant] = (k, used)
-        else:
-            h = proposal.priority_hint or 0.0
-            tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
-            entry.key = (tier, 1, h, seq)
+        tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
+        surplus, fifo = basis is not Basis.FLOOR, self.dispatch_policy == "fifo"
+        entry.key = rank(tier, surplus, proposal.priority_hint, seq, fifo=fifo)
         return Admit(now, entry.request.rid, basis)
 
     def _floor_scale(self) -> float:
@@ -513,12 +517,12 @@ class DecisionCore:
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
-        """Dispatch (or doom-drop) from the heap head while a slot is free."""
-        slots = self.contract.slots
-        while self._running < slots and self._heap:
-            entry = heapq.heappop(self._heap)[-1]
-            if entry.state is not Stage.ADMITTED:
-                continue
+        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB)."""
+        slots, ready = self.contract.slots, self._ready
+        while self._running < slots:
+            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap)
+            if entry is None:
+                return
             rid = entry.request.rid
             facts = entry.facts
             if self.deferred_drop and now + facts.lower > entry.deadline:
@@ -550,7 +554,7 @@ class DecisionCore:
             self._live[rid] = entry
             self._counts["arrived"] += 1
         elif action is Action.ENQUEUE:
-            heapq.heappush(self._heap, (*entry.key, entry))
+            self._ready.push(entry.key, entry, surplus=entry.basis is not Basis.FLOOR)
             self._queued += 1
             self._basis_counts[entry.basis or Basis.SURPLUS] += 1
             self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
@@ -561,6 +565,7 @@ class DecisionCore:
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
             self._running += 1
+            self._surplus_running += entry.basis is not Basis.FLOOR
             self._counts["dispatched"] += 1
         else:
             self._leave(entry, action, ev)
@@ -572,16 +577,12 @@ class DecisionCore:
         self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
             self._queued -= 1
-            self._maybe_compact()
+            self._ready.compact(self._queued)
         else:
             self._running -= 1
+            self._surplus_running -= entry.basis is not Basis.FLOOR
         name = {EventKind.COMPLETE: "completed", EventKind.DROP: "dropped"}.get(ev.kind, "failed")
         self._counts[name] += 1
-
-    def _maybe_compact(self) -> None:
-        if len(self._heap) > 64 and len(self._heap) > 2 * self._queued:
-            self._heap = [item for item in self._heap if item[-1].state is Stage.ADMITTED]
-            heapq.heapify(self._heap)
 
     # -- time ------------------------------------------------------------------
     def _check_time(self, now: float) -> None:

@@ -30,6 +30,15 @@ From the answers (`observe_answer`; label ``model`` as the upstream names it):
 (dispatch → last byte, measured by the gateway), ``rvguard_prompt_tokens_total{tenant,model}``,
 ``rvguard_generation_tokens_total{tenant,model}``.
 
+Node headroom (DESIGN §10), from the Guard's ``sample``, ``demote`` and ``evict`` events:
+``rvguard_headroom{resource}`` (the last fresh sample's raw headroom fraction),
+``rvguard_demotions_total{resource}`` (surplus requests held back by the redline, by the deciding
+resource), ``rvguard_restores_total{resource}``, ``rvguard_evictions_total{reason}``; read at scrape
+time, ``rvguard_headroom_sample_age_seconds{resource}`` (seconds on the Guard's clock since that
+resource's last fresh sample: telemetry that stops arriving shows here), and the slots
+``rvguard_slots`` (C), ``rvguard_reserve_slots`` (R) and ``rvguard_reserve_occupied`` (slots of the
+reserve held now: in flight beyond C − R).
+
 Read at scrape time (`watch_guard`): ``rvguard_in_flight``, ``rvguard_queue_depth``,
 ``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total``,
 ``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``,
@@ -49,12 +58,15 @@ from ..events import Admit, Arrive, Basis, Complete, Drop, Event, Fail, Reject, 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from ..clock import Clock
     from ..enforce.core import DecisionCore
     from ..enforce.dispatchers import Response
     from ..enforce.guard import Guard
 
 __all__ = ["MetricsSink"]
 
+#: the node-headroom kinds of DESIGN §10 (counted by `MetricsSink._headroom_event`)
+_NODE_KINDS = frozenset({"sample", "demote", "restore", "evict"})
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 #: vLLM's time-to-first-token buckets (up to 10 s) and latency buckets
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -94,6 +106,26 @@ class _LiveCounters:
             yield CounterMetricFamily(name, doc, value=read())
 
 
+class _SampleAges:
+    """``rvguard_headroom_sample_age_seconds{resource}``, computed at scrape time."""
+
+    def __init__(self, sink: MetricsSink, clock: Clock) -> None:
+        self._sink = sink
+        self._clock = clock
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        fam = GaugeMetricFamily(
+            "rvguard_headroom_sample_age_seconds",
+            "Seconds since the resource's last fresh headroom sample",
+            labels=["resource"],
+        )
+        for resource, age in sorted(self._sink.sample_ages(self._clock.now()).items()):
+            fam.add_metric([resource], age)
+        yield fam
+
+
 class MetricsSink:
     """A Guard sink that keeps Prometheus series (see module doc).
 
@@ -110,6 +142,7 @@ class MetricsSink:
         self._outcome_series()
         self._floor_series()
         self._answer_series()
+        self._headroom_series()
         self.unauthenticated = _counter(
             r, "rvguard_unauthenticated", "Requests whose credentials bound no tenant or a fallback", []
         )
@@ -196,6 +229,38 @@ class MetricsSink:
         self.prompt_tokens = _counter(r, "rvguard_prompt_tokens", "Prompt tokens the upstream processed", tm)
         self.generation_tokens = _counter(r, "rvguard_generation_tokens", "Tokens the upstream generated", tm)
 
+    def _headroom_series(self) -> None:
+        from prometheus_client import Gauge
+
+        r = self.registry
+        self.headroom = Gauge(
+            "rvguard_headroom", "Raw headroom fraction of the last fresh sample", ["resource"], registry=r
+        )
+        self.demotions = _counter(
+            r, "rvguard_demotions", "Surplus requests held back by the redline", ["resource"]
+        )
+        self.restores = _counter(r, "rvguard_restores", "Demoted requests released", ["resource"])
+        self.evictions = _counter(r, "rvguard_evictions", "Requests evicted", ["reason"])
+        self._sampled: dict[str, float] = {}  # resource -> the Guard time of its last fresh sample
+
+    def sample_ages(self, now: float) -> dict[str, float]:
+        """Seconds since each resource's last fresh sample at ``now`` (Guard clock)."""
+        return {res: max(0.0, now - t) for res, t in self._sampled.items()}
+
+    def _headroom_event(self, event: Event) -> None:
+        """``sample``, ``demote``, ``restore`` and ``evict`` (the kinds of DESIGN §10)."""
+        kind = event.kind.value
+        if kind == "sample":
+            resource = str(getattr(event, "resource", ""))
+            self.headroom.labels(resource).set(float(getattr(event, "value", 0.0)))
+            self._sampled[resource] = event.t
+        elif kind == "demote":
+            self.demotions.labels(str(getattr(event, "resource", ""))).inc()
+        elif kind == "restore":
+            self.restores.labels(str(getattr(event, "resource", ""))).inc()
+        elif kind == "evict":
+            self.evictions.labels(str(getattr(event, "reason", "") or "unknown")).inc()
+
     def watch_core(self, core: DecisionCore) -> None:
         """Expose the core's live gauges and counters (read at scrape time, never stale)."""
         from prometheus_client import Gauge
@@ -207,6 +272,13 @@ class MetricsSink:
         )
         Gauge("rvguard_floor_scale", "Floor scale set by the watch", registry=r).set_function(
             lambda: core.statistics().floor_scale
+        )
+        c = self._contract.slots
+        reserve = int(getattr(self._contract, "reserve", 0) or 0)
+        Gauge("rvguard_slots", "Backend slots (C)", registry=r).set(c)
+        Gauge("rvguard_reserve_slots", "Slots reserved from surplus work (R)", registry=r).set(reserve)
+        Gauge("rvguard_reserve_occupied", "Reserved slots held now", registry=r).set_function(
+            lambda: max(0, core.in_flight - (c - reserve))
         )
         series = {
             "rvguard_watch_alerts": ("Assumption-watch alerts raised", lambda: float(len(core.alerts))),
@@ -231,6 +303,7 @@ class MetricsSink:
         self.registry.register(
             _LiveCounters({"rvguard_sink_errors": errors, "rvguard_learner_timeouts": late})
         )
+        self.registry.register(_SampleAges(self, guard.clock))
 
     def observe_answer(self, tenant: str, response: Response) -> None:
         """Time to first token, upstream latency and token counts of one completed answer."""
@@ -251,6 +324,9 @@ class MetricsSink:
     def __call__(self, event: Event) -> None:
         """Count ``event``."""
         self._roll(event.t)
+        if event.kind.value in _NODE_KINDS:
+            self._headroom_event(event)
+            return
         if isinstance(event, Arrive):
             c = self._contract
             deadline = (

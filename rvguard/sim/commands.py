@@ -7,4 +7,12 @@ engine through the gateway, which sits above this floor.
 COMMANDS = (
     ("simulate", "rvguard.sim.cli:Simulate", "simulate a workload under the guard (or a baseline)"),
     ("demo", "rvguard.sim.cli:Demo", "the beta-sweep (10 reps a condition) and an honest summary"),
+    (
+        "redline-alpha",
+        "rvguard.sim.experiments_redline:Command",
+        "the redline's alpha: false-trigger probability vs detection lag on a noisy, glitching signal",
+    ),
 )
+
+#: commands that also run as ``rvguard experiment NAME``
+EXPERIMENTS = ("redline-alpha",)

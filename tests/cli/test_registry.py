@@ -36,7 +36,11 @@ def test_screen_eval_is_declared_by_the_screen_and_is_an_experiment() -> None:
     entry = load_table()["screen-eval"]
     assert entry.provider == "rvguard.screen.commands" and entry.experiment
     experiments = {e.name: e.provider for e in load_table().values() if e.experiment}
-    assert experiments == {"screen-eval": "rvguard.screen.commands", "reproduce": "rvguard.study.commands"}
+    assert experiments == {
+        "screen-eval": "rvguard.screen.commands",
+        "reproduce": "rvguard.study.commands",
+        "redline-alpha": "rvguard.sim.commands",
+    }
 
 
 def test_a_name_declared_twice_is_refused() -> None:

@@ -161,6 +161,22 @@ def sf_misses(contract: Contract, trace: Sequence[Event]) -> list[str]:
     return bad
 
 
+def check_rb(contract: Contract, trace: Sequence[Event]) -> list[str]:
+    """RB by brute force: after every event, count the requests admitted on a basis other than
+    ``floor`` that have a dispatch and no terminal event yet; more than C − R is a violation."""
+    bad = []
+    limit = contract.slots - contract.reserve
+    for i, ev in enumerate(trace):
+        prefix = trace[: i + 1]
+        surplus = {e.rid for e in prefix if isinstance(e, Admit) and e.basis is not Basis.FLOOR}
+        started = {e.rid for e in prefix if isinstance(e, Dispatch)}
+        ended = {e.rid for e in prefix if isinstance(e, Complete | Fail | Drop | Reject)}
+        holding = (surplus & started) - ended
+        if len(holding) > limit:
+            bad.append(f"after event {i} ({ev.kind.value} {ev.rid}): {sorted(holding)} > C - R = {limit}")
+    return bad
+
+
 def terminal_counts(trace: Sequence[Event]) -> dict[str, int]:
     out: dict[str, int] = {}
     for ev in trace:
@@ -182,6 +198,7 @@ def make_contract(
     excess: str = "reject",
     credit: str = "count",
     output_cap: int = 48,
+    reserve: int = 0,
 ) -> Contract:
     """A two-tenant contract (assured tier 0, opp tier 1) for tests."""
     return Contract.model_validate(
@@ -189,6 +206,7 @@ def make_contract(
             "epoch": 0.0,
             "window": window,
             "slots": slots,
+            "reserve": reserve,
             "output_cap": output_cap,
             "excess": excess,
             "credit": credit,

@@ -46,3 +46,30 @@ def test_counts_by_tenant_basis_and_reason_and_credits_per_window() -> None:
     assert value(reg, "rvguard_floor_credits_used", tenant="assured") == 0
     assert value(reg, "rvguard_window_index") == 1
     assert not sink._live or set(sink._live) == {"e"}
+
+
+def test_the_reserve_and_slot_gauges_read_the_core_at_scrape_time() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from rvguard.contract import contract_from_mapping
+    from rvguard.enforce.core import DecisionCore
+    from rvguard.enforce.request import Request
+    from rvguard.events import Proposal
+
+    c = contract_from_mapping(
+        {
+            "window": 1.0,
+            "slots": 2,
+            "service": {"s_max": 0.5},
+            "tenants": {"a": {"floor": 4, "deadline": 2.0}},
+        }
+    )
+    sink = MetricsSink(c, CollectorRegistry())
+    core = DecisionCore(c)
+    sink.watch_core(core)
+    for i in range(3):
+        core.arrive(Request(f"r{i}", "a", t=0.0), Proposal(), 0.0)
+    text = generate_latest(sink.registry).decode()
+    assert "rvguard_slots 2.0" in text and "rvguard_reserve_slots 0.0" in text
+    assert "rvguard_in_flight 2.0" in text
+    assert "rvguard_reserve_occupied 0.0" in text  # R = 0: no slot is reserved, so none is occupied

@@ -21,8 +21,10 @@ CONTRACTS = {
     "tokens": small_contract("tokens"),
     "count, epoch 0.3": small_contract("count", epoch=0.3),
     "tokens, epoch 0.7": small_contract("tokens", epoch=0.7),
+    "count, reserve 1": small_contract("count", reserve=1),
+    "tokens, reserve 2": small_contract("tokens", reserve=2),
 }
-PROPS = ("AF", "SF", "DR", "WF", "ND")
+PROPS = ("AF", "SF", "DR", "WF", "ND", "RB")
 #: DESIGN §2's kinds, written out: a trace of only these is judged vectorised offline
 DESIGN2 = frozenset({"arrive", "admit", "reject", "dispatch", "complete", "drop", "fail"})
 #: every trace strategy: DESIGN §2's kinds alone, and with DESIGN §10's (samples, routes, ...)

@@ -1,0 +1,52 @@
+"""An alert log for the assumption watch: one JSON object a line, what `rvguard review` reads.
+
+Staged adaptation (DESIGN §10) keeps the contract's parameters fixed and logs every time one
+proves wrong. `AlertLog` is the logging half for the live guard: pass it as the watch's hook,
+``WatchConfig(on_alert=AlertLog("alerts.jsonl"))``, and each `Alert` is appended as
+``{"t", "kind", "detail", "value", "limit"}`` and flushed at once. `rvguard review TRACE LOG`
+counts them beside what the trace itself shows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from .watch import Alert
+
+__all__ = ["AlertLog", "alert_record"]
+
+
+def alert_record(alert: Alert) -> dict[str, object]:
+    """The JSON object one alert is written as."""
+    return {
+        "t": alert.t,
+        "kind": alert.kind,
+        "detail": alert.detail,
+        "value": alert.value,
+        "limit": alert.limit,
+    }
+
+
+class AlertLog:
+    """Appends each alert to ``path`` as a JSON line (the file is opened on the first alert)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: TextIO | None = None
+        self.written = 0
+
+    def __call__(self, alert: Alert) -> None:
+        """Write one alert."""
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across alerts
+        self._file.write(json.dumps(alert_record(alert), allow_nan=False) + "\n")
+        self._file.flush()
+        self.written += 1
+
+    def close(self) -> None:
+        """Close the file (a later alert reopens it)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

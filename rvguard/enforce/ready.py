@@ -1,0 +1,106 @@
+"""The decision core's ready queue: admitted requests waiting for a slot, floor and surplus apart.
+
+Theory of operation
+-------------------
+The core dispatches the waiting request with the smallest key (true tier,
+floor before surplus, learner hint, arrival sequence; or arrival alone under
+FIFO). The reserved buffer (DESIGN §10, contract field ``reserve`` R) adds one
+rule: a surplus request (admitted on any basis but ``floor``) may take a slot
+only while fewer than C − R surplus requests hold one. Floor work may take
+any of the C slots.
+
+Keeping floor and surplus work in two heaps makes that rule one comparison
+at each dispatch: the next request is the smaller of the two heads, and the
+surplus head is simply not a candidate while the surplus share is full. A
+blocked surplus head therefore never stands in front of floor work, and the
+order among the candidates is exactly the one-heap order (the keys are the
+same; the two heads are the two smallest of their halves).
+
+Entries are removed lazily: a request that left the queue another way (a
+drop, a cancellation) stays in its heap until it reaches a head, where
+``alive`` says to skip it; `compact` rebuilds a heap that is more than half
+dead.
+
+Cost: O(log n) per push and pop (amortised over the lazy deletions); memory
+O(n) entries.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+__all__ = ["Key", "ReadyQueue", "rank"]
+
+T = TypeVar("T")
+#: a waiting request's rank: (tier, 0 floor | 1 surplus, learner hint, arrival sequence)
+Key = tuple[int, int, float, int]
+
+
+def rank(tier: int, surplus: bool, hint: float | None, seq: int, *, fifo: bool = False) -> Key:
+    """A waiting request's key: by true tier, floor before surplus, then (surplus only) the
+    learner's hint, then arrival; under ``fifo`` by arrival alone (the ablation of DESIGN §7)."""
+    if fifo:
+        return (0, 0, 0.0, seq)
+    return (tier, 1, hint or 0.0, seq) if surplus else (tier, 0, 0.0, seq)
+
+
+class ReadyQueue(Generic[T]):
+    """Waiting requests in two heaps, floor and surplus (see module doc).
+
+    Args:
+        alive: whether an entry still waits (``False``: it left the queue, skip it).
+    """
+
+    __slots__ = ("_alive", "_floor", "_surplus")
+
+    def __init__(self, alive: Callable[[T], bool]) -> None:
+        self._alive = alive
+        self._floor: list[tuple[Key, T]] = []
+        self._surplus: list[tuple[Key, T]] = []
+
+    def push(self, key: Key, entry: T, *, surplus: bool) -> None:
+        """Queue ``entry`` at rank ``key``, with the surplus work when ``surplus``."""
+        heapq.heappush(self._surplus if surplus else self._floor, (key, entry))
+
+    def pop(self, *, surplus_room: bool) -> T | None:
+        """Take the smallest-keyed waiting entry; surplus work only when ``surplus_room``.
+
+        Returns ``None`` when nothing may be dispatched: no floor work waits and
+        either no surplus work waits or the surplus share is full.
+        """
+        floor = self._head(self._floor)
+        surplus = self._head(self._surplus) if surplus_room else None
+        if floor is None and surplus is None:
+            return None
+        if surplus is None or (floor is not None and floor[0] < surplus[0]):
+            return heapq.heappop(self._floor)[1]
+        return heapq.heappop(self._surplus)[1]
+
+    def _head(self, heap: list[tuple[Key, T]]) -> tuple[Key, T] | None:
+        """The heap's smallest live item, after dropping the dead ones above it."""
+        alive = self._alive
+        while heap and not alive(heap[0][1]):
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def __len__(self) -> int:
+        """Items held, dead ones not yet removed included."""
+        return len(self._floor) + len(self._surplus)
+
+    def __iter__(self) -> Iterator[T]:
+        """The live entries, floor work first (in heap order, not rank order)."""
+        return (e for heap in (self._floor, self._surplus) for _, e in heap if self._alive(e))
+
+    def compact(self, live: int) -> None:
+        """Rebuild the heaps without dead items once they hold more than twice ``live`` items."""
+        if len(self) > 64 and len(self) > 2 * live:
+            for heap in (self._floor, self._surplus):
+                heap[:] = [item for item in heap if self._alive(item[1])]
+                heapq.heapify(heap)
+
+    def clear(self) -> None:
+        """Forget every item."""
+        self._floor.clear()
+        self._surplus.clear()
