@@ -54,7 +54,8 @@ The edit rules come from the properties they must never break:
   against the contract, traded knowingly for SF) and restored after.
 * WF — the lifecycle's moves, one terminal each, except ``dispatch →
   drop``: the core is non-preemptive and never drops a running request
-  (`NOT_EMITTED`); WF still accepts that move from other enforcers. A
+  (`NOT_EMITTED`, with the DESIGN §10 moves the core does not emit yet);
+  WF still accepts them from other enforcers. A
   request cancelled while it waits for `decide` is rejected (never admitted).
 
 Cost: O(log n) per arrival, dispatch and completion (`ready.ReadyQueue`);
@@ -72,7 +73,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ..contract import Contract, Entitlement
-from ..errors import EnforcementError, LifecycleError, TraceOrderError
+from ..errors import EnforcementError, TraceOrderError
 from ..events import (
     EVENT_CLASSES,
     Admit,
@@ -89,7 +90,7 @@ from ..events import (
     proposal_record,
 )
 from ..facts import FactsCache, RequestFacts
-from ..lifecycle import MOVES, Stage
+from ..lifecycle import Stage, derive_moves
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .ready import Key, ReadyQueue, rank
 from .request import Request
@@ -139,14 +140,23 @@ ACTIONS: Mapping[Action, frozenset[Move]] = MappingProxyType(
     }
 )
 #: lifecycle moves the core never emits, and why
+_HELD = "the core demotes no request: none is HELD"
+_EVICTED = "the core evicts no request: none is EVICTED"
+_ROUTE = "routing between engines is the fleet layer's; one core guards one engine"
 NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
-    {(S.DISPATCHED, K.DROP): "non-preemptive: a running request is never dropped (DR drops at dispatch time)"}
+    {
+        (
+            S.DISPATCHED,
+            K.DROP,
+        ): "non-preemptive: a running request is never dropped (DR drops at dispatch time)",
+        **{(s, K.ROUTE): _ROUTE for s in (S.ARRIVED, S.ADMITTED)},
+        (S.ADMITTED, K.DEMOTE): "the redline's demotion is not wired into the core's queue yet",
+        (S.DISPATCHED, K.EVICT): "eviction is planned by enforce.eviction, not executed by the core yet",
+        **{(S.HELD, k): _HELD for k in (K.RESTORE, K.DROP, K.FAIL)},
+        **{(S.EVICTED, k): _EVICTED for k in (K.RELOCATE, K.FAIL)},
+    }
 )
 del S, K
-
-
-def _show(moves: list[Move]) -> str:
-    return ", ".join(f"{s.name} --{k.value}-->" for s, k in moves) or "none"
 
 
 def derive_transitions(
@@ -155,23 +165,9 @@ def derive_transitions(
     """The lifecycle's moves that the core emits, each with its next stage and action.
 
     Raises:
-        LifecycleError: naming every move the two disagree on: an action on a
-            move the lifecycle lacks, a move with neither an action nor a
-            reason in ``not_emitted``, or one with both (or two actions).
+        LifecycleError: naming every move the two disagree on (`lifecycle.derive_moves`).
     """
-    table = [(move, action) for action, moves in actions.items() for move in moves]
-    emitted = [move for move, _ in table]
-    illegal = [move for move in emitted if move not in MOVES]
-    unknown = [move for move in MOVES if move not in emitted and move not in not_emitted]
-    twice = [move for move in MOVES if emitted.count(move) + (move in not_emitted) > 1]
-    if illegal or unknown or twice or any(move not in MOVES for move in not_emitted):
-        raise LifecycleError(
-            f"enforce.core disagrees with the lifecycle: actions on illegal moves: {_show(illegal)}; "
-            f"moves with no action nor a NOT_EMITTED reason: {_show(unknown)}; "
-            f"moves given twice: {_show(twice)}; NOT_EMITTED entries that are no move: "
-            f"{_show([m for m in not_emitted if m not in MOVES])}"
-        )
-    return MappingProxyType({move: (MOVES[move], action) for move, action in table})
+    return derive_moves(actions, not_emitted, who="enforce.core")
 
 
 TRANSITIONS: Mapping[Move, tuple[Stage, Action]] = derive_transitions(ACTIONS, NOT_EMITTED)

@@ -37,13 +37,12 @@ import math
 from dataclasses import dataclass
 
 from ..errors import EnforcementError, SpecError
+from ..events import PREEMPTED as PREEMPTED
 from ..events import Basis, Event
 from .core import DecisionCore
 
 __all__ = ["PREEMPTED", "PREEMPTIBLE", "Notice", "Preemption"]
 
-#: the ``fail`` reason of a preempted request
-PREEMPTED = "preempted"
 #: the admission bases a running request may be preempted on (never ``floor``)
 PREEMPTIBLE = frozenset({Basis.SURPLUS, Basis.DEMOTED})
 
