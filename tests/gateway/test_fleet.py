@@ -10,8 +10,10 @@ stream equal to the uninterrupted one (the fake continues a prompt of ids as gre
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +114,15 @@ async def test_p2c_spreads_load_within_each_engine_slots(tmp_path: Path) -> None
     assert _metric(metrics, "rvguard_engine_slots", engine="e2") == 1.0
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
-    assert check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract).holds  # judged with C = ΣC_e
+    for before, ev in itertools.pairwise(events):  # each dispatch right after its route
+        if ev["kind"] == "dispatch":
+            assert before["kind"] == "route" and before["rid"] == ev["rid"] and before["mode"] == "p2c"
+            assert ev["t"] - 2.0 <= before["view_time"] <= before["t"] == ev["t"]
+            assert before["slots"] == {"e0": 2, "e1": 2, "e2": 1}[before["engine"]]
+    routed = Counter(e["engine"] for e in events if e["kind"] == "route")
+    assert [routed[f"e{i}"] for i in range(3)] == [u.served for u in ups]
+    report = check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract)  # judged with C = ΣC_e
+    assert report.holds and "FR" in report.properties
 
 
 async def test_stale_view_goes_siloed_and_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -201,6 +211,24 @@ async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
     assert {e["kind"] for e in events} >= {"complete"} and not any(e["kind"] == "fail" for e in events)
+    moved = {e["rid"] for e in events if e["kind"] == "relocate"}
+    assert len(moved) == _metric(metrics, "rvguard_relocations_total")
+    for rid in moved:
+        kinds = [e["kind"] for e in events if e["rid"] == rid]
+        assert kinds == [
+            "arrive",
+            "admit",
+            "route",
+            "dispatch",
+            "evict",
+            "relocate",
+            "route",
+            "dispatch",
+            "complete",
+        ]
+        route = [e for e in events if e["rid"] == rid and e["kind"] == "route"]
+        assert (route[0]["engine"], route[1]["engine"]) == ("e0", "e1")
+    assert check_trace(str(tmp_path / "t.jsonl"), c.model_copy(update={"slots": 8})).holds
 
 
 async def test_engine_killed_chat_fails_once(tmp_path: Path) -> None:
