@@ -56,9 +56,12 @@ from ..verdict import Violation
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
+from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
 from .preemption import PREEMPTED, Preemption
+from .pressure import HeadroomLoop
+from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .watch import WatchConfig
 
@@ -194,6 +197,10 @@ class Guard:
         drain_timeout: the longest the drain waits before failing the rest.
         preempt_grace: seconds a preempted request may still run before it is stopped (`preempt`).
         retry_after: the retry hint (seconds) a preempted caller gets.
+        headroom: engine telemetry to poll (`HeadroomLoop`); needs ``redline``.
+        redline: the physical redline (`DecisionCore`'s): while it fires, queued surplus is
+            demoted; past its hard floor, running surplus is preempted.
+        headroom_interval: seconds between two reads of ``headroom`` (at least).
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
     """
 
@@ -216,7 +223,12 @@ class Guard:
         watch: WatchConfig | None = None,
         preempt_grace: float = 0.0,
         retry_after: float = 1.0,
+        headroom: HeadroomSource | None = None,
+        redline: RedlineConfig | None = None,
+        headroom_interval: float = 1.0,
     ) -> None:
+        if headroom is not None and redline is None:
+            raise EnforcementError("a headroom source needs a redline (RedlineConfig) to act on it")
         self.contract = contract
         self.core = DecisionCore(
             contract,
@@ -224,6 +236,7 @@ class Guard:
             deferred_drop=deferred_drop,
             gate_upper=gate_upper,
             watch=watch,
+            redline=redline,
         )
         self.preemption = Preemption(self.core, grace=preempt_grace, retry_after=retry_after)
         self._dispatcher = dispatcher
@@ -241,9 +254,13 @@ class Guard:
         self._unauth = 0
         self._sink_errors = 0
         self._calling = 0
+        #: the telemetry loop (``None`` without a headroom source)
+        self.headroom = None if headroom is None else HeadroomLoop(self, headroom, interval=headroom_interval)
 
     async def __aenter__(self) -> Guard:
         self._open = True
+        if self.headroom is not None:
+            self.headroom.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -304,6 +321,15 @@ class Guard:
             call.stop_timer = asyncio.get_running_loop().call_later(delay, self._stop_preempted, call)
         return notice.stop_at
 
+    def observe_headroom(self, sample: HeadroomSample) -> None:
+        """Feed one headroom sample to the core now; its events (``sample``, ``demote``,
+        ``restore``, dispatches) reach the sinks (`HeadroomLoop` calls it; so can an embedder).
+
+        Raises:
+            TelemetryFormatError: as `DecisionCore.observe` (nothing changed).
+        """
+        self._handle(self.core.observe(sample, self._clock.now()))
+
     def _stop_preempted(self, call: _Call) -> None:
         """The grace is over: end the request ``preempted`` and stop its dispatch where it waits."""
         call.stop_timer = None
@@ -322,6 +348,8 @@ class Guard:
         if not self._open:
             return
         self._open = False
+        if self.headroom is not None:
+            await self.headroom.stop()
         if self._drain and self._calls:
             self._idle = asyncio.Event()
             with contextlib.suppress(TimeoutError):
