@@ -52,8 +52,10 @@ from ..contract import Contract, CreditMode
 from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
 from ..enforce.core import DispatchPolicy
 from ..enforce.guard import Guard, Outcome
+from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.learners import Learner
+from ..enforce.redline import RedlineConfig
 from ..enforce.request import Request
 from ..enforce.watch import WatchConfig
 from ..errors import DispatchError, EnforcementError, SinkError, SpecError
@@ -101,6 +103,10 @@ class GatewaySettings:
         probe_interval: seconds between two readiness probes of the upstream.
         preempt_grace: seconds a preempted surplus request may still run (`Guard.preempt`).
         retry_after: the retry hint (seconds) a preempted client gets (503 ``retry-after``).
+        redline: the physical redline (the contract's ``headroom`` block); with ``headroom_url``
+            queued surplus is demoted while it fires, running surplus preempted past its hard floor.
+        headroom_url: the engine's Prometheus ``/metrics`` (`MetricsHeadroomSource`); needs ``redline``.
+        headroom_interval: seconds between two scrapes of ``headroom_url`` (at least).
     """
 
     upstream: str
@@ -123,9 +129,16 @@ class GatewaySettings:
     probe_interval: float = 5.0
     preempt_grace: float = 0.0
     retry_after: float = 1.0
+    redline: RedlineConfig | None = None
+    headroom_url: str | None = None
+    headroom_interval: float = 1.0
 
     def __post_init__(self) -> None:
         upstream_url(self.upstream)
+        if self.headroom_url is not None and self.redline is None:
+            raise SpecError(
+                "headroom telemetry needs a redline: give the contract a headroom block", field="headroom"
+            )
         seconds = {
             "timeout": self.timeout,
             "connect_timeout": self.connect_timeout,
@@ -135,6 +148,7 @@ class GatewaySettings:
             "header_timeout": self.header_timeout,
             "body_timeout": self.body_timeout,
             "probe_interval": self.probe_interval,
+            "headroom_interval": self.headroom_interval,
         }
         for name, value in seconds.items():
             if value is None and name == "timeout":
@@ -233,6 +247,9 @@ class Gateway:
             dispatch_policy=settings.dispatch_policy,
             preempt_grace=settings.preempt_grace,
             retry_after=settings.retry_after,
+            headroom=self._headroom_source(),
+            redline=settings.redline,
+            headroom_interval=settings.headroom_interval,
         )
         self.metrics.watch_guard(self.guard)
         if self.trace is not None:
@@ -251,6 +268,19 @@ class Gateway:
             exception_handlers={HTTPException: self._http_error, Exception: self._crash},
         )
         self.app: ASGIApp = _RequestIds(app)
+
+    def _headroom_source(self) -> MetricsHeadroomSource | None:
+        """The engine's /metrics as headroom (``seqs`` too when the redline watches it: C slots)."""
+        s = self.settings
+        if s.headroom_url is None or s.redline is None:
+            return None
+        seqs = any(r.name == "seqs" for r in s.redline.resources)
+        return MetricsHeadroomSource(
+            s.headroom_url,
+            self.clock,
+            min_interval=s.headroom_interval,
+            max_num_seqs=self.contract.slots if seqs else None,
+        )
 
     def _routes(self) -> list[Route]:
         return [

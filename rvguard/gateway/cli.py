@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+from typing import Any
 
 __all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve"]
 
@@ -50,8 +51,36 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         metavar="VAR",
         help=f"environment variable holding the upstream's API key (default {UPSTREAM_KEY_ENV}, if set)",
     )
+    p.add_argument(
+        "--headroom",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="run the physical redline (the contract's headroom block) on the engine's /metrics "
+        "(default URL: the upstream's /metrics)",
+    )
+    p.add_argument(
+        "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
+    )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
+    """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..errors import SpecError
+
+    if args.headroom is None:
+        return {}
+    block = getattr(contract, "headroom", None)
+    if block is None:
+        raise SpecError("--headroom needs a headroom block in the contract (its limits)", field="headroom")
+    url = args.headroom or args.upstream.rstrip("/") + "/metrics"
+    return {
+        "redline": block.redline_config(),
+        "headroom_url": url,
+        "headroom_interval": args.headroom_interval,
+    }
 
 
 def _upstream_key(var: str | None) -> str | None:
@@ -110,6 +139,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         max_body=args.max_body,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        **_headroom(args, contract),
     )
     gateway = Gateway(contract, settings)
     print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)

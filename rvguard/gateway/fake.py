@@ -3,7 +3,9 @@
 It speaks just enough HTTP/1.1 (keep-alive, chunked SSE) for the gateway, httpx
 and the load generator: ``POST /v1/completions`` and ``/v1/chat/completions``
 (streamed or not), ``POST /tokenize`` (whitespace words; a prompt starting
-``notokenize`` gets 404) and ``GET /v1/models``. Like vLLM with ``--max-num-seqs``, at
+``notokenize`` gets 404), ``GET /v1/models`` and ``GET /metrics`` (vLLM's
+``vllm:kv_cache_usage_perc`` = the attribute ``kv_usage`` a test sets, and the
+running and waiting counts). Like vLLM with ``--max-num-seqs``, at
 most ``slots`` requests generate at once (``None``: unlimited); each token takes
 ``token_delay`` seconds. The prompt (or the last message) chooses a fault:
 
@@ -67,6 +69,8 @@ class FakeUpstream:
         self.bodies: list[dict[str, Any]] = []
         self.active = self.max_active = self.served = self.aborted = self.connections = 0
         self.tokenized = 0
+        self.kv_usage = 0.0  # what /metrics reports as vllm:kv_cache_usage_perc
+        self.waiting = 0
         self._sem = asyncio.Semaphore(slots) if slots else None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -133,6 +137,8 @@ class FakeUpstream:
         if method == "GET" and path == "/v1/models":
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             return await _send_json(writer, 200, data)
+        if method == "GET" and path == "/metrics":
+            return await _send_text(writer, self._exposition())
         if method == "POST" and path == "/tokenize":
             return await self._tokenize(json.loads(raw or b"{}"), writer)
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
@@ -157,6 +163,21 @@ class FakeUpstream:
             }
             return await _send_json(writer, status, {"error": err})
         return await self._generate(body, writer, mode)
+
+    def _exposition(self) -> str:
+        """vLLM's gauges, in the Prometheus text format its /metrics serves."""
+        label = f'{{engine="0",model_name="{self.model}"}}'
+        return (
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f"vllm:kv_cache_usage_perc{label} {self.kv_usage}\n"
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{label} {float(self.active)}\n"
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{label} {float(self.waiting)}\n"
+        )
 
     async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""
@@ -395,6 +416,14 @@ async def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
         raise ConnectionResetError("the client went away")
     writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
     await writer.drain()
+
+
+async def _send_text(writer: asyncio.StreamWriter, text: str) -> bool:
+    raw = text.encode()
+    _start(writer, 200, "text/plain; version=0.0.4", length=len(raw))
+    writer.write(raw)
+    await writer.drain()
+    return True
 
 
 async def _send_json(writer: asyncio.StreamWriter, status: int, data: object) -> bool:
