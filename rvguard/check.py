@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .columnar import ColumnarTrace
 from .contract import Contract
@@ -37,7 +37,10 @@ from .monitors.phase import PhaseSweep, phase_sweep
 from .progress import display, showing, task
 from .verdict import Violation
 
-__all__ = ["BadLine", "CheckReport", "check_trace"]
+if TYPE_CHECKING:
+    from .fleet.judge import FleetCreditsSummary
+
+__all__ = ["BadLine", "CheckReport", "check_trace", "check_traces"]
 
 CLAIMS = {
     "AF": "monitored; the guard enforces it by construction",
@@ -45,6 +48,7 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
+    "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
@@ -78,6 +82,7 @@ class CheckReport:
     bad_lines: list[BadLine] = field(default_factory=list)
     phase: PhaseSweep | None = None
     seconds: float = 0.0
+    fleet: FleetCreditsSummary | None = None
 
     @property
     def holds(self) -> bool:
@@ -96,7 +101,17 @@ class CheckReport:
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
             "notes": [P95_NOTE],
             "seconds": self.seconds,
+            **({} if self.fleet is None else {"fleet": _fleet_dict(self.fleet)}),  # several traces only
         }
+
+
+def _fleet_dict(f: FleetCreditsSummary) -> dict[str, Any]:
+    return {
+        "max_credits_per_window": f.max_credits,
+        "windows": f.windows,
+        "pooled_arrivals": f.pooled_arrivals,
+        "entitled_by_pool": f.entitled_by_pool,
+    }
 
 
 def _line_count(path: str) -> int | None:
@@ -160,7 +175,8 @@ class _Run:
         self.lines: list[int] = []
         self.violations: list[Violation] = []
 
-    def take(self, line: int, item: Event | TraceError) -> None:
+    def take(self, line: int, item: Event | TraceError) -> bool:
+        """Feed one record; True when the monitor accepted it as an event."""
         try:
             if isinstance(item, TraceError):
                 raise item
@@ -170,7 +186,7 @@ class _Run:
             if not self.lenient:
                 raise located from None
             self.bad.append(self._bad(line, located.field, located.reason))
-            return
+            return False
         wf_found = [v for v in found if v.property == "WF"]
         if wf_found:
             protocol = _protocol_error(wf_found[0], self.path, line)
@@ -181,6 +197,7 @@ class _Run:
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
+        return not wf_found
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -247,4 +264,65 @@ def check_trace(
         bad_lines=run.bad,
         phase=sweep,
         seconds=time.monotonic() - started,
+    )
+
+
+def check_traces(
+    paths: Sequence[str],
+    contract: Contract,
+    *,
+    properties: Sequence[str] = DEFAULT_PROPERTIES,
+    lenient: bool = False,
+    phase_steps: int | None = None,
+) -> CheckReport:
+    """Check several guard replicas' traces as one fleet (one path: `check_trace`).
+
+    The traces are merged by time (`rvguard.fleet.merge`); SF, DR and WF are
+    judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
+    floor credit admitted per tenant and window ≤ B, and every entitled arrival
+    admitted, entitlement counted in the shared pool's order where the trace
+    records it (``pool_arrived``). RB is left out: each replica holds its own
+    C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
+    trace alone. Errors are pinned to their own file and line.
+
+    Raises:
+        TraceError: strict mode, at the first bad line (with file, line, field).
+    """
+    if len(paths) == 1:
+        return check_trace(
+            paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
+        )
+    from .fleet.judge import FleetCredits
+    from .fleet.merge import merge_traces
+
+    started = time.monotonic()
+    properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
+    judged = [p for p in properties if p not in ("AF", "WF")]
+    monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
+    name = " + ".join(paths)
+    run = _Run(
+        monitor,
+        name,
+        lenient=lenient,
+        report_wf="WF" in properties,
+        keep=phase_steps is not None,
+        dataset=True,
+    )
+    fleet = FleetCredits(contract) if "AF" in properties else None
+    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
+        run.path = path
+        if run.take(line, item) and fleet is not None and not isinstance(item, TraceError):
+            run.violations.extend(fleet.feed(item))
+    sweep = None
+    if phase_steps is not None:
+        sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
+    return CheckReport(
+        trace=name,
+        properties=tuple(properties),
+        violations=sorted(run.violations, key=lambda v: v.key),
+        metrics=monitor.summary(),
+        bad_lines=run.bad,
+        phase=sweep,
+        seconds=time.monotonic() - started,
+        fleet=None if fleet is None else fleet.summary(),
     )

@@ -5,7 +5,8 @@
 decision core never sees a clock: it takes ``now`` as an argument.
 `WallClock` is Unix time, for what is dated outside the process (a signed
 claim's expiry): never the guard's scheduling time, which starts at the
-contract's epoch on every start-up.
+contract's epoch on every start-up, unless the guard is one replica of several
+(`MonotonicClock.unix_anchored`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ class MonotonicClock:
     def now(self) -> float:
         """``start`` + elapsed monotonic seconds."""
         return self._start + (time.monotonic() - self._base)
+
+    @classmethod
+    def unix_anchored(cls) -> MonotonicClock:
+        """Monotonic, starting at the Unix time of its construction.
+
+        For guard replicas whose traces are merged and whose windows are shared (a
+        credit pool): their clocks must share a base, so each starts from Unix time
+        and then runs monotonically (a step of the system clock moves none of them).
+        """
+        return cls(start=time.time())
 
 
 class WallClock:

@@ -118,6 +118,17 @@ def _phase(report: CheckReport) -> list[str]:
     return ["", table(headers, rows), worst]
 
 
+def _fleet(report: CheckReport) -> list[str]:
+    f = report.fleet
+    if f is None:
+        return []
+    most = ", ".join(f"{t} {v:g}" for t, v in sorted(f.max_credits.items())) or "none"
+    return [
+        f"fleet: most floor credit admitted in one window: {most} (over {f.windows} tenant-windows); "
+        f"{f.pooled_arrivals} arrivals judged in the pool's order, {f.entitled_by_pool} of them entitled"
+    ]
+
+
 def render_check(report: CheckReport) -> str:
     """The readable report of `rvguard check`."""
     m = report.metrics
@@ -130,6 +141,7 @@ def render_check(report: CheckReport) -> str:
         *_metrics(m),
         *_bad_lines(report),
         *_phase(report),
+        *_fleet(report),
         "",
         P95_NOTE,
         verdict,

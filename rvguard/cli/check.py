@@ -16,8 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard check``."""
     p.add_argument(
         "trace",
+        nargs="+",
         help="trace file: .jsonl, .csv or .parquet ('-' = JSONL on stdin); or a directory or glob of "
-        "Parquet partitions, checked as their concatenation",
+        "Parquet partitions, checked as their concatenation; several traces: guard replicas' traces, "
+        "merged and judged as one fleet (AF fleet-wide, in the shared pool's order)",
     )
     p.add_argument("--contract", required=True, help="contract file (.yaml or .json)")
     p.add_argument("--phase-sweep", type=int, metavar="N", help="re-judge at N window origins in [0, W)")
@@ -25,21 +27,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lenient", action="store_true", help="leave bad lines out (reported), check the rest")
     p.add_argument(
         "--properties",
-        default="AF,SF,DR,WF",
-        help="comma-separated properties to report (AF, SF, DR, WF, ND); default AF,SF,DR,WF",
+        default="AF,SF,DR,WF,RB",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB); default AF,SF,DR,WF,RB",
     )
 
 
 def _properties(text: str) -> list[str]:
     props = [p.strip() for p in text.split(",") if p.strip()]
     if not props:
-        raise SpecError("--properties names no property: give some of AF, SF, DR, WF, ND", field="properties")
+        raise SpecError(
+            "--properties names no property: give some of AF, SF, DR, WF, ND, RB", field="properties"
+        )
     return props
 
 
 def run(args: argparse.Namespace) -> bool:
     """Judge the trace; True when no property is violated."""
-    from ..check import check_trace
+    from ..check import check_traces
     from ..contract import load_contract
     from ..report import render_check
 
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> bool:
             field="phase_sweep",
             value=args.phase_sweep,
         )
-    report = check_trace(
+    report = check_traces(
         args.trace,
         contract,
         properties=props,

@@ -29,14 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> bool:
     """Review the trace; True when no fixed parameter proved wrong."""
     from ..contract import load_contract
-    from ..review import render_review, review_trace
-
     from ..errors import SpecError
+    from ..review import render_review, review_trace
 
     if args.confirm < 1:
         raise SpecError(f"--confirm must be ≥ 1, got {args.confirm}", field="confirm", value=args.confirm)
     contract = load_contract(args.contract)
-    report = review_trace(args.trace, contract, log=args.log, redline=_redline(contract), confirm=args.confirm)
+    redline = _redline(contract)
+    report = review_trace(args.trace, contract, log=args.log, redline=redline, confirm=args.confirm)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
     else:

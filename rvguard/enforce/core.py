@@ -21,20 +21,18 @@ demands of a whole trace, so a reused one is refused.
 
 The edit rules come from the properties they must never break:
 
-* AF (admission floor) — an arrival that `contract.Entitlement` marks
-  floor-entitled is admitted with basis ``floor`` whatever the learner said
-  (the edit reject → admit). Burst excess of a floored tenant follows
-  ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic
-  rank, basis ``demoted``, if the learner admits it). Unfloored tenants: the
-  learner's ``admit`` decides (basis ``surplus``). A proposal that is not a
-  well-typed `Proposal` (a learner that raised or returned garbage, see
-  `learners.consult`) counts as a reject, traced as ``learner_error`` (type
-  and message) and ``learner-error: <ExceptionType>`` as the reject reason
-  (bounded: reasons become metrics labels); ``learner-timeout`` for a late one.
-  `arrive` takes the proposal with the arrival (traced on it); `receive` +
-  `decide` ask it after: the contract's own decisions (floor, excess under
-  ``reject``) are made at the arrival and only surplus waits for `decide`
-  (its proposal traced on the admit/reject). Entitlement counts arrivals.
+* AF (admission floor) — an arrival that `contract.Entitlement` marks floor-entitled is admitted with
+  basis ``floor`` whatever the learner said (the edit reject → admit), unless a floor-credit pool shared
+  with other replicas refused it (`Request.pool`: its reason is traced). Burst excess of a floored tenant
+  follows ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic rank, basis
+  ``demoted``, if the learner admits it). Unfloored tenants: the learner's ``admit`` decides (basis
+  ``surplus``). A proposal that is not a well-typed `Proposal` (a learner that raised or returned
+  garbage, see `learners.consult`) counts as a reject, traced as ``learner_error`` (type and message)
+  and ``learner-error: <ExceptionType>`` as the reject reason (bounded: reasons become metrics labels);
+  ``learner-timeout`` for a late one. `arrive` takes the proposal with the arrival (traced on it);
+  `receive` + `decide` ask it after: the contract's own decisions (floor, excess under ``reject``) are
+  made at the arrival and only surplus waits for `decide` (its proposal traced on the admit/reject).
+  Entitlement counts arrivals.
 * SF (service floor) — at most C in flight, non-preemptive; waiting work is
   ranked by `ready.rank`: true tier, floor before surplus, learner hint
   (surplus only, lower first; non-finite: none), arrival. Demoted requests
@@ -439,9 +437,10 @@ class DecisionCore(DemotionMixin):
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
         if not facts.floored:
             return None
-        if entitled and self._floor_room(req.tenant, k, facts.weight_units):
+        if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):  # pool: refused
             return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
-        return None if self._demote else Reject(now, req.rid, "excess" if not entitled else "floor-lowered")
+        why = req.pool or ("floor-lowered" if entitled else "excess")
+        return None if self._demote else Reject(now, req.rid, why)
 
     def _by_learner(self, entry: _Entry, proposal: Proposal, now: float) -> Admit | Reject:
         """Surplus (or demoted excess) as the learner proposes; a learner reject says why."""

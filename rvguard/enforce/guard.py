@@ -46,7 +46,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
@@ -65,12 +65,26 @@ from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .watch import WatchConfig
 
-__all__ = ["Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
+__all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
 
 DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
 Status = Literal["completed", "rejected", "dropped", "failed", "preempted"]
+_POOL_TRIES = 3  # answers that come back in the next window before the arrival is refused ``floor-lowered``
+
+
+class CreditPool(Protocol):
+    """Floor credit shared with other guard replicas (the gateway wraps `rvguard.fleet.credits`)."""
+
+    def window(self, t: float) -> int:
+        """The contract window holding ``t``."""
+        ...
+
+    async def spend(self, rid: str, tenant: str, weight: float, now: float) -> tuple[int, str]:
+        """Spend ``weight`` of ``tenant``'s floor in ``now``'s window: ``(window, "")`` when granted,
+        else ``(window, reason)``; never raises for an unreachable store (it decides alone)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +211,12 @@ class Guard:
         drain_timeout: the longest the drain waits before failing the rest.
         preempt_grace: seconds a preempted request may still run before it is stopped (`preempt`).
         retry_after: the retry hint (seconds) a preempted caller gets.
-        headroom: engine telemetry to poll (`HeadroomLoop`); needs ``redline``.
-        redline: the physical redline (`DecisionCore`'s): while it fires, queued surplus is
-            demoted; past its hard floor, running surplus is preempted.
-        headroom_interval: seconds between two reads of ``headroom`` (at least).
+        headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
+            s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
+        credits: a floor-credit pool shared with other replicas: each arrival of a floored
+            tenant spends there first, in the window its arrival is stamped in, and the core
+            grants no floor the pool refused (`Request.pool`).
     """
 
     def __init__(
@@ -226,10 +241,11 @@ class Guard:
         headroom: HeadroomSource | None = None,
         redline: RedlineConfig | None = None,
         headroom_interval: float = 1.0,
+        credits: CreditPool | None = None,
     ) -> None:
-        if headroom is not None and redline is None:
-            raise EnforcementError("a headroom source needs a redline (RedlineConfig) to act on it")
         self.contract = contract
+        self._credits = credits
+        self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
             contract,
             dispatch_policy=dispatch_policy,
@@ -291,6 +307,9 @@ class Guard:
             self._unauth += 1
             return Outcome(request.rid, "rejected", "unauthenticated")
         request = bound
+        if self._credits is not None and request.tenant in self._pooled:
+            request = await self._spend(self._credits, request)
+            now = request.t
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
             events = self.core.arrive(request, self._asker.ask_now(request, view), now)
@@ -301,6 +320,27 @@ class Guard:
         call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
         self._handle(events)
         return await self._run(call, view if waits else None)
+
+    async def _spend(self, pool: CreditPool, request: Request) -> Request:
+        """The pool's verdict, for the window the arrival is stamped in: an answer that comes back
+        in the next window is asked again there (the credit is counted where the trace counts it).
+
+        Raises:
+            EnforcementError: the guard closed meanwhile (503).
+        """
+        weight = self.core.facts(request.tenant, request.prompt_tokens, request.max_tokens).weight
+        now, reason = request.t, "floor-lowered"
+        for _ in range(_POOL_TRIES):
+            k, verdict = await pool.spend(request.rid, request.tenant, weight, now)
+            now = self._clock.now()
+            if pool.window(now) == k:
+                reason = verdict
+                break
+        if not self._open:
+            raise EnforcementError(
+                "the guard closed while the request waited for the credit pool", status_hint=503
+            )
+        return request.rebound(tenant=request.tenant, t=now, max_tokens=request.max_tokens, pool=reason)
 
     def running(self) -> list[str]:
         """The rids in flight now (dispatched, not ended), in dispatch order."""
@@ -322,12 +362,7 @@ class Guard:
         return notice.stop_at
 
     def observe_headroom(self, sample: HeadroomSample) -> None:
-        """Feed one headroom sample to the core now; its events (``sample``, ``demote``,
-        ``restore``, dispatches) reach the sinks (`HeadroomLoop` calls it; so can an embedder).
-
-        Raises:
-            TelemetryFormatError: as `DecisionCore.observe` (nothing changed).
-        """
+        """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""
         self._handle(self.core.observe(sample, self._clock.now()))
 
     def _stop_preempted(self, call: _Call) -> None:

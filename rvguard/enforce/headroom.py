@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..clock import Clock
 from ..errors import MissingExtraError, TelemetryFormatError, TelemetryUnavailableError
@@ -128,6 +128,8 @@ class MetricsHeadroomSource:
         min_interval: seconds between two scrapes at least (the exporter's refresh period).
         max_num_seqs: the engine's ``max_num_seqs`` (adds the ``seqs`` resource).
         timeout: seconds a scrape may take.
+        client: an ``httpx.AsyncClient`` to scrape with (the engine's own: a client per scrape
+            costs a TLS context, a quarter of a second on a busy machine); ``None``: one per scrape.
     """
 
     def __init__(
@@ -138,6 +140,7 @@ class MetricsHeadroomSource:
         min_interval: float = 1.0,
         max_num_seqs: int | None = None,
         timeout: float = 2.0,
+        client: Any = None,
     ) -> None:
         if not min_interval >= 0.0:
             raise ValueError(f"min_interval must be ≥ 0, got {min_interval!r}")
@@ -146,6 +149,7 @@ class MetricsHeadroomSource:
         self._min_interval = min_interval
         self._max_num_seqs = max_num_seqs
         self._timeout = timeout
+        self._client = client
         self._last = -math.inf
         self.scrapes = 0
 
@@ -162,8 +166,11 @@ class MetricsHeadroomSource:
 
         self._last = self._clock.now()
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as client:
-                answer = await client.get(self.url)
+            if self._client is not None:
+                answer = await self._client.get(self.url, timeout=self._timeout)
+            else:
+                async with httpx.AsyncClient(timeout=self._timeout) as client:
+                    answer = await client.get(self.url)
         except httpx.HTTPError as exc:
             raise TelemetryUnavailableError(f"{type(exc).__name__}: {exc}", source=self.url) from None
         if answer.status_code >= 400:

@@ -46,6 +46,8 @@ class HeadroomLoop:
     def __init__(self, guard: Guard, source: HeadroomSource, *, interval: float) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+        if guard.core.redline is None:
+            raise EnforcementError("a headroom source needs a redline (RedlineConfig) to act on it")
         self._guard = guard
         self._source = source
         self.interval = interval

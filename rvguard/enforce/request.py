@@ -36,6 +36,8 @@ class Request:
         prompt_tokens: prompt size, used for token credits.
         max_tokens: requested output tokens; the core forces ``min(max_tokens, output_cap)``.
         payload: what the backend needs (``{"prompt": ...}`` or ``{"messages": [...]}``).
+        pool: a shared floor-credit pool's verdict on this arrival (several guard replicas):
+            ``None`` no pool, ``""`` granted, else the refusal's reason (the core then grants no floor).
     """
 
     rid: str
@@ -45,14 +47,17 @@ class Request:
     prompt_tokens: int | None = None
     max_tokens: int | None = None
     payload: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
+    pool: str | None = None
 
-    def rebound(self, *, tenant: str, t: float, max_tokens: int | None) -> Request:
-        """A copy with the bound tenant, arrival time and capped tokens.
+    def rebound(self, *, tenant: str, t: float, max_tokens: int | None, pool: str | None = None) -> Request:
+        """A copy with the bound tenant, arrival time, capped tokens (and the pool's verdict).
 
         The Guard makes one per request; the constructor is several times
         cheaper than `dataclasses.replace`, which inspects the fields each call.
         """
-        return Request(self.rid, tenant, t, self.deadline, self.prompt_tokens, max_tokens, self.payload)
+        r = self
+        verdict = r.pool if pool is None else pool
+        return Request(r.rid, tenant, t, r.deadline, r.prompt_tokens, max_tokens, r.payload, verdict)
 
     def read_only(self) -> Request:
         """A copy for an untrusted reader (a learner): mappings become read-only proxies of new
@@ -63,7 +68,7 @@ class Request:
         """
         frozen = self.payload if self.payload is _EMPTY else _frozen(self.payload)
         r = self
-        return Request(r.rid, r.tenant, r.t, r.deadline, r.prompt_tokens, r.max_tokens, frozen)
+        return Request(r.rid, r.tenant, r.t, r.deadline, r.prompt_tokens, r.max_tokens, frozen, r.pool)
 
 
 def _frozen(value: Any) -> Any:

@@ -34,10 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import math
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -49,24 +46,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
-from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
-from ..enforce.core import DispatchPolicy
 from ..enforce.guard import Guard, Outcome
 from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
-from ..enforce.learners import Learner
-from ..enforce.redline import RedlineConfig
 from ..enforce.request import Request
-from ..enforce.watch import WatchConfig
-from ..errors import DispatchError, EnforcementError, SinkError, SpecError
+from ..errors import DispatchError, EnforcementError, SinkError
 from ..events import is_client_error
+from ..fleet.credits import SharedCredits
+from ..fleet.router import Route as RouteDecision
 from .answers import Answers, PendingAnswer
-from .config import KeysConfig, identity_from_headers
+from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
+from .fleet import FleetDispatcher, build_dispatcher
 from .prometheus import MetricsSink
+from .replica import GatewayPool, register_fleet_series
 from .server import KEEP_ALIVE_S, serving
+from .settings import GatewaySettings
 from .trace import TraceFile
-from .upstream import END, Channel, UpstreamDispatcher, upstream_url
+from .upstream import END, Channel
 from .wire import ForwardedContext, error_body, error_response, forwarded_context, relayed
 
 __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
@@ -75,92 +72,6 @@ log = logging.getLogger("rvguard.gateway")
 _CONTEXT = "rvguard.context"  # the ASGI scope key holding a request's `ForwardedContext`
 #: seconds a readiness probe of the upstream may take before the upstream counts as down
 PROBE_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True)
-class GatewaySettings:
-    """How the gateway runs (everything but the contract).
-
-    Attributes:
-        upstream: the OpenAI-compatible server, e.g. ``http://127.0.0.1:8000``.
-        keys: API keys, claim secret, unauthenticated policy.
-        learner: the untrusted proposer (``None``: admit everything).
-        learner_timeout: seconds the learner may take to answer; an overrun rejects the
-            surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
-        trace: JSONL file the Guard's events go to (``None``: no trace); never truncated.
-        timeout: seconds a whole upstream call may take (Guard-level).
-        connect_timeout, read_timeout: upstream socket timeouts (seconds).
-        deferred_drop: drop doomed requests at dispatch time (503).
-        drain_timeout: seconds shutdown waits for live requests.
-        watch: the assumption watch (``None``: off).
-        send_priority: send the tier as vLLM's ``priority`` (the engine must run
-            ``--scheduling-policy priority``); the gateway dispatches by tier either way.
-        dispatch_policy: the core's dispatch order: ``priority`` (tier, then arrival) or
-            ``fifo`` (arrival only: the study's ablation, for experiments).
-        upstream_api_key: sent upstream as ``Authorization: Bearer`` (never logged).
-        max_body: the largest request body accepted, in bytes (413 above).
-        header_timeout, body_timeout: seconds a request's headers, then its body, may take.
-        probe_interval: seconds between two readiness probes of the upstream.
-        preempt_grace: seconds a preempted surplus request may still run (`Guard.preempt`).
-        retry_after: the retry hint (seconds) a preempted client gets (503 ``retry-after``).
-        redline: the physical redline (the contract's ``headroom`` block); with ``headroom_url``
-            queued surplus is demoted while it fires, running surplus preempted past its hard floor.
-        headroom_url: the engine's Prometheus ``/metrics`` (`MetricsHeadroomSource`); needs ``redline``.
-        headroom_interval: seconds between two scrapes of ``headroom_url`` (at least).
-    """
-
-    upstream: str
-    keys: KeysConfig = field(default_factory=KeysConfig)
-    learner: Learner | None = None
-    learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
-    trace: str | Path | None = None
-    timeout: float | None = 120.0
-    connect_timeout: float = 2.0
-    read_timeout: float = 60.0
-    deferred_drop: bool = False
-    drain_timeout: float = 10.0
-    watch: WatchConfig | None = None
-    send_priority: bool = True
-    dispatch_policy: DispatchPolicy = "priority"
-    upstream_api_key: str | None = field(default=None, repr=False)
-    max_body: int = 4 * 1024 * 1024
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    probe_interval: float = 5.0
-    preempt_grace: float = 0.0
-    retry_after: float = 1.0
-    redline: RedlineConfig | None = None
-    headroom_url: str | None = None
-    headroom_interval: float = 1.0
-
-    def __post_init__(self) -> None:
-        upstream_url(self.upstream)
-        if self.headroom_url is not None and self.redline is None:
-            raise SpecError(
-                "headroom telemetry needs a redline: give the contract a headroom block", field="headroom"
-            )
-        seconds = {
-            "timeout": self.timeout,
-            "connect_timeout": self.connect_timeout,
-            "read_timeout": self.read_timeout,
-            "drain_timeout": self.drain_timeout,
-            "learner_timeout": self.learner_timeout,
-            "header_timeout": self.header_timeout,
-            "body_timeout": self.body_timeout,
-            "probe_interval": self.probe_interval,
-            "headroom_interval": self.headroom_interval,
-        }
-        for name, value in seconds.items():
-            if value is None and name == "timeout":
-                continue
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise SpecError(
-                    f"{name} must be a positive number of seconds, got {value!r}", field=name, value=value
-                )
-        if isinstance(self.max_body, bool) or not isinstance(self.max_body, int) or self.max_body < 1:
-            raise SpecError(
-                f"max_body must be a positive number of bytes, got {self.max_body!r}", field="max_body"
-            )
 
 
 class _RequestIds:
@@ -218,45 +129,28 @@ class Gateway:
 
         self.contract = contract
         self.settings = settings
-        self.clock: Clock = clock if clock is not None else MonotonicClock()
-        self.dispatcher = UpstreamDispatcher(
-            settings.upstream,
-            contract=contract,
-            connect_timeout=settings.connect_timeout,
-            read_timeout=settings.read_timeout,
-            clock=self.clock,
-            send_priority=settings.send_priority,
-            api_key=settings.upstream_api_key,
+        if clock is None:
+            clock = MonotonicClock.unix_anchored() if settings.replica else MonotonicClock()
+        self.clock: Clock = clock
+        self.trace = TraceFile(settings.trace) if settings.trace is not None else None
+        self.dispatcher, slots = build_dispatcher(
+            contract, settings, self.clock, self._routed, self._relocated
         )
+        self.fleet = self.dispatcher if isinstance(self.dispatcher, FleetDispatcher) else None
+        pool = settings.credits
+        self.credits = None if pool is None else SharedCredits.open(contract, pool, now=self.clock.now())
         self._binder = settings.keys.binder(contract)
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
-        self.trace = TraceFile(settings.trace) if settings.trace is not None else None
+        register_fleet_series(self.metrics.registry, self.fleet, self.credits)
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
-        self.guard = Guard(
-            contract,
-            self.dispatcher,
-            learner=settings.learner,
-            learner_timeout=settings.learner_timeout,
-            sinks=sinks,
-            clock=self.clock,
-            binder=self._binder,
-            timeout=settings.timeout,
-            drain_timeout=settings.drain_timeout,
-            deferred_drop=settings.deferred_drop,
-            watch=settings.watch,
-            dispatch_policy=settings.dispatch_policy,
-            preempt_grace=settings.preempt_grace,
-            retry_after=settings.retry_after,
-            headroom=self._headroom_source(),
-            redline=settings.redline,
-            headroom_interval=settings.headroom_interval,
-        )
+        self.guard = self._guard(slots, sinks)
         self.metrics.watch_guard(self.guard)
         if self.trace is not None:
             trace = self.trace
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
         self.answers = Answers(contract, self.clock, self.metrics)
         self._ids = itertools.count()
+        self._rid_prefix = f"{settings.replica}-g" if settings.replica else "g"
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self.models: frozenset[str] = frozenset()
         self.upstream_up = False
@@ -268,6 +162,30 @@ class Gateway:
             exception_handlers={HTTPException: self._http_error, Exception: self._crash},
         )
         self.app: ASGIApp = _RequestIds(app)
+
+    def _guard(self, slots: int, sinks: list[Any]) -> Guard:
+        """The Guard: ΣC_e slots over several engines; the shared credit pool, if any."""
+        c, s = self.contract, self.settings
+        return Guard(
+            c if slots == c.slots else c.model_copy(update={"slots": slots}),
+            self.dispatcher,
+            learner=s.learner,
+            learner_timeout=s.learner_timeout,
+            sinks=sinks,
+            clock=self.clock,
+            binder=self._binder,
+            timeout=s.timeout,
+            drain_timeout=s.drain_timeout,
+            deferred_drop=s.deferred_drop,
+            watch=s.watch,
+            dispatch_policy=s.dispatch_policy,
+            preempt_grace=s.preempt_grace,
+            retry_after=s.retry_after,
+            credits=None if self.credits is None else GatewayPool(self.credits, self.trace),
+            headroom=self._headroom_source(),
+            redline=s.redline,
+            headroom_interval=s.headroom_interval,
+        )
 
     def _headroom_source(self) -> MetricsHeadroomSource | None:
         """The engine's /metrics as headroom (``seqs`` too when the redline watches it: C slots)."""
@@ -296,16 +214,24 @@ class Gateway:
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         self._log_startup()
         prober = asyncio.ensure_future(self._probe_loop())  # not ready until a probe succeeds
+        loops = [prober]
+        if self.credits is not None:  # joins the pool at each window start; probes Redis while away
+            loops.append(asyncio.ensure_future(self.credits.run(self.clock)))
+        if self.fleet is not None:
+            self.fleet.start()
         try:
             async with self.guard:  # on exit: drain live requests, then fail what is left ("shutdown")
                 self._open = True
                 yield
         finally:
             self._open = False
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
+            for loop in loops:
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
             await self.dispatcher.aclose()
+            if self.credits is not None:
+                await self.credits.aclose()
 
     def _log_startup(self) -> None:
         s, keys = self.settings, self.settings.keys
@@ -314,7 +240,9 @@ class Gateway:
             "rvguard gateway starting",
             extra={
                 "event": "startup",
-                "upstream": s.upstream,
+                "upstream": ",".join(f"{name}={url}" for name, url in s.engines),
+                "replica": s.replica or "",
+                "credits": s.credits.url if s.credits is not None else "",
                 "upstream_key": s.upstream_api_key is not None,
                 "tenants": ",".join(f"{n}:B={t.floor}:D={t.deadline:g}" for n, t in c.tenants.items()),
                 "slots": c.slots,
@@ -330,6 +258,14 @@ class Gateway:
                 "body_timeout": s.body_timeout,
             },
         )
+        if self.guard.contract.slots != c.slots:
+            log.info(
+                "%d engines: the Guard holds %d slots (ΣC_e); judge this replica's trace with slots: %d",
+                len(s.engines),
+                self.guard.contract.slots,
+                self.guard.contract.slots,
+                extra={"event": "startup", "slots": self.guard.contract.slots},
+            )
         if keys.unauthenticated == "lowest-tier":
             log.warning(
                 "the keys file serves anonymous traffic: requests without a valid key go to tenant %r",
@@ -461,7 +397,7 @@ class Gateway:
         body: dict[str, Any],
         prompt_tokens: int | None,
     ) -> Response:
-        rid = f"g{next(self._ids)}"
+        rid = f"{self._rid_prefix}{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
         request = Request(
             rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
@@ -500,6 +436,26 @@ class Gateway:
             self.trace.forget(rid)
         if task.cancelled():
             log.info("client went away", extra={"event": "cancelled", "rid": rid})
+
+    def _routed(self, rid: str, engine: str, route: RouteDecision) -> None:
+        """One routing decision (several engines): logged at debug level."""
+        log.debug(
+            "routed",
+            extra={
+                "event": "route",
+                "rid": rid,
+                "engine": engine,
+                "mode": route.mode,
+                "reason": route.reason,
+            },
+        )
+
+    def _relocated(self, rid: str, source: str, engine: str) -> None:
+        """A request moved from a dead engine to ``engine``."""
+        log.info(
+            "request relocated",
+            extra={"event": "relocate", "rid": rid, "from_engine": source, "engine": engine},
+        )
 
     def rid_of(self, task: asyncio.Task[Outcome]) -> str:
         """The rid an HTTP exchange's submit task carries."""

@@ -22,7 +22,15 @@ _LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="contract file (.yaml or .json)")
-    p.add_argument("--upstream", required=True, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    p.add_argument(
+        "--upstream",
+        required=True,
+        action="append",
+        metavar="[NAME=]URL",
+        help="OpenAI-compatible server, e.g. http://127.0.0.1:8000; repeat for several engines "
+        "(routed by power-of-two-choices on headroom)",
+    )
+    _add_fleet(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     p.add_argument("--trace", help="write the Guard's events to this JSONL file")
@@ -75,12 +83,110 @@ def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
     block = getattr(contract, "headroom", None)
     if block is None:
         raise SpecError("--headroom needs a headroom block in the contract (its limits)", field="headroom")
-    url = args.headroom or args.upstream.rstrip("/") + "/metrics"
+    upstreams = [args.upstream] if isinstance(args.upstream, str) else list(args.upstream)
+    if not args.headroom and len(upstreams) != 1:
+        raise SpecError("--headroom guards one engine: give its /metrics URL", field="headroom")
+    url = args.headroom or upstreams[0].split("=", 1)[-1].rstrip("/") + "/metrics"
     return {
         "redline": block.redline_config(),
         "headroom_url": url,
         "headroom_interval": args.headroom_interval,
     }
+
+
+def _add_fleet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine-slots",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="C_e of one engine (default: the contract's C for each); NAME is the engine's "
+        "(its host:port unless given as NAME=URL)",
+    )
+    p.add_argument(
+        "--staleness", type=float, default=2.0, help="seconds an engine's view may age (siloed after)"
+    )
+    p.add_argument("--telemetry-interval", type=float, default=0.5, help="seconds between /metrics scrapes")
+    p.add_argument("--route-seed", type=int, help="seed of the router's random choices (reproducible runs)")
+    p.add_argument("--relocations", type=int, default=2, help="k: requests relocated at once (0: none)")
+    p.add_argument(
+        "--credits", metavar="redis://HOST:PORT/DB", help="share floor credits with other replicas"
+    )
+    p.add_argument(
+        "--replica", metavar="NAME", help="this replica's id (namespaces rids; needed with --credits)"
+    )
+    p.add_argument(
+        "--share",
+        action="append",
+        default=[],
+        metavar="F|NAME=F",
+        help="static shares of each floor while Redis is away: F for this replica (the others "
+        "then hold at most 1-F together), or NAME=F for every replica; they sum to at most 1",
+    )
+    p.add_argument(
+        "--credit-timeout", type=float, default=0.05, help="seconds a Redis call may take (default 0.05)"
+    )
+
+
+def _pairs(items: list[str], option: str) -> dict[str, str]:
+    from ..errors import SpecError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name:
+            raise SpecError(f"{option} wants NAME=VALUE, got {item!r}", field=option.lstrip("-"))
+        out[name] = value
+    return out
+
+
+def _number(text: str, option: str, kind: type[int] | type[float]) -> float:
+    from ..errors import SpecError
+
+    try:
+        return kind(text)
+    except ValueError:
+        raise SpecError(f"{option}: not a number: {text!r}", field=option.lstrip("-"), value=text) from None
+
+
+def _engine_slots(args: argparse.Namespace) -> dict[str, int]:
+    return {
+        k: int(_number(v, "--engine-slots", int))
+        for k, v in _pairs(args.engine_slots, "--engine-slots").items()
+    }
+
+
+def _credits(args: argparse.Namespace) -> Any:
+    """The pool's configuration from ``--credits``, ``--replica`` and ``--share``, or None."""
+    from pydantic import ValidationError
+
+    from ..errors import SpecError
+    from ..fleet.credits import CreditsConfig
+
+    if args.credits is None:
+        if args.share:
+            raise SpecError("--share needs --credits", field="share")
+        return None
+    if not args.replica:
+        raise SpecError("--credits needs --replica NAME (it namespaces this replica's rids)", field="replica")
+    bare = [s for s in args.share if "=" not in s]
+    shares = {
+        k: _number(v, "--share", float)
+        for k, v in _pairs([s for s in args.share if "=" in s], "--share").items()
+    }
+    if len(bare) > 1 or (bare and args.replica in shares):
+        raise SpecError("--share: give this replica's share once", field="share")
+    if bare:
+        own = _number(bare[0], "--share", float)
+        shares[args.replica] = own
+        if len(shares) == 1:  # the others hold the rest: the pool keeps all of it aside until they join
+            shares["_rest"] = max(1.0 - own, 0.0)
+    try:
+        return CreditsConfig(
+            url=args.credits, replica=args.replica, shares=shares, timeout=args.credit_timeout
+        )
+    except ValidationError as err:
+        raise SpecError(f"--credits/--share: {err.errors()[0]['msg']}", field="credits") from None
 
 
 def _upstream_key(var: str | None) -> str | None:
@@ -126,7 +232,14 @@ def run_serve(args: argparse.Namespace) -> bool:
     if not 0 <= args.port <= 65535:
         raise SpecError(f"--port must be in 0..65535, got {args.port}", field="port", value=args.port)
     settings = GatewaySettings(
-        upstream=args.upstream,
+        upstream=tuple(args.upstream),
+        engine_slots=_engine_slots(args),
+        staleness=args.staleness,
+        telemetry_interval=args.telemetry_interval,
+        route_seed=args.route_seed,
+        relocations=args.relocations,
+        credits=_credits(args),
+        replica=args.replica,
         keys=load_keys(args.keys) if args.keys else KeysConfig(),
         learner=resolve_learner(args.learner, contract),
         learner_timeout=args.learner_timeout,
@@ -142,7 +255,8 @@ def run_serve(args: argparse.Namespace) -> bool:
         **_headroom(args, contract),
     )
     gateway = Gateway(contract, settings)
-    print(f"rvguard serve: http://{args.host}:{args.port} → {args.upstream}", file=sys.stderr)
+    engines = ", ".join(url for _, url in settings.engines)
+    print(f"rvguard serve: http://{args.host}:{args.port} → {engines}", file=sys.stderr)
     config = uvicorn_config(
         gateway.app,
         host=args.host,

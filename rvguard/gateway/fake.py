@@ -3,9 +3,7 @@
 It speaks just enough HTTP/1.1 (keep-alive, chunked SSE) for the gateway, httpx
 and the load generator: ``POST /v1/completions`` and ``/v1/chat/completions``
 (streamed or not), ``POST /tokenize`` (whitespace words; a prompt starting
-``notokenize`` gets 404), ``GET /v1/models`` and ``GET /metrics`` (vLLM's
-``vllm:kv_cache_usage_perc`` = the attribute ``kv_usage`` a test sets, and the
-running and waiting counts). Like vLLM with ``--max-num-seqs``, at
+``notokenize`` gets 404) and ``GET /v1/models``. Like vLLM with ``--max-num-seqs``, at
 most ``slots`` requests generate at once (``None``: unlimited); each token takes
 ``token_delay`` seconds. The prompt (or the last message) chooses a fault:
 
@@ -17,6 +15,15 @@ most ``slots`` requests generate at once (``None``: unlimited); each token takes
 * ``miderror`` — (streamed) two chunks, then an ``{"error": …}`` chunk and ``[DONE]``;
 * ``linesep`` — every token carries U+2028 and U+0085, left raw in the JSON (as a model may);
 * ``tool``, ``reason``, ``refuse``, ``extra`` — what a chat answer carries (`_Plan`).
+
+Token ids, as vLLM gives them for ``return_token_ids`` (a completion's first chunk carries
+``prompt_token_ids``, every chunk its ``token_ids``): prompt words get ids below `OUT_BASE`,
+output token i is ``t<i>`` with id ``OUT_BASE + i``. A prompt given as ids continues after
+the output ids it ends with, so a continuation (`rvguard.fleet.relocate`) yields the rest of
+the uninterrupted output, as greedy decoding does; ``POST /detokenize`` renders ids back.
+With ``metrics=True``, ``GET /metrics`` exports vLLM's ``vllm:kv_cache_usage_perc`` (``kv_usage``
+when set, else active / slots), ``vllm:num_requests_running`` and ``..._waiting``; its status is
+``metrics_status`` (set it to 503 to make the telemetry fail); without, it answers 404.
 
 Chunks have the real shape (``"object": "chat.completion.chunk"``, a role-only
 first delta, ``finish_reason`` on the last). With ``api_key`` set it answers
@@ -34,9 +41,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import zlib
 from typing import Any
 
-__all__ = ["FakeUpstream"]
+__all__ = ["OUT_BASE", "FakeUpstream"]
+
+#: the id of output token ``t0``; prompt words get ids below it
+OUT_BASE = 100_000
 
 _REASONS = {
     200: "OK",
@@ -58,8 +69,12 @@ class FakeUpstream:
         token_delay: float = 0.0,
         model: str = "fake",
         api_key: str | None = None,
+        metrics: bool = False,
     ) -> None:
         self.slots = slots
+        self.metrics = metrics
+        self.metrics_status = 200
+        self.kv_usage: float | None = None
         self.api_key = api_key
         self.headers: list[dict[str, str]] = []
         self.token_delay = token_delay
@@ -69,8 +84,6 @@ class FakeUpstream:
         self.bodies: list[dict[str, Any]] = []
         self.active = self.max_active = self.served = self.aborted = self.connections = 0
         self.tokenized = 0
-        self.kv_usage = 0.0  # what /metrics reports as vllm:kv_cache_usage_perc
-        self.waiting = 0
         self._sem = asyncio.Semaphore(slots) if slots else None
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -137,16 +150,21 @@ class FakeUpstream:
         if method == "GET" and path == "/v1/models":
             data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
             return await _send_json(writer, 200, data)
-        if method == "GET" and path == "/metrics":
-            return await _send_text(writer, self._exposition())
         if method == "POST" and path == "/tokenize":
             return await self._tokenize(json.loads(raw or b"{}"), writer)
+        if method == "POST" and path == "/detokenize":
+            ids = json.loads(raw or b"{}").get("tokens") or []
+            return await _send_json(writer, 200, {"prompt": "".join(map(_token_text, ids))})
+        if method == "GET" and path == "/metrics" and self.metrics:
+            return await self._metrics(writer)
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         body = json.loads(raw or b"{}")
         self.bodies.append(body)
         self.headers.append(headers)
-        mode = str(body.get("prompt") or (body.get("messages") or [{}])[-1].get("content") or "")
+        prompt = body.get("prompt")
+        text = "" if isinstance(prompt, list) else prompt
+        mode = str(text or (body.get("messages") or [{}])[-1].get("content") or "")
         if mode.startswith("hang"):
             await self._stop.wait()
             return False
@@ -164,21 +182,6 @@ class FakeUpstream:
             return await _send_json(writer, status, {"error": err})
         return await self._generate(body, writer, mode)
 
-    def _exposition(self) -> str:
-        """vLLM's gauges, in the Prometheus text format its /metrics serves."""
-        label = f'{{engine="0",model_name="{self.model}"}}'
-        return (
-            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
-            "# TYPE vllm:kv_cache_usage_perc gauge\n"
-            f"vllm:kv_cache_usage_perc{label} {self.kv_usage}\n"
-            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-            "# TYPE vllm:num_requests_running gauge\n"
-            f"vllm:num_requests_running{label} {float(self.active)}\n"
-            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-            "# TYPE vllm:num_requests_waiting gauge\n"
-            f"vllm:num_requests_waiting{label} {float(self.waiting)}\n"
-        )
-
     async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""
         messages = body.get("messages") or []
@@ -190,6 +193,24 @@ class FakeUpstream:
         return await _send_json(
             writer, 200, {"count": count, "max_model_len": 2048, "tokens": list(range(count))}
         )
+
+    async def _metrics(self, writer: asyncio.StreamWriter) -> bool:
+        if self.metrics_status != 200:
+            return await _send_json(writer, self.metrics_status, {"error": {"message": "metrics off"}})
+        kv = self.kv_usage if self.kv_usage is not None else (self.active / self.slots if self.slots else 0.0)
+        labels = f'{{engine="0",model_name="{self.model}"}}'
+        text = "".join(
+            f"# TYPE {name} gauge\n{name}{labels} {value}\n"
+            for name, value in (
+                ("vllm:kv_cache_usage_perc", kv),
+                ("vllm:num_requests_running", self.active),
+                ("vllm:num_requests_waiting", 0),
+            )
+        ).encode()
+        _start(writer, 200, "text/plain; version=0.0.4", length=len(text))
+        writer.write(text)
+        await writer.drain()
+        return True
 
     async def _generate(self, body: dict[str, Any], writer: asyncio.StreamWriter, mode: str) -> bool:
         async with self._sem if self._sem is not None else contextlib.nullcontext():
@@ -262,7 +283,10 @@ class _Plan:
         self.mode = mode if chat else ("extra" if mode.startswith("extra") else mode)
         self.n = int(body.get("max_tokens") or 16)
         sep = "\u2028\x85" if mode.startswith("linesep") else ""
-        self.tokens = [f"t{i}{sep} " for i in range(self.n)]
+        prompt = body.get("prompt")
+        self.offset = _continues_at(prompt) if isinstance(prompt, list) else 0
+        self.prompt_ids = _prompt_ids(prompt) if body.get("return_token_ids") and not chat else None
+        self.tokens = [f"t{i}{sep} " for i in range(self.offset, self.offset + self.n)]
         self.logprobs = bool(body.get("logprobs"))
         tools = body.get("tools") or [{"function": {"name": "lookup"}}]
         self.tool = str((tools[0].get("function") or {}).get("name") or "lookup")
@@ -311,9 +335,13 @@ class _Plan:
                 if self._kind() == "extra":
                     choice["x_fake_choice"] = {"seen": [i]}
                 out.append(choice)
-        for choice in out:
+        for i, choice in enumerate(out):
             choice.setdefault("logprobs", None)
             choice["finish_reason"] = None
+            if self.prompt_ids is not None:  # return_token_ids (completions)
+                choice["token_ids"] = [OUT_BASE + self.offset + i]
+                if i == 0:
+                    choice["prompt_token_ids"] = self.prompt_ids
         out[-1]["finish_reason"] = self.finish()
         return out
 
@@ -418,17 +446,31 @@ async def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
     await writer.drain()
 
 
-async def _send_text(writer: asyncio.StreamWriter, text: str) -> bool:
-    raw = text.encode()
-    _start(writer, 200, "text/plain; version=0.0.4", length=len(raw))
-    writer.write(raw)
-    await writer.drain()
-    return True
-
-
 async def _send_json(writer: asyncio.StreamWriter, status: int, data: object) -> bool:
     raw = json.dumps(data).encode()
     _start(writer, status, "application/json", length=len(raw))
     writer.write(raw)
     await writer.drain()
     return True
+
+
+def _prompt_ids(prompt: object) -> list[int]:
+    """A prompt's token ids: ids as given, or one id below `OUT_BASE` per whitespace word."""
+    if isinstance(prompt, list):
+        return [int(x) for x in prompt]
+    return [1 + zlib.crc32(w.encode()) % (OUT_BASE - 1) for w in str(prompt or "").split()]
+
+
+def _continues_at(ids: list[Any]) -> int:
+    """How many output ids (at or above `OUT_BASE`) a prompt of ids ends with: where to continue."""
+    n = 0
+    for x in reversed(ids):
+        if not (isinstance(x, int) and x >= OUT_BASE):
+            break
+        n += 1
+    return n
+
+
+def _token_text(token: object) -> str:
+    i = int(token) if isinstance(token, int) else 0
+    return f"t{i - OUT_BASE} " if i >= OUT_BASE else f"w{i} "

@@ -1,4 +1,4 @@
-"""Timed safety automata for AF, SF, DR, WF (and ND), online and offline."""
+"""Timed safety automata for AF, SF, DR, WF, RB (and ND), online and offline."""
 
 from __future__ import annotations
 

@@ -17,6 +17,17 @@ event. An instance carries the request's facts (tenant, absolute deadline D,
 lower bound L, upper bound U, window, entitlement), its clocks as reset
 times (a clock's value is ``now - reset``), and a dict of variables.
 
+A bad location is final: an instance that reaches one stays there and
+reacts to nothing more, unless its automaton says ``bad_is_final=False``
+(RB: a surplus request dispatched over the limit still ends, and its end
+must still update the shared count). The violation is reported once, when
+the bad location is entered.
+
+An automaton may also keep variables *shared* by all its instances (RB's
+count of surplus requests in flight): ``shared(contract)`` makes them when a
+monitor starts, and guards and updates reach them as
+``inst.shared[automaton name]``.
+
 A `Timer` is an edge taken by the passage of time: while an instance sits
 in ``location``, once observed time *strictly* exceeds ``bound(instance)``
 it moves to ``target``, at the instant ``bound`` (the violation time of
@@ -38,10 +49,13 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event, EventKind
 from ..lifecycle import CODE, N_KINDS
+
+if TYPE_CHECKING:
+    from ..contract import Contract
 
 __all__ = ["N_KINDS", "Edge", "Instance", "TimedAutomaton", "Timer", "entitled"]
 
@@ -67,6 +81,7 @@ class Instance:
         "rank",
         "rid",
         "row",
+        "shared",
         "state",
         "t_arrive",
         "t_dispatch",
@@ -105,6 +120,8 @@ class Instance:
         self.rank = rank
         self.used = used
         self.state = 0
+        #: variables shared by all instances, per automaton name (set by the monitor)
+        self.shared: dict[str, dict[str, Any]] = _NO_SHARED
         self.events: list[Event] = []
         self._resets: dict[str, float] | None = None
         self._vars: dict[str, Any] | None = None
@@ -132,6 +149,8 @@ class Instance:
         resets = self._resets
         return now - (self.t_arrive if resets is None else resets.get(name, self.t_arrive))
 
+
+_NO_SHARED: dict[str, dict[str, Any]] = {}
 
 Guard = Callable[[Instance, Event], bool]
 
@@ -183,6 +202,9 @@ class TimedAutomaton:
         timers: timer edges.
         strict: a missing ``(location, kind)`` goes bad (protocol automata).
         context: facts reported with a violation (e.g. AF's entitlement count).
+        shared: makes the variables all instances share (`Instance.shared`) from the contract.
+        bad_is_final: an instance in a bad location reacts to nothing more (False: its
+            edges are still taken; the violation is reported once, on entering).
         clocks: deprecated and ignored (it was never read): a clock exists
             once an update resets it (`Instance.resets`); passing it warns.
     """
@@ -198,6 +220,8 @@ class TimedAutomaton:
     clocks: InitVar[tuple[str, ...] | None] = None
     context: Callable[[Instance], Mapping[str, Any]] | None = None
     strict_detail: Detail | None = None
+    shared: Callable[[Contract], dict[str, Any]] | None = None
+    bad_is_final: bool = True
 
     def __post_init__(self, clocks: tuple[str, ...] | None) -> None:
         if clocks is not None:
@@ -216,13 +240,15 @@ class TimedAutomaton:
 class CompiledAutomaton:
     """`TimedAutomaton` flattened: ``table[loc * N_KINDS + code]`` is a tuple of edges or None."""
 
-    __slots__ = ("auto", "bad", "codes", "index", "locs", "table", "timers")
+    __slots__ = ("auto", "bad", "codes", "final", "index", "locs", "table", "timers")
 
     def __init__(self, auto: TimedAutomaton) -> None:
         self.auto = auto
         self.locs: list[Enum] = list(auto.locations)
         self.index: dict[Enum, int] = {loc: i for i, loc in enumerate(self.locs)}
         self.bad: list[bool] = [loc in auto.bad for loc in self.locs]
+        #: per location: bad, and reacting to nothing more (`TimedAutomaton.bad_is_final`)
+        self.final: list[bool] = [b and auto.bad_is_final for b in self.bad]
         self.table: list[tuple[tuple[int, Guard | None, Update | None, Edge], ...] | None] = [None] * (
             len(self.locs) * N_KINDS
         )

@@ -38,12 +38,13 @@ from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
 from .metrics import Metrics, MetricsAccumulator
 from .product import CHOICE, ILLEGAL, UNKNOWN, Product
+from .rb import RB
 from .sf import SF
 
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
 
-BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND}
-DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF")
+BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND, "RB": RB}
+DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB")
 
 _WF = wf.WF.compile()
 #: WF (the lifecycle) as a flat next-location table: ``_WF_NEXT[loc * N_KINDS + code]``, -1 = illegal
@@ -86,7 +87,7 @@ class Monitor:
 
     Args:
         contract: the contract the trace is judged against.
-        properties: names of built-in properties (AF, SF, DR, WF, ND) or
+        properties: names of built-in properties (AF, SF, DR, WF, ND, RB) or
             user-defined `TimedAutomaton` objects. WF's protocol is always
             run (it decides which events are legal); it is *reported* only
             when listed.
@@ -118,6 +119,8 @@ class Monitor:
         ]
         self._facts = FactsCache(contract)
         self._entitlement = Entitlement(contract)
+        #: the variables each automaton's instances share (`TimedAutomaton.shared`), by its name
+        self._shared = {a.name: a.shared(contract) for a in self._autos if a.shared is not None}
         self._live: dict[str, Instance] = {}
         self._finished: set[str] = set()
         self._finished_order: deque[str] = deque()
@@ -320,6 +323,7 @@ class Monitor:
             rank,
             used,
         )
+        inst.shared = self._shared
         self._live[ev.rid] = inst
         return inst
 
@@ -327,7 +331,7 @@ class Monitor:
         """Step each automaton reacting to ``code``; ``locs`` are the product locations (WF first)."""
         for i, comp in self._by_code[code]:
             loc = locs[i + 1]
-            if comp.bad[loc]:
+            if comp.final[loc]:
                 continue
             edges = comp.table[loc * N_KINDS + code]
             if edges is None:

@@ -1,4 +1,4 @@
-"""Vectorised verdicts for a WF-clean trace: the offline half of AF, SF, DR and ND.
+"""Vectorised verdicts for a WF-clean trace: the offline half of AF, SF, DR, ND and RB.
 
 Each function selects the violating requests with array expressions that
 mirror the automaton's guards (same float operations, so the same answers),
@@ -14,12 +14,12 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from ..columnar import ColumnarTrace
+from ..columnar import BASIS_CODES, ColumnarTrace
 from ..contract import Contract
-from ..events import Event, is_client_error
+from ..events import Basis, Event, is_client_error
 from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
-from . import af, dr, sf
+from . import af, dr, rb, sf
 from .automaton import Instance, TimedAutomaton
 from .columns import RequestTable
 
@@ -173,6 +173,54 @@ def _nd(reqs: _Requests) -> list[Violation]:
     )
 
 
+def _rb(reqs: _Requests, limit: int) -> list[Violation]:
+    """RB: the running count of surplus requests in flight, a cumulative sum over the rows."""
+    req, trace = reqs.req, reqs.trace
+    admitted = req.admit_row >= 0
+    basis = np.full(len(admitted), -1, dtype=np.int64)
+    basis[admitted] = trace.basis[req.admit_row[admitted]]
+    rs = np.flatnonzero(admitted & (basis != BASIS_CODES[Basis.FLOOR]) & (req.dispatch_row >= 0))
+    starts, ends = req.dispatch_row[rs], req.end_row[rs]
+    n = len(trace)
+    count = np.cumsum(np.bincount(starts, minlength=n) - np.bincount(ends[ends >= 0], minlength=n))
+    over = count[starts] > limit  # with itself, more than C − R hold a slot
+    vs = rs[over]
+    if not len(vs):
+        return []
+    insts = reqs.instances(vs)
+    shown = _holders(trace, rs, starts, ends, set(starts[over].tolist()))
+    for inst, row in zip(insts, starts[over].tolist(), strict=True):
+        inst.vars.update(limit=limit, in_flight=int(count[row]), holders=shown[row])
+    rows = [
+        [i for i in r_rows if i <= d_row]
+        for r_rows, d_row in zip(reqs.rows(vs), req.dispatch_row[vs].tolist(), strict=True)
+    ]
+    times = req.t_dispatch[vs].tolist()
+    return _violations(rb.RB, insts, times, reqs.events(rows), rb._detail, triggered=True)
+
+
+def _holders(
+    trace: ColumnarTrace, rs: I64, starts: I64, ends: I64, at: set[int]
+) -> dict[int, tuple[str, ...]]:
+    """The surplus holders just before each dispatch row in ``at`` (as `rb.holders` names them):
+    one sweep over the surplus requests' dispatch and end rows, run only when RB is violated."""
+    moves = sorted(
+        [(s, r, True) for s, r in zip(starts.tolist(), rs.tolist(), strict=True)]
+        + [(e, r, False) for e, r in zip(ends.tolist(), rs.tolist(), strict=True) if e >= 0]
+    )
+    holding: dict[str, None] = {}
+    out: dict[int, tuple[str, ...]] = {}
+    for row, r, start in moves:
+        rid = trace.rid_names[r]
+        if not start:
+            del holding[rid]
+            continue
+        if row in at:
+            out[row] = rb.holders(holding)
+        holding[rid] = None
+    return out
+
+
 _JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd}
 
 
@@ -191,4 +239,6 @@ def offline_violations(
     for name, judge in _JUDGES.items():
         if name in names:
             out.extend(judge(reqs))
+    if "RB" in names:
+        out.extend(_rb(reqs, contract.slots - contract.reserve))
     return out

@@ -10,7 +10,7 @@ from there:
 * ``>= 0``: the next product state. Used when every automaton's move is
   fixed by its table alone: a single unguarded edge with no update into a
   location that is neither bad nor timed, or no move at all (a lenient
-  automaton without an entry, an automaton already bad). The monitor then
+  automaton without an entry, an automaton in a final bad location). The monitor then
   only stores the int.
 * ``<= CHOICE``: a `Choice`, when the automata that do not have a fixed
   move only choose between edges by their guards (no update, no bad or
@@ -50,7 +50,7 @@ Branch = tuple[int, tuple[tuple[Guard | None, int], ...], int]
 
 def fixed_move(comp: CompiledAutomaton, loc: int, code: int) -> int | None:
     """The automaton's next location if the table alone decides it and nothing else happens, else None."""
-    if comp.bad[loc]:
+    if comp.final[loc]:
         return loc
     edges = comp.table[loc * N_KINDS + code]
     if edges is None:

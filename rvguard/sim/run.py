@@ -36,7 +36,7 @@ from ..enforce.learners import AdmitAll, Learner, LSQLearner, RandomLearner, Rej
 from ..enforce.request import Request
 from ..enforce.watch import WatchConfig
 from ..events import Event
-from ..monitors import Metrics, Monitor
+from ..monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from ..verdict import Violation
 from .backend import BackendModel, ServiceModel
 from .baselines import FifoBaseline, FlowController, RateLimiter
@@ -152,7 +152,7 @@ class RunOutcome:
 
 
 def judge(
-    contract: Contract, events: Sequence[Event], properties: Sequence[str] = ("AF", "SF", "DR", "WF")
+    contract: Contract, events: Sequence[Event], properties: Sequence[str] = DEFAULT_PROPERTIES
 ) -> tuple[Metrics, tuple[Violation, ...]]:
     """Feed a trace to the online `Monitor`; its metrics and violations."""
     mon = Monitor(contract, properties)

@@ -1,4 +1,4 @@
-"""Hypothesis stateful test: any arrivals, any learner, the core never breaks AF, DR, WF.
+"""Hypothesis stateful test: any arrivals, any learner, any reserve, the core never breaks AF, DR, WF, RB.
 
 Adversarial learners are part of the strategy: random proposals, always
 reject, hint flooding (huge, infinite and NaN hints), proposals claiming
@@ -7,10 +7,10 @@ ill-typed (None, a dict, a Proposal with a str admit or hint), asked through
 `consult` as every driver does, and late ones (`LearnerTimeout`). Arrivals come one-step
 (`arrive`) or two-step as the Guard makes them (`receive`, then `decide` or a cancel while
 waiting). After every step: the core's own `_check()`, at most C in
-flight, floor credits within B per window, at most one terminal per request,
-and the online `Monitor` (plus the brute-force checker) finding no AF, DR or
-WF violation. At teardown everything is finished, so every arrived request
-has exactly one terminal event.
+flight and at most C − R of them surplus, floor credits within B per window,
+at most one terminal per request, and the online `Monitor` (plus the
+brute-force checker) finding no AF, DR, WF or RB violation. At teardown
+everything is finished, so every arrived request has exactly one terminal event.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Dispatch, Event, Proposal
 from rvguard.monitors import Monitor
 
-from ._harness import check_af, check_dr, check_wf, make_contract, terminal_counts
+from ._harness import check_af, check_dr, check_rb, check_wf, make_contract, terminal_counts
 
 proposals = st.one_of(
     st.builds(Proposal, st.booleans(), st.none(), st.none() | st.floats(-10, 10)),  # random
@@ -97,16 +97,26 @@ class CoreMachine(RuleBasedStateMachine):
         drop=st.booleans(),
         lower=st.sampled_from([0.0, 0.1, 0.4]),
         credit=st.sampled_from(["count", "tokens"]),
+        reserve=st.integers(0, 3),
     )
     def setup(
-        self, slots: int, floor: int, excess: str, policy: str, drop: bool, lower: float, credit: str
+        self,
+        slots: int,
+        floor: int,
+        excess: str,
+        policy: str,
+        drop: bool,
+        lower: float,
+        credit: str,
+        reserve: int,
     ) -> None:
         b = floor if credit == "count" else floor * 40  # token credits: w = capped max_tokens (≤ 48)
+        r = min(reserve, slots)
         self.contract = make_contract(
-            slots=slots, floor=b, excess=excess, lower=lower, s_max=0.5, credit=credit
+            slots=slots, floor=b, excess=excess, lower=lower, s_max=0.5, credit=credit, reserve=r
         )
         self.core = DecisionCore(self.contract, dispatch_policy=policy, deferred_drop=drop)  # type: ignore[arg-type]
-        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF"))
+        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB"))
 
     def _take(self, events: list[Event]) -> None:
         for ev in events:
@@ -189,6 +199,7 @@ class CoreMachine(RuleBasedStateMachine):
             return
         self.core._check()
         assert self.core.in_flight <= self.contract.slots
+        assert self.core.surplus_in_flight <= self.contract.slots - self.contract.reserve
         assert all(n == 1 for n in terminal_counts(self.trace).values())
         used: dict[tuple[str, int], float] = defaultdict(float)
         arrive = {e.rid: e for e in self.trace if isinstance(e, Arrive)}
@@ -214,6 +225,7 @@ class CoreMachine(RuleBasedStateMachine):
         assert check_wf(self.trace) == []
         assert check_af(self.contract, self.trace) == []
         assert check_dr(self.contract, self.trace) == []
+        assert check_rb(self.contract, self.trace) == []
         assert self.monitor.violations() == []
 
 

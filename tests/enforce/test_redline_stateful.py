@@ -186,7 +186,9 @@ class RedlineCoreMachine(RuleBasedStateMachine):
                 if self.pre.preemptible(rid):
                     self.pre.notice(rid, self.now)
 
-    @rule(resource=st.sampled_from(RESOURCES), value=st.sampled_from([0.0, 0.1, 0.9, 1.0]), n=st.integers(1, 6))
+    @rule(
+        resource=st.sampled_from(RESOURCES), value=st.sampled_from([0.0, 0.1, 0.9, 1.0]), n=st.integers(1, 6)
+    )
     def settle(self, resource: str, value: float, n: int) -> None:
         """Several fresh samples at one level: the redline decisively fires, or clears."""
         if resource not in {r.name for r in self.core.redline.config.resources}:  # type: ignore[union-attr]

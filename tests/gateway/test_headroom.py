@@ -35,9 +35,10 @@ def _samples(gw: Gateway) -> int:
 
 async def test_surplus_is_demoted_while_the_cache_is_nearly_full_and_restored_after(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    async with FakeUpstream(token_delay=0.002) as up:
+    async with FakeUpstream(token_delay=0.002, metrics=True) as up:
         s = settings(up.url, trace, redline=REDLINE, headroom_url=up.url + "/metrics", headroom_interval=0.02)
         async with gateway(contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            up.kv_usage = 0.0
             await _until(lambda: _samples(gw) >= 1, "a first scrape")
             up.kv_usage = 0.9  # headroom 0.1 < h_min
             seen = _samples(gw)
@@ -66,7 +67,7 @@ async def test_surplus_is_demoted_while_the_cache_is_nearly_full_and_restored_af
 
 async def test_past_the_hard_floor_a_running_surplus_request_gets_503(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    async with FakeUpstream(token_delay=0.05) as up:
+    async with FakeUpstream(token_delay=0.05, metrics=True) as up:
         s = settings(up.url, trace, redline=REDLINE, headroom_url=up.url + "/metrics", headroom_interval=0.02)
         async with gateway(contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
             opp = asyncio.ensure_future(

@@ -1,4 +1,4 @@
-"""A plain, independent checker for AF, SF and DR, written from DESIGN §3's sentences.
+"""A plain, independent checker for AF, SF, DR (DESIGN §3) and RB (§10), written from their sentences.
 
 It shares no code with rvguard.monitors beyond the contract's window formula.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rvguard.contract import Contract, window_index
-from rvguard.events import Admit, Arrive, Complete, Drop, Event, Fail, Reject
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
 
 
 def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]:
@@ -30,7 +30,7 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     by_rid: dict[str, list[Event]] = defaultdict(list)
     for e in events:
         by_rid[e.rid].append(e)
-    out: set[tuple[str, str, float]] = set()
+    out = reserved_buffer(events, c.slots - c.reserve)
     for rid, evs in by_rid.items():
         d = deadline[rid]
         end = evs[-1] if isinstance(evs[-1], Reject | Complete | Drop | Fail) else None
@@ -47,6 +47,21 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
             out.add(("SF", rid, d))
         elif isinstance(end, Drop) or (isinstance(end, Fail) and not _blames_client(end.reason)):
             out.add(("SF", rid, end.t))
+    return out
+
+
+def reserved_buffer(events: list[Event], limit: int) -> set[tuple[str, str, float]]:
+    """RB: at each dispatch of a request not admitted on the floor, count such requests dispatched
+    and not ended by then (it included); more than ``limit`` = C − R violates. O(n²) on purpose."""
+    surplus = {e.rid for e in events if isinstance(e, Admit) and e.basis is not Basis.FLOOR}
+    out = set()
+    for i, e in enumerate(events):
+        if isinstance(e, Dispatch) and e.rid in surplus:
+            upto = events[: i + 1]
+            started = {x.rid for x in upto if isinstance(x, Dispatch) and x.rid in surplus}
+            ended = {x.rid for x in upto if isinstance(x, Complete | Fail | Drop)}
+            if len(started - ended) > limit:
+                out.add(("RB", e.rid, e.t))
     return out
 
 

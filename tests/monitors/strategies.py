@@ -12,12 +12,13 @@ from rvguard.lifecycle import FINAL, MOVES
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
 
 
-def small_contract(credit: str = "count", epoch: float = 0.0) -> Contract:
+def small_contract(credit: str = "count", epoch: float = 0.0, reserve: int = 0) -> Contract:
     return contract_from_mapping(
         {
             "epoch": epoch,  # an origin off 0 moves every window edge away from the steps' grid
             "window": 1.0,
             "slots": 2,
+            "reserve": reserve,
             "output_cap": 8,
             "credit": credit,
             "service": {"s_max": 0.5, "lower": {"base": 0.25, "per_token": 0.0625}, "upper": 1.0},

@@ -21,8 +21,10 @@ CONTRACTS = {
     "tokens": small_contract("tokens"),
     "count, epoch 0.3": small_contract("count", epoch=0.3),
     "tokens, epoch 0.7": small_contract("tokens", epoch=0.7),
+    "count, reserve 1": small_contract("count", reserve=1),
+    "tokens, reserve 2": small_contract("tokens", reserve=2),
 }
-PROPS = ("AF", "SF", "DR", "WF", "ND")
+PROPS = ("AF", "SF", "DR", "WF", "ND", "RB")
 
 
 def _online(events: list[Event], credit: str) -> Monitor:

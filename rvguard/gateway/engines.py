@@ -1,0 +1,201 @@
+"""The engines behind one gateway: each one's client, slots, liveness and headroom view.
+
+Theory of operation
+-------------------
+An `Engine` is one upstream (`UpstreamDispatcher`: one HTTP client) with its
+slot count C_e (how many of this gateway's requests it may hold at once: the
+contract's C unless overridden per engine), this gateway's requests on it now
+(exact: the gateway made them), whether it is in rotation, and where its
+headroom comes from:
+
+* ``metrics`` — the engine exports vLLM's ``/metrics``: a `MetricsHeadroomSource`
+  scraped every ``interval`` seconds feeds a `Redline` over ``kv_cache``, whose
+  dominant projected headroom (``min(Ĥ, Ĥ + horizon·dĤ/dt)``) is the engine's
+  headroom, further capped by its free slots; the view is as old as the
+  oldest resource's last fresh sample;
+* ``slots`` — it does not (``/metrics`` answers 404, or without vLLM's series):
+  free slots over C_e, from this gateway's own count, always fresh;
+* ``unknown`` — not scraped yet: no view (the router then routes siloed).
+
+An engine leaves rotation when a call to it fails in transport (refused,
+reset, cut mid-stream) or a readiness probe fails, and comes back when a probe
+(``GET /v1/models``) answers. A scrape that fails changes nothing but the age
+of the view: a view that grows older than the router's staleness bound sends
+every decision siloed (`rvguard.fleet.router`).
+
+Cost: O(1) per view; one scrape per engine per ``interval``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from ..clock import Clock
+from ..enforce.headroom import MetricsHeadroomSource
+from ..enforce.redline import Redline, RedlineConfig, ResourceLimit
+from ..errors import TelemetryError, TelemetryFormatError, TelemetryUnavailableError
+from ..fleet.router import EngineView, slot_headroom
+from .upstream import UpstreamDispatcher
+
+__all__ = ["KV_LIMIT", "Engine", "EngineStatistics", "Telemetry"]
+
+log = logging.getLogger("rvguard.gateway")
+
+Telemetry = Literal["unknown", "metrics", "slots"]
+#: the resource a router compares (its h_min only names the redline; routing reads the value)
+KV_LIMIT = ResourceLimit("kv_cache", h_min=0.05)
+_HORIZON_S = 1.0  # projection horizon of the routing headroom
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatistics:
+    """One engine's state now (``/metrics`` and tests)."""
+
+    name: str
+    alive: bool
+    in_flight: int
+    slots: int
+    telemetry: Telemetry
+    headroom: float
+    view_time: float | None
+    routed: int
+    failures: int
+
+
+class Engine:
+    """One upstream engine (see module doc).
+
+    Args:
+        name: its label (the URL unless named).
+        dispatcher: the client of this engine.
+        slots: C_e.
+        clock: the gateway's clock (stamps scrapes).
+        interval: seconds between two scrapes of ``/metrics``.
+    """
+
+    def __init__(
+        self, name: str, dispatcher: UpstreamDispatcher, *, slots: int, clock: Clock, interval: float
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"engine {name!r}: slots must be >= 1, got {slots}")
+        self.name = name
+        self.dispatcher = dispatcher
+        self.slots = slots
+        self.in_flight = 0
+        self.alive = True
+        self.telemetry: Telemetry = "unknown"
+        self.interval = interval
+        self.source = MetricsHeadroomSource(
+            dispatcher.base_url + "/metrics",
+            clock,
+            min_interval=0.0,
+            timeout=max(interval, 0.5),
+            client=dispatcher.client,
+        )
+        self.redline = Redline(RedlineConfig(resources=(KV_LIMIT,), alpha=0.5, horizon=_HORIZON_S))
+        self.routed = 0
+        self.failures = 0
+        self.scrape_error = ""
+
+    @property
+    def url(self) -> str:
+        """The engine's base URL."""
+        return self.dispatcher.base_url
+
+    def view(self, now: float) -> EngineView:
+        """What the router sees of this engine at ``now``."""
+        own = slot_headroom(self.slots, self.in_flight, 0)
+        headroom = own
+        seen_at: float | None = now
+        v = self.redline.view() if self.telemetry == "metrics" else None
+        if v is not None:
+            headroom = min(max(min(v.smoothed, v.projected), 0.0), 1.0, own)
+            seen_at = self.redline.last_sample_time(KV_LIMIT.name)
+        elif self.telemetry != "slots":
+            headroom, seen_at = 0.0, None  # not read yet: no view
+        return EngineView(self.name, headroom, seen_at, self.in_flight, self.slots, self.alive)
+
+    async def scrape(self) -> None:
+        """One scrape of ``/metrics`` into the redline; decides ``telemetry`` on the first answer."""
+        try:
+            samples = await self.source.read()
+        except TelemetryUnavailableError as err:
+            if self.telemetry == "unknown" and "HTTP 404" in str(err):
+                self._use_slots("answers 404 on /metrics")
+            else:
+                self._scrape_failed(err)
+            return
+        except TelemetryFormatError as err:
+            if self.telemetry == "unknown":
+                self._use_slots(f"exports no vLLM series ({err})")
+            else:
+                self._scrape_failed(err)
+            return
+        for sample in samples:
+            self.redline.observe(sample)
+        if self.telemetry == "unknown":
+            log.info(
+                "engine %s: headroom from its /metrics",
+                self.name,
+                extra={"event": "engine_telemetry", "engine": self.name, "telemetry": "metrics"},
+            )
+        self.telemetry = "metrics"
+        if self.scrape_error:
+            log.info("engine %s: /metrics answers again", self.name, extra={"event": "engine_telemetry"})
+        self.scrape_error = ""
+
+    def _use_slots(self, why: str) -> None:
+        self.telemetry = "slots"
+        log.info(
+            "engine %s %s: headroom from free slots",
+            self.name,
+            why,
+            extra={"event": "engine_telemetry", "engine": self.name, "telemetry": "slots"},
+        )
+
+    def _scrape_failed(self, err: TelemetryError) -> None:
+        if not self.scrape_error:
+            log.warning(
+                "engine %s: /metrics scrape failed: %s (its view ages)",
+                self.name,
+                err,
+                extra={"event": "engine_telemetry_failed", "engine": self.name},
+            )
+        self.scrape_error = str(err)
+
+    def down(self, why: str) -> None:
+        """Out of rotation (a transport failure or a failed probe)."""
+        self.failures += 1
+        if self.alive:
+            log.warning(
+                "engine %s out of rotation: %s",
+                self.name,
+                why,
+                extra={"event": "engine_down", "engine": self.name, "reason": why},
+            )
+        self.alive = False
+
+    def up(self) -> None:
+        """Back in rotation (a probe answered)."""
+        if not self.alive:
+            log.info(
+                "engine %s back in rotation", self.name, extra={"event": "engine_up", "engine": self.name}
+            )
+        self.alive = True
+
+    def statistics(self, now: float) -> EngineStatistics:
+        """The engine's state now."""
+        v = self.view(now)
+        return EngineStatistics(
+            self.name,
+            self.alive,
+            self.in_flight,
+            self.slots,
+            self.telemetry,
+            v.headroom,
+            v.view_time,
+            self.routed,
+            self.failures,
+        )

@@ -1,0 +1,477 @@
+"""Several engines behind one gateway: a `Dispatcher` that routes, survives a dead engine, relocates.
+
+Theory of operation
+-------------------
+The Guard holds ΣC_e slots and dispatches as before; `FleetDispatcher.dispatch`
+then picks the engine, with `rvguard.fleet.router.Router` on the engines'
+views read *at this decision* (`Engine.view`): P2C on headroom while every
+engine in rotation has a fresh view, siloed (a fixed ring from the rid's
+hash) when one is stale or missing. The mode is logged when it changes and
+shown in ``/metrics``. Each decision is reported (``on_route``: rid, engine,
+view time, mode); per-engine in flight never exceeds C_e (the router only
+picks an engine with a free slot; when every engine in rotation is full, the
+dispatch waits for a slot, which happens only while an engine is out).
+
+A call that fails in transport (refused, reset, cut mid-stream) takes its
+engine out of rotation (`Engine.down`; a readiness probe brings it back).
+The request then either fails once (the Guard records one ``fail``; the
+client gets 502) or, when it may resume elsewhere
+(`rvguard.fleet.relocate.relocatable`: a ``/v1/completions`` request with one
+sequence), continues on another engine from its prompt's and output's token
+ids with the remaining budget (``on_relocate``, then ``on_route``): the
+client sees one stream (`_Relay`). At most ``relocations`` requests are
+being relocated at once (the runbook's k); one that finds no relocation slot
+fails once. A request moves at most once per other engine.
+
+Cost per dispatch: O(N) for N engines (the views), plus, after a move, one
+``/detokenize`` call per streamed chunk (the text is rendered from token ids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..enforce.dispatchers import Response
+from ..enforce.request import Request
+from ..errors import DispatchError
+from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continuation, relocatable
+from ..fleet.router import Route, Router
+from .engines import Engine
+from .upstream import PATHS, Channel, Chunk, Endpoint, UpstreamDispatcher
+
+if TYPE_CHECKING:
+    from ..contract import Contract
+    from .settings import GatewaySettings
+
+__all__ = ["FleetDispatcher", "FleetStatistics", "RelocateHook", "RouteHook", "build_dispatcher"]
+
+log = logging.getLogger("rvguard.gateway")
+
+RouteHook = Callable[[str, str, Route], object]  # rid, engine, the decision
+RelocateHook = Callable[[str, str, str], object]  # rid, from engine, to engine
+Render = Callable[[list[int]], Awaitable[str]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FleetStatistics:
+    """Routing and relocation counters (trio-style ``statistics()``)."""
+
+    p2c: int
+    siloed: int
+    unroutable: int
+    siloed_reasons: dict[str, int]
+    relocated: int
+    relocation_refused: int
+    relocating: int
+
+
+class _Relay(Channel):
+    """Where an engine's client puts a relocatable request's chunks: fed to its `Progress` and
+    passed on to the client's channel as one stream, in order (after a move, rendered from ids)."""
+
+    __slots__ = ("_pump", "_queue", "client", "keep_ids", "progress", "render")
+
+    def __init__(self, progress: Progress, client: Channel | None, *, keep_ids: bool) -> None:
+        super().__init__()
+        self.progress = progress
+        self.client = client
+        self.keep_ids = keep_ids
+        self.render: Render | None = None
+        self._queue: list[tuple[dict[str, Any], bool]] = []
+        self._pump: asyncio.Task[None] | None = None
+
+    def put(self, item: Chunk | object) -> None:
+        """One chunk from the engine's client (`END` is the gateway's, never sent here)."""
+        if not isinstance(item, Chunk):
+            return
+        chunk = json.loads(item.data)
+        if not self.progress.relocated:
+            self.progress.feed(chunk)
+            self._send(self.progress.outgoing(chunk, keep_ids=self.keep_ids), item.usage_only)
+        elif self.client is None:
+            self.progress.feed(chunk)  # no stream to render: the final answer is rendered once
+        else:
+            self._queue.append((chunk, item.usage_only))
+            if self._pump is None or self._pump.done():
+                self._pump = asyncio.ensure_future(self._drain_queue())
+
+    def _send(self, chunk: dict[str, Any], usage_only: bool) -> None:
+        if self.client is not None:
+            self.client.put(Chunk(json.dumps(chunk, ensure_ascii=False), usage_only))
+
+    async def _drain_queue(self) -> None:
+        while self._queue:
+            chunk, usage_only = self._queue.pop(0)
+            self.progress.feed(chunk)
+            assert self.render is not None
+            text = await self.render(list(self.progress.output_ids))
+            self._send(self.progress.outgoing(chunk, keep_ids=self.keep_ids, rendered=text), usage_only)
+
+    async def drain(self) -> None:
+        """Wait until every chunk received so far has been fed (and sent)."""
+        while self._pump is not None and not self._pump.done():
+            await asyncio.shield(self._pump)
+        if self._pump is not None:
+            self._pump.result()  # a failed render fails the request
+
+    def close(self) -> None:
+        """Stop sending (the request ended)."""
+        if self._pump is not None:
+            self._pump.cancel()
+
+    async def final(self, resp: Response) -> Response:
+        """The last engine's answer, made the whole request's (ids stripped unless asked for)."""
+        p = self.progress
+        raw = dict(resp.raw)
+        choices = [dict(c) for c in raw.get("choices") or ()]
+        for c in choices:
+            if not self.keep_ids:
+                c.pop("token_ids", None)
+            c.pop("prompt_token_ids", None)
+        if not p.relocated:
+            raw["choices"] = choices
+            return dataclasses.replace(resp, raw=MappingProxyType(raw))
+        assert self.render is not None
+        text = (await self.render(list(p.output_ids))).rstrip("\ufffd")
+        if choices:
+            choices[0]["text"] = text
+            if self.keep_ids:
+                choices[0]["token_ids"] = list(p.output_ids)
+        raw.update(p.identity, choices=choices)
+        prompt = len(p.prompt_ids) if p.prompt_ids is not None else resp.prompt_tokens
+        out = len(p.output_ids)
+        raw["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": out,
+            "total_tokens": (prompt or 0) + out,
+        }
+        return dataclasses.replace(
+            resp, text=text, output_tokens=out, prompt_tokens=prompt, raw=MappingProxyType(raw)
+        )
+
+
+def _transport(err: DispatchError) -> bool:
+    """True when the call failed in transport (refused, reset, cut): the engine may be dead."""
+    import httpx
+
+    cause = err.__cause__
+    return isinstance(cause, httpx.TransportError) and not isinstance(cause, httpx.TimeoutException)
+
+
+class FleetDispatcher:
+    """Routes each dispatch over ``engines`` (see module doc); the gateway's dispatcher for N > 1.
+
+    Args:
+        engines: the engines, each with its client and C_e.
+        router: the routing rule (its generator seeded in tests).
+        clock: the gateway's clock (the views are read on it).
+        relocations: k, the most requests relocated at once (0: none is).
+        on_route, on_relocate: told each routing decision and each move (trace, metrics).
+    """
+
+    def __init__(
+        self,
+        engines: Sequence[Engine],
+        router: Router,
+        *,
+        clock: Clock,
+        relocations: int = 2,
+        on_route: RouteHook | None = None,
+        on_relocate: RelocateHook | None = None,
+    ) -> None:
+        names = [e.name for e in engines]
+        if not engines or len(set(names)) != len(names):
+            raise ValueError(f"engines must be named uniquely, got {names}")
+        self.engines = list(engines)
+        self._by_name = {e.name: e for e in engines}
+        self.router = router
+        self.clock = clock
+        self.relocation = RelocationSlots(relocations)
+        self.on_route = on_route
+        self.on_relocate = on_relocate
+        self.channels: dict[str, Channel] = {}
+        self.siloed = False
+        self.siloed_reason = ""
+        self.relocated = 0
+        self._waiters: list[asyncio.Future[None]] = []
+        self._loops: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Start scraping every engine's ``/metrics`` (one task per engine)."""
+        if not self._loops:
+            self._loops = [asyncio.ensure_future(self._scrape_loop(e)) for e in self.engines]
+
+    async def _scrape_loop(self, engine: Engine) -> None:
+        while True:
+            await engine.scrape()
+            if engine.telemetry == "slots":
+                return  # no telemetry to read: its own slot count is its view
+            await asyncio.sleep(engine.interval)
+
+    async def aclose(self) -> None:
+        """Stop the scrapes, close every engine's client."""
+        for task in self._loops:
+            task.cancel()
+        for task in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._loops = []
+        for e in self.engines:
+            await e.dispatcher.aclose()
+
+    # -- dispatch ----------------------------------------------------------------------
+    async def dispatch(self, request: Request) -> Response:
+        """Route ``request``, serve it; relocate it once its engine dies, if it may move."""
+        body: Mapping[str, Any] = request.payload.get("body") or {}
+        endpoint = str(request.payload.get("endpoint", "completions"))
+        why = relocatable(PATHS.get(endpoint, endpoint), body) if self.relocation.k > 0 else "off"
+        if why:
+            return await self._plain(request)
+        return await self._movable(request, body)
+
+    async def _plain(self, request: Request) -> Response:
+        engine = await self._take(request.rid)
+        channel = self.channels.get(request.rid)
+        if channel is not None:
+            engine.dispatcher.channels[request.rid] = channel
+        try:
+            return await engine.dispatcher.dispatch(request)
+        except DispatchError as err:
+            if _transport(err):
+                engine.down(str(err))
+            raise
+        finally:
+            self._release(engine, request.rid)
+
+    async def _movable(self, request: Request, body: Mapping[str, Any]) -> Response:
+        rid = request.rid
+        relay = _Relay(Progress(), self.channels.get(rid), keep_ids=bool(body.get("return_token_ids")))
+        current = _with_body(request, {**body, "return_token_ids": True})
+        moves, holding, came_from = 0, False, ""
+        try:
+            while True:
+                engine = await self._take(rid, came_from=came_from)
+                relay.render = self._renderer(engine, body.get("model"))
+                engine.dispatcher.channels[rid] = relay
+                try:
+                    resp = await engine.dispatcher.dispatch(current)
+                    await relay.drain()
+                    return await relay.final(resp)
+                except DispatchError as err:
+                    if not _transport(err):
+                        raise
+                    engine.down(str(err))
+                    await relay.drain()
+                    holding = self._may_move(relay.progress, moves, holding, err)
+                    current = self._continued(request, body, relay.progress, err)
+                    moves += 1
+                    came_from = engine.name
+                finally:
+                    self._release(engine, rid)
+        finally:
+            relay.close()
+            if holding:
+                self.relocation.release()
+
+    def _may_move(self, progress: Progress, moves: int, holding: bool, err: DispatchError) -> bool:
+        """Hold a relocation slot (taken at the first move), or re-raise ``err`` (it fails once)."""
+        if progress.prompt_ids is None and progress.text:
+            raise err  # output sent but no ids to resume from: it cannot continue exactly
+        if moves >= len(self.engines) - 1 or not (holding or self.relocation.acquire()):
+            raise err
+        return True
+
+    def _continued(
+        self, request: Request, body: Mapping[str, Any], progress: Progress, err: DispatchError
+    ) -> Request:
+        """The continuation of ``request`` from ``progress`` (or ``err`` re-raised)."""
+        try:
+            out = continuation({**body, "max_tokens": request.max_tokens}, progress)
+        except NotRelocatable:
+            raise err from None
+        progress.moved()
+        self.relocated += 1
+        left = out.get("max_tokens")
+        return dataclasses.replace(
+            _with_body(request, out), max_tokens=left if isinstance(left, int) else request.max_tokens
+        )
+
+    def _renderer(self, engine: Engine, model: object) -> Render:
+        async def render(ids: list[int]) -> str:
+            status, data = await engine.dispatcher.get_json("/detokenize", {"model": model, "tokens": ids})
+            text = data.get("prompt") if isinstance(data, Mapping) else None
+            if status != 200 or not isinstance(text, str):
+                raise DispatchError(f"engine {engine.name} /detokenize answered {status}", status_hint=502)
+            return text
+
+        return render
+
+    # -- routing -----------------------------------------------------------------------
+    async def _take(self, rid: str, *, came_from: str = "") -> Engine:
+        """Route ``rid`` now (waiting while every engine in rotation is full) and take a slot there."""
+        while True:
+            now = self.clock.now()
+            route = self.router.route(rid, [e.view(now) for e in self.engines], now)
+            self._mode(route)
+            if route.engine is not None:
+                engine = self._by_name[route.engine]
+                engine.in_flight += 1
+                engine.routed += 1
+                if came_from and self.on_relocate is not None:
+                    self.on_relocate(rid, came_from, engine.name)
+                if self.on_route is not None:
+                    self.on_route(rid, engine.name, route)
+                return engine
+            if not any(e.alive for e in self.engines):
+                raise DispatchError("no engine in rotation: every engine is down", status_hint=502)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    def _release(self, engine: Engine, rid: str) -> None:
+        engine.in_flight -= 1
+        engine.dispatcher.channels.pop(rid, None)
+        self.wake()
+
+    def wake(self) -> None:
+        """A slot freed or an engine changed state: let waiting dispatches route again."""
+        for w in self._waiters:
+            if not w.done():
+                w.set_result(None)
+        self._waiters.clear()
+
+    def _mode(self, route: Route) -> None:
+        siloed = route.mode == "siloed"
+        if siloed == self.siloed and (not siloed or route.reason == self.siloed_reason):
+            return
+        self.siloed, self.siloed_reason = siloed, route.reason if siloed else ""
+        if siloed:
+            log.warning(
+                "routing siloed (%s): each request to its fixed engine, no headroom view",
+                route.reason,
+                extra={"event": "route_siloed", "reason": route.reason},
+            )
+        else:
+            log.info("routing on P2C again (every view fresh)", extra={"event": "route_p2c"})
+
+    def statistics(self) -> FleetStatistics:
+        """Routing and relocation counters now."""
+        s = self.router.statistics()
+        r = self.relocation
+        return FleetStatistics(
+            s.p2c, s.siloed, s.unroutable, s.siloed_reasons, self.relocated, r.refused, r.busy
+        )
+
+    # -- the rest of the upstream interface -----------------------------------------------
+    async def models(self) -> list[str]:
+        """Probe every engine (``GET /v1/models``): in or out of rotation; the models they serve.
+
+        Raises:
+            DispatchError: no engine answered.
+        """
+        answers = await asyncio.gather(*(self._probe(e) for e in self.engines))
+        served = [m for got in answers if got is not None for m in got]
+        if all(got is None for got in answers):
+            raise DispatchError("no engine answered its probe", status_hint=502)
+        return sorted(set(served))
+
+    async def _probe(self, engine: Engine) -> list[str] | None:
+        try:
+            async with asyncio.timeout(2.0):
+                got = await engine.dispatcher.models()
+        except (DispatchError, TimeoutError) as err:
+            engine.down(f"probe failed: {err or 'no answer in 2 s'}")
+            self.wake()
+            return None
+        engine.up()
+        self.wake()
+        return got
+
+    def _serving(self) -> list[Engine]:
+        alive = [e for e in self.engines if e.alive]
+        return alive or self.engines
+
+    async def count_prompt_tokens(
+        self, endpoint: Endpoint, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> int:
+        """The prompt's tokens, from the first engine in rotation that can say."""
+        err: DispatchError | None = None
+        for e in self._serving():
+            try:
+                return await e.dispatcher.count_prompt_tokens(endpoint, body, headers=headers)
+            except DispatchError as exc:
+                err = exc
+        assert err is not None
+        raise err
+
+    async def get_json(
+        self, path: str, post: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """``get_json`` of the first engine in rotation that answers."""
+        err: DispatchError | None = None
+        for e in self._serving():
+            try:
+                return await e.dispatcher.get_json(path, post, headers=headers)
+            except DispatchError as exc:
+                err = exc
+        assert err is not None
+        raise err
+
+
+def _with_body(request: Request, body: Mapping[str, Any]) -> Request:
+    return dataclasses.replace(request, payload={**request.payload, "body": dict(body)})
+
+
+def build_dispatcher(
+    contract: Contract,
+    settings: GatewaySettings,
+    clock: Clock,
+    on_route: RouteHook | None = None,
+    on_relocate: RelocateHook | None = None,
+) -> tuple[UpstreamDispatcher | FleetDispatcher, int]:
+    """The gateway's dispatcher for ``settings``' engines, and the slots the Guard holds (ΣC_e).
+
+    One engine: its `UpstreamDispatcher` (no routing). Several: a `FleetDispatcher`.
+    """
+    clients = []
+    for name, url in settings.engines:
+        client = UpstreamDispatcher(
+            url,
+            contract=contract,
+            connect_timeout=settings.connect_timeout,
+            read_timeout=settings.read_timeout,
+            clock=clock,
+            send_priority=settings.send_priority,
+            api_key=settings.upstream_api_key,
+        )
+        clients.append((name, client, settings.engine_slots.get(name, contract.slots)))
+    if len(clients) == 1:
+        return clients[0][1], clients[0][2]
+    engines = [
+        Engine(name, client, slots=slots, clock=clock, interval=settings.telemetry_interval)
+        for name, client, slots in clients
+    ]
+    router = Router(random.Random(settings.route_seed), staleness=settings.staleness)
+    fleet = FleetDispatcher(
+        engines,
+        router,
+        clock=clock,
+        relocations=settings.relocations,
+        on_route=on_route,
+        on_relocate=on_relocate,
+    )
+    return fleet, sum(e.slots for e in engines)

@@ -1,0 +1,277 @@
+"""The gateway in front of several fake engines: P2C spreads, a stale view goes siloed, a dead engine.
+
+Each engine is a `FakeUpstream` on 127.0.0.1 (with vLLM's /metrics where a test needs
+headroom telemetry); the gateway runs in this process (`serving`). What is checked:
+per-engine in flight never above C_e (the fake's own ``max_active``), the routing mode in
+/metrics and the log, exactly one terminal event per request in the trace, and a relocated
+stream equal to the uninterrupted one (the fake continues a prompt of ids as greedy decoding does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rvguard.check import check_trace
+from rvguard.errors import SpecError
+from rvguard.gateway.config import KeysConfig
+from rvguard.gateway.fake import FakeUpstream
+from rvguard.gateway.settings import GatewaySettings, engine_names
+
+from ._support import KEYS, SECRET, auth, contract, gateway, read_trace, terminal_counts
+
+N_TOKENS = 12
+WHOLE = "".join(f"t{i} " for i in range(N_TOKENS))  # the fake's uninterrupted output
+
+
+def _settings(ups: list[FakeUpstream], trace: Path | None, **over: Any) -> GatewaySettings:
+    """Engines named e0, e1, ... in front of ``ups``."""
+    engines = tuple(f"e{i}={u.url}" for i, u in enumerate(ups))
+    keys = KeysConfig(keys=KEYS, claim_secret=SECRET)
+    return GatewaySettings(upstream=engines, keys=keys, trace=trace, **over)
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pattern = re.escape(name) + (r"\{" + re.escape(want) + r"\}" if want else "") + r" (\S+)"
+    found = re.search(r"^" + pattern + "$", text, re.M)
+    assert found, f"{name}{{{want}}} not in /metrics"
+    return float(found.group(1))
+
+
+async def _complete(client: httpx.AsyncClient, url: str, key: str, **body: Any) -> httpx.Response:
+    payload = {"model": "fake", "prompt": "hello there", "max_tokens": N_TOKENS, **body}
+    return await client.post(url + "/v1/completions", json=payload, headers=auth(key), timeout=30)
+
+
+async def _stream_text(client: httpx.AsyncClient, url: str, key: str, seen: list[int] | None = None) -> str:
+    """A streamed completion's text; ``seen`` gets one entry per chunk received."""
+    import json
+
+    body = {"model": "fake", "prompt": "hello there", "max_tokens": N_TOKENS, "stream": True}
+    text = ""
+    async with client.stream("POST", url + "/v1/completions", json=body, headers=auth(key)) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line.startswith("data: {"):
+                if seen is not None:
+                    seen.append(1)
+                chunk = json.loads(line[6:])
+                assert "token_ids" not in (chunk["choices"] or [{}])[0]  # the client did not ask
+                text += "".join(c.get("text") or "" for c in chunk["choices"])
+    return text
+
+
+def test_engine_names_and_settings() -> None:
+    assert engine_names(("http://127.0.0.1:9001", "b=http://127.0.0.1:9002")) == (
+        ("127.0.0.1:9001", "http://127.0.0.1:9001"),
+        ("b", "http://127.0.0.1:9002"),
+    )
+    with pytest.raises(SpecError, match="named twice"):
+        engine_names(("http://127.0.0.1:9001", "http://127.0.0.1:9001/"))
+    with pytest.raises(SpecError, match="names no engine"):
+        GatewaySettings(upstream=("a=http://h:1", "b=http://h:2"), engine_slots={"c": 2})
+    with pytest.raises(SpecError, match="slots"):
+        GatewaySettings(upstream=("a=http://h:1", "b=http://h:2"), engine_slots={"a": 0})
+
+
+async def test_p2c_spreads_load_within_each_engine_slots(tmp_path: Path) -> None:
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.01, metrics=True) for _ in range(3)]
+    for up in ups:
+        await up.start()
+    s = _settings(
+        ups,
+        tmp_path / "t.jsonl",
+        engine_slots={"e2": 1},
+        route_seed=7,
+        telemetry_interval=0.05,
+    )
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient() as client:
+            assert gw.guard.contract.slots == 5  # 2 + 2 + 1
+            await asyncio.sleep(0.2)  # first scrapes
+            answers = await asyncio.gather(*(_complete(client, url, "sk-opp") for _ in range(30)))
+            assert all(a.status_code == 200 for a in answers)
+            assert all(a.json()["choices"][0]["text"] == WHOLE for a in answers)
+            metrics = (await client.get(url + "/metrics")).text
+    finally:
+        for up in ups:
+            await up.close()
+    assert all(u.served >= 3 for u in ups) and sum(u.served for u in ups) == 30
+    assert all(u.max_active <= slots for u, slots in zip(ups, (2, 2, 1), strict=True))
+    assert _metric(metrics, "rvguard_route_siloed") == 0.0
+    assert _metric(metrics, "rvguard_routes_total", mode="p2c") == 30.0
+    assert sum(_metric(metrics, "rvguard_engine_routed_total", engine=f"e{i}") for i in range(3)) == 30.0
+    assert _metric(metrics, "rvguard_engine_slots", engine="e2") == 1.0
+    events = read_trace(tmp_path / "t.jsonl")
+    assert set(terminal_counts(events).values()) == {1}
+    assert check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract).holds  # judged with C = ΣC_e
+
+
+async def test_stale_view_goes_siloed_and_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.002, metrics=True) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(
+        ups,
+        None,
+        route_seed=1,
+        staleness=0.3,
+        telemetry_interval=0.05,
+    )
+    caplog.set_level(logging.INFO, logger="rvguard.gateway")
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient() as client:
+            await asyncio.sleep(0.2)
+            assert (await _complete(client, url, "sk-opp")).status_code == 200
+            assert gw.fleet is not None and not gw.fleet.siloed
+            ups[1].metrics_status = 503  # its telemetry fails: its view ages past 0.3 s
+            await asyncio.sleep(0.6)
+            for _ in range(4):
+                assert (await _complete(client, url, "sk-opp")).status_code == 200
+            metrics = (await client.get(url + "/metrics")).text
+            assert gw.fleet.siloed and gw.fleet.siloed_reason == "stale"
+            assert _metric(metrics, "rvguard_route_siloed") == 1.0
+            assert _metric(metrics, "rvguard_route_siloed_reasons_total", reason="stale") == 4.0
+            ups[1].metrics_status = 200
+            await asyncio.sleep(0.3)
+            assert (await _complete(client, url, "sk-opp")).status_code == 200
+            assert not gw.fleet.siloed
+    finally:
+        for up in ups:
+            await up.close()
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("routing siloed (stale)" in m for m in logged)
+    assert any("routing on P2C again" in m for m in logged)
+
+
+async def test_engine_without_metrics_routes_on_free_slots(tmp_path: Path) -> None:
+    c = contract(slots=1)
+    ups = [FakeUpstream(token_delay=0.01) for _ in range(2)]  # /metrics answers 404
+    for up in ups:
+        await up.start()
+    s = _settings(ups, None, route_seed=3)
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient() as client:
+            answers = await asyncio.gather(*(_complete(client, url, "sk-opp") for _ in range(8)))
+            assert gw.fleet is not None and {e.telemetry for e in gw.fleet.engines} == {"slots"}
+    finally:
+        for up in ups:
+            await up.close()
+    assert all(a.status_code == 200 for a in answers)
+    assert [u.max_active for u in ups] == [1, 1] and [u.served for u in ups] == [4, 4]
+
+
+async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
+    """Streams cut by an engine's death resume on the other: the client sees the whole output."""
+    c = contract(slots=4)
+    ups = [FakeUpstream(token_delay=0.02) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=5, probe_interval=0.1, relocations=6)
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            seen: list[list[int]] = [[] for _ in range(6)]
+            streams = [asyncio.ensure_future(_stream_text(client, url, "sk-opp", seen[i])) for i in range(6)]
+            while min(map(len, seen)) < 2:  # every stream is under way: the engines' ids have come
+                await asyncio.sleep(0.01)
+            assert ups[0].active and ups[1].active
+            await ups[0].kill()
+            texts = await asyncio.gather(*streams)
+            assert gw.fleet is not None
+            metrics = (await client.get(url + "/metrics")).text
+            after = await _complete(client, url, "sk-opp")  # served by the live engine
+            assert after.status_code == 200
+    finally:
+        for up in ups:
+            await up.close()
+    assert texts == [WHOLE] * 6
+    assert _metric(metrics, "rvguard_engine_up", engine="e0") == 0.0
+    assert _metric(metrics, "rvguard_relocations_total") >= 1.0
+    moved = [b for b in ups[1].bodies if isinstance(b.get("prompt"), list)]
+    assert moved and all(b["max_tokens"] < N_TOKENS for b in moved)  # the remaining budget only
+    events = read_trace(tmp_path / "t.jsonl")
+    assert set(terminal_counts(events).values()) == {1}
+    assert {e["kind"] for e in events} >= {"complete"} and not any(e["kind"] == "fail" for e in events)
+
+
+async def test_engine_killed_chat_fails_once(tmp_path: Path) -> None:
+    """A request that cannot move (chat) fails once with 502 when its engine dies under it."""
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.05) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=2)
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}
+    try:
+        async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=30) as client:
+            calls = [
+                asyncio.ensure_future(
+                    client.post(url + "/v1/chat/completions", json=body, headers=auth("sk-opp"))
+                )
+                for _ in range(4)
+            ]
+            await asyncio.sleep(0.2)
+            await ups[0].kill()
+            answers = await asyncio.gather(*calls)
+    finally:
+        for up in ups:
+            await up.close()
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses.count(502) >= 1 and set(statuses) <= {200, 502}
+    events = read_trace(tmp_path / "t.jsonl")
+    assert set(terminal_counts(events).values()) == {1}
+    fails = [e for e in events if e["kind"] == "fail"]
+    assert len(fails) == statuses.count(502)
+
+
+async def test_serve_process_with_two_upstreams(tmp_path: Path) -> None:
+    """``rvguard serve SPEC --upstream A --upstream NAME=B --engine-slots NAME=1``, end to end."""
+    from ._support import serve_process
+
+    c = contract(slots=2)
+    async with FakeUpstream(token_delay=0.01) as a, FakeUpstream(token_delay=0.01) as b:
+        extra = ("--upstream", f"b={b.url}", "--engine-slots", "b=1", "--route-seed", "4")
+        with serve_process(c, a.url, tmp_path, *extra) as (url, trace):
+            async with httpx.AsyncClient(timeout=10.0) as client:
+                answers = await asyncio.gather(*(_complete(client, url, "sk-opp") for _ in range(9)))
+                metrics = (await client.get(url + "/metrics")).text
+            await asyncio.sleep(0.05)
+    assert all(x.status_code == 200 for x in answers)
+    assert a.served + b.served == 9 and a.served and b.served and b.max_active == 1
+    assert _metric(metrics, "rvguard_engine_slots", engine="b") == 1.0
+    assert check_trace(str(trace), c.model_copy(update={"slots": 3})).holds  # C = ΣC_e = 2 + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engine-slots", "nothing"], "NAME=VALUE"),
+        (["--engine-slots", "zz=2"], "names no engine"),
+        (["--share", "0.5"], "--share needs --credits"),
+        (["--credits", "redis://127.0.0.1:1/0"], "--replica"),
+        (
+            ["--credits", "redis://127.0.0.1:1/0", "--replica", "a", "--share", "0.7", "--share", "b=0.6"],
+            "sum",
+        ),
+    ],
+)
+def test_serve_refuses_bad_fleet_options(tmp_path: Path, args: list[str], message: str, capsys: Any) -> None:
+    import yaml
+
+    from rvguard.cli import main
+
+    from ._support import contract_data
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(contract_data(contract())))
+    code = main(["serve", str(spec), "--upstream", "http://127.0.0.1:9", "--port", "0", *args])
+    assert code == 2 and message in capsys.readouterr().err
