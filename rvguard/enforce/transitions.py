@@ -24,9 +24,8 @@ from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 
-from ..errors import LifecycleError
 from ..events import EVENT_CLASSES, EventKind
-from ..lifecycle import MOVES, Stage
+from ..lifecycle import Stage, derive_moves
 
 __all__ = ["ACTIONS", "EDGES", "NOT_EMITTED", "TRANSITIONS", "Action", "Move", "derive_transitions"]
 
@@ -81,33 +80,15 @@ NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
 del S, K
 
 
-def _show(moves: list[Move]) -> str:
-    return ", ".join(f"{s.name} --{k.value}-->" for s, k in moves) or "none"
-
-
 def derive_transitions(
     actions: Mapping[Action, frozenset[Move]], not_emitted: Mapping[Move, str]
 ) -> Mapping[Move, tuple[Stage, Action]]:
     """The lifecycle's moves that the core emits, each with its next stage and action.
 
     Raises:
-        LifecycleError: naming every move the two disagree on: an action on a
-            move the lifecycle lacks, a move with neither an action nor a
-            reason in ``not_emitted``, or one with both (or two actions).
+        LifecycleError: naming every move the two disagree on (`lifecycle.derive_moves`).
     """
-    table = [(move, action) for action, moves in actions.items() for move in moves]
-    emitted = [move for move, _ in table]
-    illegal = [move for move in emitted if move not in MOVES]
-    unknown = [move for move in MOVES if move not in emitted and move not in not_emitted]
-    twice = [move for move in MOVES if emitted.count(move) + (move in not_emitted) > 1]
-    if illegal or unknown or twice or any(move not in MOVES for move in not_emitted):
-        raise LifecycleError(
-            f"enforce.core disagrees with the lifecycle: actions on illegal moves: {_show(illegal)}; "
-            f"moves with no action nor a NOT_EMITTED reason: {_show(unknown)}; "
-            f"moves given twice: {_show(twice)}; NOT_EMITTED entries that are no move: "
-            f"{_show([m for m in not_emitted if m not in MOVES])}"
-        )
-    return MappingProxyType({move: (MOVES[move], action) for move, action in table})
+    return derive_moves(actions, not_emitted, who="enforce.core")
 
 
 TRANSITIONS: Mapping[Move, tuple[Stage, Action]] = derive_transitions(ACTIONS, NOT_EMITTED)
