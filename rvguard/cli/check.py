@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from ..check import CheckReport
+    from ..contract import Contract
 
 __all__ = ["MAX_PHASES", "add_arguments", "run"]
 
@@ -26,6 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--lenient", action="store_true", help="leave bad lines out (reported), check the rest")
     p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="check the Parquet partitions in parallel on a local Dask cluster of N workers (rvguard[dask])",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="check the Parquet partitions on an existing Dask cluster, e.g. tcp://10.0.0.5:8786",
+    )
+    p.add_argument(
         "--properties",
         default="AF,SF,DR,WF,RB",
         help="comma-separated properties to report (AF, SF, DR, WF, ND, RB); default AF,SF,DR,WF,RB",
@@ -39,6 +55,24 @@ def _properties(text: str) -> list[str]:
             "--properties names no property: give some of AF, SF, DR, WF, ND, RB", field="properties"
         )
     return props
+
+
+def _parallel(args: argparse.Namespace, contract: Contract, props: list[str]) -> CheckReport:
+    """``--workers`` / ``--scheduler``: the partitions on Dask (strict reading, no phase sweep)."""
+    from ..check_parallel import check_partitioned
+
+    if len(args.trace) > 1:
+        raise SpecError(
+            "--workers/--scheduler check one partitioned trace: give one directory or glob", field="trace"
+        )
+    for flag, given in (("--lenient", args.lenient), ("--phase-sweep", args.phase_sweep is not None)):
+        if given:
+            raise SpecError(
+                f"{flag} reads the trace in one process: leave out --workers/--scheduler", field=flag[2:]
+            )
+    return check_partitioned(
+        args.trace[0], contract, properties=props, workers=args.workers, scheduler=args.scheduler
+    )
 
 
 def run(args: argparse.Namespace) -> bool:
@@ -55,13 +89,16 @@ def run(args: argparse.Namespace) -> bool:
             field="phase_sweep",
             value=args.phase_sweep,
         )
-    report = check_traces(
-        args.trace,
-        contract,
-        properties=props,
-        lenient=args.lenient,
-        phase_steps=args.phase_sweep,
-    )
+    if args.workers is not None or args.scheduler is not None:
+        report = _parallel(args, contract, props)
+    else:
+        report = check_traces(
+            args.trace,
+            contract,
+            properties=props,
+            lenient=args.lenient,
+            phase_steps=args.phase_sweep,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
     else:

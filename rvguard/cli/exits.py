@@ -27,6 +27,8 @@ EXTRA_OF = {
     "starlette": "gateway",
     "uvicorn": "gateway",
     "prometheus_client": "gateway",
+    "dask": "dask",
+    "distributed": "dask",
 }
 
 

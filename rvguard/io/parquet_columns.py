@@ -26,7 +26,7 @@ from ._arrow import pyarrow, pyarrow_compute
 from ._source import PathArg, display_name
 from .parquet import _FINITE_ONLY, EXTRA_JSON, extra_fields, iter_parquet, open_parquet
 
-__all__ = ["parquet_columnar"]
+__all__ = ["parquet_columnar", "table_columnar"]
 
 Mask = npt.NDArray[np.bool_]
 # (bad rows, field, message for row i)
@@ -277,8 +277,18 @@ def parquet_columnar(path: PathArg, *, lenient: bool, errors: list[TraceError] |
     Raises:
         TraceFormatError: (strict) the first bad row; a file that is not Parquet.
     """
-    name = display_name(path)
-    c = _Cols(open_parquet(path).read())
+    return table_columnar(open_parquet(path).read(), display_name(path), lenient=lenient, errors=errors)
+
+
+def table_columnar(
+    table: Any, name: str, *, lenient: bool = False, errors: list[TraceError] | None = None
+) -> ColumnarTrace:
+    """`parquet_columnar` of a ``pyarrow.Table`` already read (``name``: the file, for errors).
+
+    Raises:
+        TraceFormatError: (strict) the first bad row.
+    """
+    c = _Cols(table)
     kind = c.member("kind", _KIND_NAMES)
     if bool(np.isin(kind, _OTHER_CODES).any()):
         return _via_events(path, lenient=lenient, errors=errors)

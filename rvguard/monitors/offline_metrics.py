@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -12,7 +14,7 @@ from .columns import RequestTable
 from .metrics import Metrics, ServiceStats, WindowRow
 from .p95 import sojourn_p95
 
-__all__ = ["offline_metrics"]
+__all__ = ["Tally", "offline_metrics", "request_tally", "window_rows"]
 
 Ent = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.float64]]
 
@@ -64,8 +66,8 @@ _PATTERN_COLUMNS = np.array([[1, *((p >> b) & 1 for b in range(5))] for p in ran
 
 def _windows(
     trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent, on_time: npt.NDArray[np.bool_]
-) -> tuple[WindowRow, ...]:
-    """Per (window, tenant) counts: one bincount over (key, the request's 5-bit pattern)."""
+) -> dict[tuple[str, int], list[int]]:
+    """Per (tenant, window) counts: one bincount over (key, the request's 5-bit pattern)."""
     arrived = req.arrive_row >= 0
     every = bool(arrived.all())
     win = ent[0] if every else ent[0][arrived]
@@ -79,22 +81,20 @@ def _windows(
         | on << 3
         | ((end_kind >= 0) & ~on) << 4
     )
-    # tenants ranked by name, so that key order is the rows' order: (window, tenant)
-    names = sorted(trace.tenant_names)
-    by_name = np.array([names.index(t) for t in trace.tenant_names] or [0], dtype=np.int64)
+    names = trace.tenant_names
     n_ten = max(len(names), 1)
     lo = int(win.min()) if win.size else 0
-    keys, inverse, m = _window_keys((win - lo) * n_ten + by_name[ten])
+    keys, inverse, m = _window_keys((win - lo) * n_ten + ten)
     by_pattern = np.bincount(inverse * 32 + pattern, minlength=m * 32).reshape(m, 32)
     sums = by_pattern @ _PATTERN_COLUMNS
     present = np.flatnonzero(sums[:, 0])
-    counts = sums[present].tolist()
     key = keys[present]
-    epoch, width = contract.epoch, contract.window
-    return tuple(
-        WindowRow(names[te], k, epoch + k * width, *c)
-        for k, te, c in zip((key // n_ten + lo).tolist(), (key % n_ten).tolist(), counts, strict=True)
-    )
+    return {
+        (names[te], k): c
+        for k, te, c in zip(
+            (key // n_ten + lo).tolist(), (key % n_ten).tolist(), sums[present].tolist(), strict=True
+        )
+    }
 
 
 def count(mask: npt.NDArray[np.bool_]) -> int:
@@ -102,11 +102,36 @@ def count(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.count_nonzero(mask))
 
 
-def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent) -> Metrics:
-    """DESIGN §3 metrics from columns; equal to the online snapshot at the trace's end."""
-    n = len(trace)
+@dataclass(frozen=True)
+class Tally:
+    """The metrics that are sums over requests: what the requests of any subset add up to.
+
+    A partitioned check (`rvguard.monitors.fold`) tallies disjoint sets of requests
+    apart and merges them; `offline_metrics` tallies every request at once.
+    ``windows`` maps (tenant, window) to the `WindowRow` counts; ``p95_windows`` and
+    ``p95_sojourns`` are the P95 sample (order does not matter to `sojourn_p95`).
+    """
+
+    requests: int
+    entitled: int
+    entitled_attained: int
+    admitted_judged: int
+    admitted_missed: int
+    offered_judged: int
+    offered_unmet_count: int
+    open_requests: int
+    service_assured: ServiceStats
+    service_opportunistic: ServiceStats
+    windows: dict[tuple[str, int], list[int]]
+    p95_windows: npt.NDArray[np.int64]
+    p95_sojourns: npt.NDArray[np.float64]
+
+
+def request_tally(
+    trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent, now: float | None
+) -> Tally:
+    """The request sums of the requests that arrive in ``trace``, judged at time ``now``."""
     arrived = req.arrive_row >= 0
-    now = float(trace.t[-1]) if n else None
     d = req.deadline
     has_end = req.end_kind >= 0
     on_time = (req.end_kind == COMPLETE) & (req.t_end <= d)
@@ -114,38 +139,62 @@ def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable,
     judged = arrived & (has_end | ((now is not None) & (d < (now if now is not None else 0.0))))
     fl = req.floored & arrived
     dispatched = ~np.isnan(req.t_dispatch)
-    busy = _busy(req, dispatched, has_end, now)
     done = dispatched & (req.end_kind == COMPLETE)
     ceiling_of = np.array([contract.ceiling(t) for t in trace.tenant_names] or [0.0])
-    span = None if now is None else now - float(trace.t[0])
-    entitled = count(ent[1])
-    attained = count(ent[1] & admitted & on_time)
     fl_judged = fl & judged
     sample = fl_judged & admitted
-    adm_j = count(sample)
-    adm_m = count(sample & ~on_time)
-    off_j = count(fl_judged)
-    off_m = count(fl_judged & ~on_time)
     completed = req.end_kind[sample] == COMPLETE
-    sojourn = np.where(completed, req.t_end[sample] - req.t_arrive[sample], np.inf)
-    done_a = np.flatnonzero(done & req.floored)
-    done_o = np.flatnonzero(done & ~req.floored)
+    entitled = ent[1] & arrived  # a subset's table (partitions) also has rows for others' rids
+    return Tally(
+        requests=count(arrived),
+        entitled=count(entitled),
+        entitled_attained=count(entitled & admitted & on_time),
+        admitted_judged=count(sample),
+        admitted_missed=count(sample & ~on_time),
+        offered_judged=count(fl_judged),
+        offered_unmet_count=count(fl_judged & ~on_time),
+        open_requests=count(arrived & ~judged),
+        service_assured=_services(req, np.flatnonzero(done & req.floored), ceiling_of),
+        service_opportunistic=_services(req, np.flatnonzero(done & ~req.floored), ceiling_of),
+        windows=_windows(trace, contract, req, ent, on_time) if len(trace) else {},
+        p95_windows=ent[0][sample],
+        p95_sojourns=np.where(completed, req.t_end[sample] - req.t_arrive[sample], np.inf),
+    )
+
+
+def window_rows(windows: dict[tuple[str, int], list[int]], contract: Contract) -> tuple[WindowRow, ...]:
+    """The ``windows`` metric: one row per (tenant, window) counted, by window then tenant."""
+    epoch, width = contract.epoch, contract.window
+    return tuple(
+        WindowRow(tenant, k, epoch + k * width, *counts)
+        for (tenant, k), counts in sorted(windows.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+    )
+
+
+def offline_metrics(trace: ColumnarTrace, contract: Contract, req: RequestTable, ent: Ent) -> Metrics:
+    """DESIGN §3 metrics from columns; equal to the online snapshot at the trace's end."""
+    n = len(trace)
+    now = float(trace.t[-1]) if n else None
+    tally = request_tally(trace, contract, req, ent, now)
+    dispatched = ~np.isnan(req.t_dispatch)
+    busy = _busy(req, dispatched, req.end_kind >= 0, now)
+    span = None if now is None else now - float(trace.t[0])
     return Metrics(
         events=n,
-        requests=count(arrived),
+        requests=tally.requests,
         first_t=float(trace.t[0]) if n else None,
         last_t=now,
-        entitled=entitled,
-        entitled_attained=attained,
-        admitted_judged=adm_j,
-        admitted_missed=adm_m,
-        offered_judged=off_j,
-        offered_unmet_count=off_m,
+        entitled=tally.entitled,
+        entitled_attained=tally.entitled_attained,
+        admitted_judged=tally.admitted_judged,
+        admitted_missed=tally.admitted_missed,
+        offered_judged=tally.offered_judged,
+        offered_unmet_count=tally.offered_unmet_count,
         max_assured_backlog=_backlog(req) if n else 0,
-        open_requests=count(arrived & ~judged),
+        open_requests=tally.open_requests,
         utilisation=None if not span else busy / (contract.slots * span),
-        service_assured=_services(req, done_a, ceiling_of),
-        service_opportunistic=_services(req, done_o, ceiling_of),
-        assured_sojourn_p95=sojourn_p95(ent[0][sample], sojourn),
-        windows=_windows(trace, contract, req, ent, on_time) if n else (),
+        service_assured=tally.service_assured,
+        service_opportunistic=tally.service_opportunistic,
+        assured_sojourn_p95=sojourn_p95(tally.p95_windows, tally.p95_sojourns),
+        windows=window_rows(tally.windows, contract),
     )
