@@ -24,7 +24,7 @@ from ..errors import TraceError, TraceFormatError
 from ..events import Basis, Event, EventKind, Proposal, event_from_dict
 from ._arrow import pyarrow, pyarrow_compute
 from ._source import PathArg, display_name
-from .parquet import _FINITE_ONLY, EXTRA_JSON, extra_fields, iter_parquet, open_parquet
+from .parquet import _FINITE_ONLY, BATCH_ROWS, EXTRA_JSON, extra_fields, open_parquet, record_from_row
 
 __all__ = ["parquet_columnar", "table_columnar"]
 
@@ -291,7 +291,7 @@ def table_columnar(
     c = _Cols(table)
     kind = c.member("kind", _KIND_NAMES)
     if bool(np.isin(kind, _OTHER_CODES).any()):
-        return _via_events(path, lenient=lenient, errors=errors)
+        return _via_events(table, name, lenient=lenient, errors=errors)
     checks = _row_cell_checks(c) + _core_checks(c, kind) + _kind_checks(c, kind)
     bad, found = _first_errors(checks, c.n, name)
     if found and not lenient:
@@ -301,19 +301,25 @@ def table_columnar(
     return _build(c, kind, np.flatnonzero(~bad))
 
 
-def _via_events(path: PathArg, *, lenient: bool, errors: list[TraceError] | None) -> ColumnarTrace:
-    """The event path, row by row: for files with rows of kinds the columns do not hold."""
+def _via_events(table: Any, name: str, *, lenient: bool, errors: list[TraceError] | None) -> ColumnarTrace:
+    """The event path, row by row (`iter_parquet`'s rules): for tables with rows of kinds the columns
+    do not hold."""
     lines: list[int] = []
     events: list[Event] = []
-    for line, item in iter_parquet(path):
-        if isinstance(item, TraceError):
-            if not lenient:
-                raise item
-            if errors is not None:
-                errors.append(item)
-            continue
-        lines.append(line)
-        events.append(item)
+    line = 0
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        for row in batch.to_pylist():
+            line += 1
+            try:
+                events.append(event_from_dict(record_from_row(row)))
+            except TraceError as err:
+                located = err.located(path=name, line=line)
+                if not lenient:
+                    raise located from None
+                if errors is not None:
+                    errors.append(located)
+                continue
+            lines.append(line)
     return ColumnarTrace.from_events(events, lines=lines)
 
 
