@@ -9,7 +9,7 @@ preemption (`Preemption`, with a random grace) and stopped when due, as the Guar
 
 After every step: the core's `_check()` (nothing queued as surplus while the redline fires,
 nothing held while it is clear, held requests surplus only), the online `Monitor` finding no AF,
-DR or WF violation, and RL and PR read from the trace by the plain checkers below (written from
+DR, WF or RB violation (a reserve R is drawn too), and RL and PR read from the trace by the plain checkers below (written from
 DESIGN §10, not from the core): every ``demote`` names a resource and a sample time that a
 ``sample`` event already traced; only a queued request this core admitted as surplus (or
 demoted excess) is demoted, and only a held one restored; no surplus is dispatched while the
@@ -125,7 +125,7 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         config = RedlineConfig(tuple(limits), alpha=alpha, horizon=horizon, dwell=dwell)
         self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config)
         self.pre = Preemption(self.core, grace=grace, retry_after=1.0)
-        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF"))
+        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB"))
 
     def _take(self, events: list[Event]) -> None:
         firing = self.core.redline is not None and self.core.redline.firing
