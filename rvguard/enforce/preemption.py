@@ -37,13 +37,12 @@ import math
 from dataclasses import dataclass
 
 from ..errors import EnforcementError, SpecError
+from ..events import PREEMPTED as PREEMPTED
 from ..events import Basis, Event
 from .core import DecisionCore
 
 __all__ = ["PREEMPTED", "PREEMPTIBLE", "Notice", "Preemption"]
 
-#: the ``fail`` reason of a preempted request
-PREEMPTED = "preempted"
 #: the admission bases a running request may be preempted on (never ``floor``)
 PREEMPTIBLE = frozenset({Basis.SURPLUS, Basis.DEMOTED})
 
@@ -79,6 +78,11 @@ class Preemption:
     def preemptible(self, rid: str) -> bool:
         """True when ``rid`` is in flight and was not admitted on the floor."""
         return self.core.running_basis(rid) in PREEMPTIBLE
+
+    @property
+    def noticed(self) -> frozenset[str]:
+        """The rids noticed and not stopped or forgotten yet."""
+        return frozenset(self._notices)
 
     @property
     def pending(self) -> tuple[Notice, ...]:

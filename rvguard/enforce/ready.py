@@ -81,6 +81,13 @@ class ReadyQueue(Generic[T]):
                 return pop(surplus)[1]
         return pop(floor)[1] if floor else None
 
+    def take_surplus(self) -> list[T]:
+        """Remove every waiting surplus entry and return them in rank order (the redline holds them)."""
+        alive = self._alive
+        taken = [item for item in sorted(self._surplus) if alive(item[1])]
+        self._surplus.clear()
+        return [entry for _, entry in taken]
+
     def __len__(self) -> int:
         """Items held, dead ones not yet removed included."""
         return len(self._floor) + len(self._surplus)
