@@ -13,8 +13,9 @@ DR, WF or RB violation (a reserve R is drawn too), and RL and PR read from the t
 plain checkers below (written from DESIGN §10, not from the core): every ``demote`` names a
 resource and a sample time that a ``sample`` event already traced; only a queued request this
 core admitted as surplus (or demoted excess) is demoted, and only a held one restored; no
-surplus is dispatched while the redline fires; a ``fail`` with reason ``preempted`` only for a running surplus request; one
-terminal event per request. At teardown everything ends, each request exactly once.
+surplus is dispatched while the redline fires; a ``fail`` with reason ``preempted`` only for a
+running surplus request; one terminal event per request. At teardown everything ends, each
+request exactly once.
 """
 
 from __future__ import annotations
