@@ -80,6 +80,11 @@ class Preemption:
         return self.core.running_basis(rid) in PREEMPTIBLE
 
     @property
+    def noticed(self) -> frozenset[str]:
+        """The rids noticed and not stopped or forgotten yet."""
+        return frozenset(self._notices)
+
+    @property
     def pending(self) -> tuple[Notice, ...]:
         """Notices given and not stopped or forgotten yet."""
         return tuple(self._notices.values())

@@ -47,6 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
 from ..enforce.guard import Guard, Outcome
+from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
@@ -183,6 +184,22 @@ class Gateway:
             preempt_grace=s.preempt_grace,
             retry_after=s.retry_after,
             credits=None if self.credits is None else GatewayPool(self.credits, self.trace),
+            headroom=self._headroom_source(),
+            redline=s.redline,
+            headroom_interval=s.headroom_interval,
+        )
+
+    def _headroom_source(self) -> MetricsHeadroomSource | None:
+        """The engine's /metrics as headroom (``seqs`` too when the redline watches it: C slots)."""
+        s = self.settings
+        if s.headroom_url is None or s.redline is None:
+            return None
+        seqs = any(r.name == "seqs" for r in s.redline.resources)
+        return MetricsHeadroomSource(
+            s.headroom_url,
+            self.clock,
+            min_interval=s.headroom_interval,
+            max_num_seqs=self.contract.slots if seqs else None,
         )
 
     def _routes(self) -> list[Route]:
