@@ -148,7 +148,7 @@ class CoreStatistics:
 class _Entry:
     """One live request: its facts, absolute deadline and automaton state."""
 
-    __slots__ = ("basis", "deadline", "dispatched_at", "facts", "key", "request", "state")
+    __slots__ = ("basis", "deadline", "dispatched_at", "entitled", "facts", "key", "request", "state")
 
     def __init__(self, request: Request, facts: RequestFacts, deadline: float):
         self.request = request
@@ -158,6 +158,7 @@ class _Entry:
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
         self.key: Key = (0, 0, 0.0, 0)
+        self.entitled = False  # floor-entitled (even when a lowered floor or the pool refused it)
 
 
 _REJECT = Proposal(admit=False)
@@ -173,6 +174,8 @@ class DecisionCore(DemotionMixin):
         gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
         watch: enable the online assumption watch with this configuration.
         redline: the physical redline's configuration (``None``: no headroom, no demotion).
+        staleness: seconds a sample may be old for a demotion to cite it (default: the contract's
+            ``headroom.staleness``, else no bound).
         origin: the window origin (default: the contract's epoch).
 
     Attributes:
@@ -189,6 +192,7 @@ class DecisionCore(DemotionMixin):
         gate_upper: bool = False,
         watch: WatchConfig | None = None,
         redline: RedlineConfig | None = None,
+        staleness: float | None = None,
         origin: float | None = None,
     ) -> None:
         if dispatch_policy not in ("priority", "fifo"):
@@ -218,6 +222,10 @@ class DecisionCore(DemotionMixin):
         self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
         self._basis_counts = dict.fromkeys(Basis, 0)
         self._redline = None if redline is None else Redline(redline)
+        block = getattr(contract, "headroom", None)
+        self._staleness = (
+            staleness if staleness is not None else math.inf if block is None else block.staleness
+        )
         self._reading: RedlineReading | None = None
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
         self._counts.update(demoted=0, restored=0)
@@ -246,6 +254,12 @@ class DecisionCore(DemotionMixin):
     def is_live(self, rid: str) -> bool:
         """True while ``rid`` has no terminal event yet."""
         return rid in self._live
+
+    def protected(self, rid: str) -> bool:
+        """True when live ``rid`` is floor-entitled or admitted on the floor: never demoted nor
+        preempted (RL, PR), even when a lowered floor or the credit pool admitted it as excess."""
+        entry = self._live.get(rid)
+        return entry is not None and (entry.entitled or entry.basis is Basis.FLOOR)
 
     def running_basis(self, rid: str) -> Basis | None:
         """The basis ``rid`` was admitted on while it is in flight, else ``None`` (preemption reads it)."""
@@ -395,11 +409,8 @@ class DecisionCore(DemotionMixin):
         held = [e for e in self._live.values() if e.state is Stage.HELD]
         assert len(held) == len(self._held)
         assert all(e.basis is not Basis.FLOOR for e in held)
-        queued_surplus = any(
-            e.state is Stage.ADMITTED and e.basis is not Basis.FLOOR for e in self._live.values()
-        )
-        assert not (self._holding() and queued_surplus), "surplus queued while the redline fires"
         assert self._holding() or not held, "requests held while the redline is clear"
+        assert not any(self.protected(e.request.rid) for e in held), "a protected request is held"
         floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
             assert used <= floors[tenant]
@@ -435,6 +446,7 @@ class DecisionCore(DemotionMixin):
         ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
         req, facts = entry.request, entry.facts
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
+        entry.entitled = entitled
         if not facts.floored:
             return None
         if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):  # pool: refused
@@ -481,10 +493,11 @@ class DecisionCore(DemotionMixin):
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
-        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB)."""
-        slots, ready = self.contract.slots, self._ready
+        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
+        while the redline does not fire (RL: what it holds or cannot yet demote waits)."""
+        slots, ready, holding = self.contract.slots, self._ready, self._holding()
         while self._running < slots:
-            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap)
+            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not holding)
             if entry is None:
                 return
             rid = entry.request.rid
@@ -502,7 +515,7 @@ class DecisionCore(DemotionMixin):
             out.append(dispatch)
 
     def _take_surplus(self) -> list[_Entry]:
-        return self._ready.take_surplus()
+        return self._ready.take_surplus(keep=lambda e: e.entitled)
 
     # -- the automaton -----------------------------------------------------------
     def _apply(self, entry: _Entry, ev: Event) -> None:

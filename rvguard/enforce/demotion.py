@@ -12,7 +12,14 @@ The core (`rvguard.enforce.core.DecisionCore`) owns one `Redline` when it is giv
   timestamp of that resource's last fresh sample (so RL can match each demote to a sample
   already traced); surplus admitted while it fires is demoted at once, before any dispatch;
 * when the redline clears, every held request is restored (``restore``) in its rank order and
-  keeps its original rank, then dispatch resumes.
+  keeps its original rank, then dispatch resumes;
+* a demotion cites a sample no older than ``staleness`` (the contract's ``headroom.staleness``):
+  when the deciding resource's last fresh sample is older, nothing more is demoted, and surplus
+  still waits (no dispatch of surplus while the redline fires) until a fresh sample either
+  demotes it or clears the redline — telemetry that stops arriving holds surplus back, never
+  floor work, and never makes a demotion cite a stale sample;
+* a floor-entitled request admitted as excess (its floor lowered by the watch, or refused by a
+  shared credit pool) is never demoted: it stays queued (`DecisionCore.protected`).
 
 Scope, by construction: only requests this core admitted can be in its ready queue, and only
 the surplus half of it is ever taken (`ready.ReadyQueue.take_surplus`): floor work, running work
@@ -51,6 +58,7 @@ class _Core(Protocol):
 
     _redline: Redline | None
     _reading: RedlineReading | None
+    _staleness: float
 
     @property
     def _held(self) -> Mapping[str, Holdable]: ...
@@ -77,6 +85,7 @@ class DemotionMixin:
 
     _redline: Redline | None
     _reading: RedlineReading | None
+    _staleness: float
 
     @property
     def redline(self: _Core) -> Redline | None:
@@ -128,11 +137,12 @@ class DemotionMixin:
         return resource, self._redline.last_sample_time(resource)
 
     def _hold_surplus(self: _Core, now: float, out: list[Event]) -> None:
-        """Demote every queued surplus request (the redline fires)."""
-        taken = self._take_surplus()
-        if not taken:
-            return
+        """Demote every queued surplus request (the redline fires), citing a sample no older than
+        ``staleness``; with none that fresh, nothing is demoted (the surplus waits, `_fill`)."""
         resource, sample_time = self._decided_by()
+        if now - sample_time > self._staleness:
+            return
+        taken = self._take_surplus()
         for entry in taken:
             ev = Demote(now, entry.request.rid, resource, sample_time)
             self._apply(entry, ev)

@@ -81,12 +81,13 @@ class ReadyQueue(Generic[T]):
                 return pop(surplus)[1]
         return pop(floor)[1] if floor else None
 
-    def take_surplus(self) -> list[T]:
-        """Remove every waiting surplus entry and return them in rank order (the redline holds them)."""
+    def take_surplus(self, keep: Callable[[T], bool] = lambda _: False) -> list[T]:
+        """Remove every waiting surplus entry but those ``keep`` keeps, and return them in rank order
+        (the redline holds them)."""
         alive = self._alive
-        taken = [item for item in sorted(self._surplus) if alive(item[1])]
-        self._surplus.clear()
-        return [entry for _, entry in taken]
+        live = sorted(item for item in self._surplus if alive(item[1]))
+        self._surplus[:] = [item for item in live if keep(item[1])]  # sorted: still a heap
+        return [entry for _, entry in live if not keep(entry)]
 
     def __len__(self) -> int:
         """Items held, dead ones not yet removed included."""

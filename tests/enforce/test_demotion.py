@@ -134,3 +134,35 @@ def test_misuse_is_refused_and_changes_nothing() -> None:
         core.observe(HeadroomSample("kv_cache", 0.1, 6.0), 4.0)
     assert core.redline is not None and not core.redline.firing
     assert _sample(core, 0.1, 6.0, 6.0)[0] == Sample(6.0, "kv_cache", 0.1, 6.0)  # the same sample, now fine
+
+
+def test_no_demotion_cites_a_sample_older_than_staleness_and_surplus_waits_meanwhile() -> None:
+    core = DecisionCore(make_contract(slots=2, floor=2), redline=CONFIG, staleness=5.0)
+    _sample(core, 0.1, 1.0, 1.0)  # fires
+    stale = _arrive(core, "o1", "opp", 7.0)  # the last sample is 6 s old: no demotion may cite it
+    assert _kinds(stale) == [("arrive", "o1"), ("admit", "o1")]
+    assert core.in_flight == 0 and core.held == 0  # and it is not dispatched either: the redline fires
+    assert _kinds(_arrive(core, "a1", "assured", 7.0))[-1] == ("dispatch", "a1")  # floor work flows
+    out = _sample(core, 0.1, 8.0, 8.0)  # a fresh sample, still firing: now it is demoted
+    assert out[1:] == [Demote(8.0, "o1", "kv_cache", 8.0)]
+    out = _sample(core, 0.9, 9.0, 9.0)
+    assert _kinds(out)[1:] == [("restore", "o1"), ("dispatch", "o1")]
+
+
+def test_an_entitled_request_admitted_as_excess_is_neither_demoted_nor_preemptible() -> None:
+    from rvguard.enforce.preemption import Preemption
+
+    core = DecisionCore(make_contract(slots=1, floor=2, excess="demote"), redline=CONFIG)
+    _arrive(core, "a0", "assured", 0.0)  # runs
+    refused = Request("a1", "assured", 0.0, pool="pool-refused")  # entitled, but the shared pool said no
+    out = core.arrive(refused, Proposal(), 0.0)
+    assert [(e.kind.value, getattr(e, "basis", None)) for e in out][1][1].value == "demoted"
+    assert core.protected("a1") and not core.protected("nobody")
+    out = _sample(core, 0.1, 1.0, 1.0)
+    assert _kinds(out) == [("sample", "")]  # fires, and a1 is not demoted
+    core.finish("a0", 1.5)
+    assert core.in_flight == 0  # it waits while the redline fires
+    out = _sample(core, 0.9, 2.0, 2.0)
+    assert _kinds(out)[1:] == [("dispatch", "a1")]
+    with pytest.raises(EnforcementError, match="floor-entitled"):
+        Preemption(core).notice("a1", 2.0)

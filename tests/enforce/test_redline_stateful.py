@@ -35,13 +35,14 @@ from rvguard.errors import TelemetryFormatError
 from rvguard.events import Admit, Arrive, Basis, Demote, Dispatch, Event, Fail, Proposal, Restore, Sample
 from rvguard.monitors import Monitor
 
-from ._harness import check_af, check_dr, check_wf, make_contract, terminal_counts
+from ._harness import check_af, check_dr, check_wf, entitled_rids, make_contract, terminal_counts
 
 RESOURCES = ("kv_cache", "seqs")
 
 
-def check_rl(trace: list[Event]) -> list[str]:
-    """RL by a plain reading of the trace (DESIGN §10): fresh sample first, scope, held/restored."""
+def check_rl(trace: list[Event], entitled: set[str], staleness: float) -> list[str]:
+    """RL by a plain reading of the trace (DESIGN §10): a fresh sample cited (traced before, at most
+    ``staleness`` old), scope (queued surplus, never an entitled request), held/restored."""
     bad: list[str] = []
     sampled: set[tuple[str, float]] = set()
     basis: dict[str, Basis] = {}
@@ -53,8 +54,10 @@ def check_rl(trace: list[Event]) -> list[str]:
         if isinstance(ev, Admit):
             basis[ev.rid] = ev.basis
         if isinstance(ev, Demote):
-            if (ev.resource, ev.sample_time) not in sampled:
-                bad.append(f"{ev.rid}: demoted on {ev.resource}@{ev.sample_time}, never sampled")
+            if (ev.resource, ev.sample_time) not in sampled or ev.t - ev.sample_time > staleness:
+                bad.append(f"{ev.rid}: demoted at {ev.t} on {ev.resource}@{ev.sample_time}, not fresh")
+            if ev.rid in entitled:
+                bad.append(f"{ev.rid}: floor-entitled, demoted")
             if basis.get(ev.rid) not in (Basis.SURPLUS, Basis.DEMOTED) or stage.get(ev.rid) != "queued":
                 bad.append(f"{ev.rid}: demoted as {basis.get(ev.rid)} while {stage.get(ev.rid)}")
         if isinstance(ev, Restore) and stage.get(ev.rid) != "held":
@@ -65,8 +68,8 @@ def check_rl(trace: list[Event]) -> list[str]:
     return bad
 
 
-def check_pr(trace: list[Event]) -> list[str]:
-    """PR: preempted only if admitted surplus/demoted and running; never two terminal events."""
+def check_pr(trace: list[Event], entitled: set[str]) -> list[str]:
+    """PR: preempted only if admitted surplus/demoted, not entitled, and running; never two terminals."""
     bad, basis, running = [], {}, set()
     for ev in trace:
         if isinstance(ev, Admit):
@@ -100,11 +103,12 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         self.n = 0
         self.sample_t = dict.fromkeys(RESOURCES, -math.inf)  # each resource's last fresh sample time
         self.basis: dict[str, Basis] = {}
+        self.pooled: set[str] = set()  # entitled arrivals a shared pool refused (admitted as excess)
 
     @initialize(
         slots=st.integers(1, 3),
         floor=st.integers(0, 3),
-        excess=st.sampled_from(["reject", "demote"]),
+        excess=st.sampled_from(["reject", "demote", "demote"]),
         reserve=st.integers(0, 1),
         drop=st.booleans(),
         both=st.booleans(),
@@ -114,9 +118,11 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         horizon=st.sampled_from([0.0, 30.0]),
         dwell=st.integers(1, 3),
         grace=st.sampled_from([0.0, 0.5]),
+        staleness=st.sampled_from([math.inf, 5.0, 40.0]),
     )
     def setup(self, slots: int, floor: int, excess: str, reserve: int, drop: bool, both: bool, h_min: float,
-              margin: float, alpha: float, horizon: float, dwell: int, grace: float) -> None:  # fmt: skip
+              margin: float, alpha: float, horizon: float, dwell: int, grace: float,
+              staleness: float) -> None:  # fmt: skip
         self.contract = make_contract(
             slots=slots, floor=floor, excess=excess, reserve=min(reserve, slots - 1)
         )
@@ -124,7 +130,8 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         if both:
             limits.append(ResourceLimit("seqs", h_min=0.3, margin=0.1))
         config = RedlineConfig(tuple(limits), alpha=alpha, horizon=horizon, dwell=dwell)
-        self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config)
+        self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config, staleness=staleness)
+        self.staleness = staleness
         self.pre = Preemption(self.core, grace=grace, retry_after=1.0)
         self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB"))
 
@@ -143,12 +150,22 @@ class RedlineCoreMachine(RuleBasedStateMachine):
     def _running(self) -> list[str]:
         return [r for r in self.basis if self.core.running_basis(r) is not None]
 
-    @rule(dt=st.sampled_from([0.0, 0.1, 0.5]), tenant=st.sampled_from(["assured", "assured", "opp"]),
-          admit=st.booleans(), hint=st.none() | st.floats(-5, 5))  # fmt: skip
-    def arrive(self, dt: float, tenant: str, admit: bool, hint: float | None) -> None:
+    @rule(dt=st.sampled_from([0.0, 0.1, 0.5, 10.0]), tenant=st.sampled_from(["assured", "assured", "opp"]),
+          admit=st.booleans(), hint=st.none() | st.floats(-5, 5),
+          pool=st.sampled_from([None, None, "", "pool-refused"]))  # fmt: skip
+    def arrive(self, dt: float, tenant: str, admit: bool, hint: float | None, pool: str | None) -> None:
+        """An arrival; ``pool`` is a shared credit pool's verdict. A refusal makes an entitled request
+        excess: under ``demote`` (and a learner that admits it, so AF holds on this one trace) it is
+        admitted at surplus rank and must stay protected (never demoted nor preempted)."""
+        if pool == "pool-refused":
+            if self.contract.excess.value != "demote":
+                pool = None
+            admit = True
         self.now += dt
         self.n += 1
-        req = Request(f"r{self.n}", tenant, self.now)
+        if pool == "pool-refused" and tenant == "assured":
+            self.pooled.add(f"r{self.n}")
+        req = Request(f"r{self.n}", tenant, self.now, pool=pool)
         self._take(self.core.arrive(req, Proposal(admit=admit, priority_hint=hint), self.now))
 
     @rule(
@@ -230,8 +247,9 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         if not hasattr(self, "core"):
             return
         self.core._check()
-        assert check_rl(self.trace) == []
-        assert check_pr([e for e in self.trace if e.rid]) == []
+        entitled = entitled_rids(self.contract, [e for e in self.trace if e.rid])
+        assert check_rl(self.trace, entitled, self.staleness) == []
+        assert check_pr([e for e in self.trace if e.rid], entitled) == []
 
     def teardown(self) -> None:
         if not hasattr(self, "core"):
@@ -244,9 +262,11 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         arrived = {e.rid for e in requests if isinstance(e, Arrive)}
         assert terminal_counts(requests) == dict.fromkeys(arrived, 1)
         assert check_wf(requests) == []
-        assert check_af(self.contract, requests) == []
+        # the harness's AF wants basis floor; a pool's refusal is judged fleet-wide (the online AF passed)
+        assert [v for v in check_af(self.contract, requests) if v.split(":")[0] not in self.pooled] == []
         assert check_dr(self.contract, requests) == []
-        assert check_rl(self.trace) == [] and check_pr(requests) == []
+        entitled = entitled_rids(self.contract, requests)
+        assert check_rl(self.trace, entitled, self.staleness) == [] and check_pr(requests, entitled) == []
         assert self.monitor.violations() == []
         assert not math.isnan(self.now)
 
