@@ -9,6 +9,13 @@
      per arrival, one round trip);
    * static — the same with the store away (the replica's own ledger).
    The added latency is shared − local.
+2. Replicas × requests/s: 1, 2 and 4 ``rvguard serve`` processes (each its own
+   interpreter), every one routing over the same two fake engines (one
+   separate process) and, but for the first row, spending one Redis pool
+   (``--credits``); a client in this process sends assured completions (every
+   one a floor-credit check) from 32 concurrent connections spread
+   round-robin over the replicas. The machine's cores bound the scaling: the
+   figures say what this machine did, with its core count beside them.
 
 Starts its own redis-server (Debian's package; ``make redis``) on a free port.
 """
@@ -32,6 +39,7 @@ from rvguard.contract import Entitlement  # noqa: E402
 from rvguard.fleet.credits import CreditsConfig, RedisStore, SharedCredits  # noqa: E402
 from tests.fleet._pool import pool_contract  # noqa: E402
 from tests.fleet.conftest import RedisServer  # noqa: E402
+from tests.gateway._support import contract, serve_process  # noqa: E402
 
 
 def _quantiles(xs: list[float]) -> dict[str, float]:
@@ -92,17 +100,124 @@ def credit_latency(n: int) -> dict[str, Any]:
     return res
 
 
+_ENGINES = """
+import asyncio, sys
+from rvguard.gateway.fake import FakeUpstream
+async def main():
+    ups = [FakeUpstream() for _ in range(2)]
+    for u in ups:
+        await u.start()
+    print(" ".join(u.url for u in ups), flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
+_BODY = {"model": "fake", "prompt": "x", "max_tokens": 4}
+
+
+async def _load(urls: list[str], n: int, concurrency: int = 32) -> tuple[float, int]:
+    """``n`` assured completions over ``urls`` round-robin; (seconds, answers 200)."""
+    import httpx
+
+    todo = iter(range(n))
+    ok = 0
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal ok
+        for i in todo:
+            r = await client.post(
+                urls[i % len(urls)] + "/v1/completions",
+                json=_BODY,
+                headers={"authorization": "Bearer sk-assured"},
+            )
+            ok += r.status_code == 200
+
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        for i in range(min(n, 50)):  # warm every replica's connections
+            await client.get(urls[i % len(urls)] + "/healthz")
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        return time.perf_counter() - t0, ok
+
+
+def replica_scaling(n: int, replicas: tuple[int, ...] = (1, 2, 4)) -> list[dict[str, Any]]:
+    """Requests/s through 1..4 gateway replicas (a shared Redis pool but for the local row)."""
+    import contextlib
+    import os
+    import subprocess
+
+    tenants = {
+        "assured": {"floor": 1_000_000, "deadline": 60.0, "tier": 0},
+        "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
+    }
+    c = contract(slots=16, tenants=tenants)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(Path(tmp))
+        server.start()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        fakes = subprocess.Popen([sys.executable, "-c", _ENGINES], stdout=subprocess.PIPE, env=env, text=True)
+        try:
+            assert fakes.stdout is not None
+            e0, e1 = fakes.stdout.readline().split()
+            for count, pooled in [(1, False), *[(r, True) for r in replicas]]:
+                with contextlib.ExitStack() as stack:
+                    urls = []
+                    for i in range(count):
+                        d = Path(tmp) / f"r{count}{pooled}{i}"
+                        d.mkdir()
+                        extra = ["--upstream", e1, "--log-level", "warning"]
+                        if pooled:
+                            extra += [
+                                "--credits",
+                                server.url,
+                                "--replica",
+                                f"r{i}",
+                                "--share",
+                                str(1 / count),
+                            ]
+                            extra += ["--credit-timeout", "0.5"]
+                        url, _ = stack.enter_context(serve_process(c, e0, d, *extra))
+                        urls.append(url)
+                    time.sleep(2.5 * c.window)  # past the windows a fresh pool fences and the start window
+                    seconds, ok = asyncio.run(_load(urls, n))
+                rows.append(
+                    {
+                        "replicas": count,
+                        "shared_pool": pooled,
+                        "requests": n,
+                        "ok": ok,
+                        "req_per_s": ok / seconds,
+                    }
+                )
+        finally:
+            fakes.kill()
+            fakes.wait()
+            server.kill()
+    return rows
+
+
 def main() -> int:
     """Run the fleet benchmarks and print (or write) their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arrivals", type=int, default=5000, help="credit checks per path")
+    parser.add_argument("--requests", type=int, default=1200, help="requests per replica-count row")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    figures = {"credit_check": credit_latency(args.arrivals)}
+    figures: dict[str, Any] = {"credit_check": credit_latency(args.arrivals)}
     c = figures["credit_check"]
     for name in ("local", "shared", "static"):
         print(f"credit check {name:7s} p50 {c[name]['p50_us']:8.1f} us  p99 {c[name]['p99_us']:8.1f} us")
     print(f"added by the shared pool: p50 {c['added_p50_us']:.1f} us, p99 {c['added_p99_us']:.1f} us")
+    import os
+
+    figures["replicas"] = replica_scaling(args.requests)
+    figures["cores"] = os.cpu_count()
+    for row in figures["replicas"]:
+        pool = "shared pool" if row["shared_pool"] else "local credit"
+        done = f"{row['ok']}/{row['requests']} ok"
+        print(f"{row['replicas']} replica(s), {pool:12s}: {row['req_per_s']:7.1f} req/s ({done})")
+    print(f"({figures['cores']} cores on this machine)")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0

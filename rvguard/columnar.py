@@ -4,7 +4,11 @@ One array per field, one row per event, in trace order. Strings (rids,
 tenants, reasons) are dictionary-encoded: the array holds an index into a
 names table. Missing values are ``nan`` (floats) or ``-1`` (codes, counts).
 Built from events (`ColumnarTrace.from_events`) or directly from Parquet
-columns by `rvguard.io`; `events()` gives the rows back as events. It sits
+columns by `rvguard.io`; `events()` gives the rows back as events. Rows of
+the DESIGN §10 kinds (sample, route, demote, restore, evict, relocate) keep
+their event whole in ``kept`` (the vectorised checks never read them: a
+trace with such rows is judged by replay); a node row (``sample``) has rid
+code -1. It sits
 beside `rvguard.events`, on the floor below both the readers (`rvguard.io`)
 and the offline checker (`rvguard.monitors`); ``rvguard.io.columnar`` is a
 deprecated alias of this module for one release.
@@ -20,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .events import EVENT_CLASSES, Admit, Arrive, Basis, Event, EventKind, Proposal
-from .lifecycle import ADMIT, ARRIVE, CODE, KINDS
+from .lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, KINDS, REJECT
 
-__all__ = ["BASIS_CODES", "KIND_CODES", "ColumnarTrace"]
+__all__ = ["BASIS_CODES", "COLUMN_KINDS", "KIND_CODES", "ColumnarTrace"]
 
 KIND_CODES: Mapping[EventKind, int] = CODE  # the lifecycle's codes (kept here for the io readers)
 BASIS_CODES: dict[Basis, int] = {b: i for i, b in enumerate(Basis)}
@@ -30,7 +34,11 @@ BASES: tuple[Basis, ...] = tuple(Basis)
 
 #: each kind code's record class, and the codes whose records carry a ``reason``
 _CLASS_OF: tuple[type[Event], ...] = tuple(EVENT_CLASSES[k] for k in KINDS)
-_REASONED = frozenset(c for c, cls in enumerate(_CLASS_OF) if "reason" in cls.__dataclass_fields__)
+#: the kinds whose fields the columns hold; any other row keeps its event whole (``kept``)
+COLUMN_KINDS = frozenset({ARRIVE, ADMIT, REJECT, DISPATCH, COMPLETE, DROP, FAIL})
+_REASONED = frozenset(
+    c for c, cls in enumerate(_CLASS_OF) if c in COLUMN_KINDS and "reason" in cls.__dataclass_fields__
+)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -42,7 +50,9 @@ class ColumnarTrace:
     """A trace as parallel numpy arrays (see the module docstring for encodings).
 
     ``proposals`` keeps arrive rows' learner proposals (``None`` elsewhere)
-    so that `events()` round-trips; offline checks never read it.
+    so that `events()` round-trips; offline checks never read it. ``kept``
+    holds the whole event of each row whose kind is not in `COLUMN_KINDS`
+    (``None`` elsewhere; empty when there is none).
     """
 
     t: F64
@@ -58,6 +68,7 @@ class ColumnarTrace:
     reason: tuple[str, ...]
     line: I64
     proposals: tuple[Proposal | None, ...] = ()
+    kept: tuple[Event | None, ...] = ()
 
     def __len__(self) -> int:
         return int(self.t.shape[0])
@@ -79,9 +90,16 @@ class ColumnarTrace:
         basis = np.full(n, -1, dtype=np.int8)
         reason: list[str] = [""] * n
         proposals: list[Proposal | None] = [None] * n
+        kept: list[Event | None] = []
         for i, ev in enumerate(evs):
             t[i] = ev.t
-            kind[i] = KIND_CODES[ev.kind]
+            kind[i] = code = ev.code
+            if code not in COLUMN_KINDS:
+                if not kept:
+                    kept = [None] * n
+                kept[i] = ev
+                rid[i] = rid_codes.setdefault(ev.rid, len(rid_codes)) if ev.rid else -1
+                continue
             rid[i] = rid_codes.setdefault(ev.rid, len(rid_codes))
             if isinstance(ev, Arrive):
                 tenant[i] = tenant_codes.setdefault(ev.tenant, len(tenant_codes))
@@ -111,6 +129,7 @@ class ColumnarTrace:
             reason=tuple(reason),
             line=line,
             proposals=tuple(proposals),
+            kept=tuple(kept),
         )
 
     def event(self, i: int) -> Event:
@@ -134,6 +153,11 @@ class ColumnarTrace:
             strict=True,
         )
         for i, kind, t, rid_code, tenant, d, p, m, basis in cols:
+            if kind not in COLUMN_KINDS:
+                ev = self.kept[i]
+                assert ev is not None, f"row {i}: a {KINDS[kind].value} row with no kept event"
+                out.append(ev)
+                continue
             rid = self.rid_names[rid_code]
             if kind == ARRIVE:
                 out.append(

@@ -2,7 +2,9 @@
 
 A trace is a sequence of events in non-decreasing time. Every event has
 ``t`` (float seconds), ``rid`` and its ``kind``; the other fields depend on
-the kind. The kinds, their codes and which sequences of them are legal are
+the kind. A node event (`Sample`, DESIGN §10) concerns the engine, not a
+request: its record has no rid, and its ``rid`` attribute is the empty
+string, which no request can have. The kinds, their codes and which sequences of them are legal are
 defined once, in `rvguard.lifecycle`; this module gives each kind its
 record. Unknown fields read from a file are kept in ``extra`` (never an
 error, never lost). `event_from_dict` / `event_to_dict` are the one mapping
@@ -19,25 +21,45 @@ from typing import Any, ClassVar, TypeAlias
 
 from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
-from .lifecycle import ADMIT, ARRIVE, CODE, COMPLETE, DISPATCH, DROP, FAIL, KINDS, REJECT
+from .lifecycle import (
+    ADMIT,
+    ARRIVE,
+    CODE,
+    COMPLETE,
+    DISPATCH,
+    DROP,
+    FAIL,
+    KINDS,
+    REJECT,
+    SAMPLE,
+)
 from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
+from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample
 
 __all__ = [
     "CLIENT_ERROR",
     "EVENT_CLASSES",
+    "PREEMPTED",
     "TERMINAL_KINDS",
     "Admit",
     "Arrive",
     "Basis",
     "Complete",
+    "Demote",
     "Dispatch",
     "Drop",
     "Event",
     "EventKind",
+    "Evict",
     "Fail",
     "Proposal",
     "Reject",
+    "Relocate",
+    "Restore",
+    "Route",
+    "RouteMode",
+    "Sample",
     "event_from_dict",
     "event_to_dict",
     "is_client_error",
@@ -157,7 +179,21 @@ class Fail:
     code: ClassVar[int] = FAIL
 
 
-Event: TypeAlias = Arrive | Admit | Reject | Dispatch | Complete | Drop | Fail
+Event: TypeAlias = (
+    Arrive
+    | Admit
+    | Reject
+    | Dispatch
+    | Complete
+    | Drop
+    | Fail  # DESIGN §2
+    | Sample
+    | Route
+    | Demote
+    | Restore
+    | Evict
+    | Relocate  # DESIGN §10
+)
 
 #: the ``fail`` reason (alone or as ``client-error: <detail>``) of a request the backend refused as
 #: the client's own mistake (an HTTP 4xx such as a malformed field or an unknown model): the
@@ -170,9 +206,16 @@ def is_client_error(reason: str) -> bool:
     return reason == CLIENT_ERROR or reason.startswith(CLIENT_ERROR + ":")
 
 
+#: the ``fail`` reason of a request stopped to shed load (bare preemption, or an eviction that
+#: is not relocated): PR says no floor-entitled or assured request ever ends so
+PREEMPTED = "preempted"
+
+
+_DESIGN2: tuple[type[Event], ...] = (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)
+_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate)
 #: the record class of each kind (the core and the columnar form build events through it)
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
-    {cls.kind: cls for cls in (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)}
+    {cls.kind: cls for cls in _DESIGN2 + _DESIGN10}
 )
 _CLASSES: dict[str, type[Event]] = {k.value: cls for k, cls in EVENT_CLASSES.items()}
 
@@ -196,6 +239,12 @@ _KNOWN: dict[str, frozenset[str]] = {
     "complete": frozenset({"t", "kind", "rid"}),
     "drop": frozenset({"t", "kind", "rid", "reason"}),
     "fail": frozenset({"t", "kind", "rid", "reason"}),
+    "sample": frozenset({"t", "kind", "resource", "value", "sample_time"}),
+    "route": frozenset({"t", "kind", "rid", "engine", "view_time", "mode"}),
+    "demote": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
+    "restore": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
+    "evict": frozenset({"t", "kind", "rid", "state", "reason"}),
+    "relocate": frozenset({"t", "kind", "rid", "engine"}),
 }
 
 
@@ -302,6 +351,94 @@ def _admit(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
         ) from None
 
 
+def _fraction(value: Any, name: str) -> float:
+    """A headroom fraction: a finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise TraceFormatError(f"must be a number in [0, 1], got {shown(value)}", field=name)
+    return float(value)
+
+
+def _count(value: Any, name: str) -> int:
+    """A required whole number of tokens."""
+    if value is None:
+        raise TraceFormatError("is missing", field=name)
+    count = _opt_int(value, name)
+    assert count is not None
+    return count
+
+
+def _required_time(rec: Mapping[str, Any], name: str) -> float:
+    if rec.get(name) is None:
+        raise TraceFormatError("is missing", field=name)
+    return _time(rec[name], name)
+
+
+def _sample(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    return Sample(
+        t=t,
+        resource=_text(rec.get("resource"), "resource", required=True),
+        value=_fraction(rec.get("value"), "value"),
+        sample_time=_required_time(rec, "sample_time"),
+        extra=extra,
+    )
+
+
+def _route(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    mode = rec.get("mode")
+    mode = "p2c" if mode is None else mode
+    if mode not in ("p2c", "siloed"):
+        raise TraceFormatError(f"must be one of p2c, siloed, got {shown(mode)}", field="mode")
+    view = rec.get("view_time")
+    return Route(
+        t=t,
+        rid=rid,
+        engine=_text(rec.get("engine"), "engine", required=True),
+        view_time=None if view is None else _time(view, "view_time"),
+        mode=RouteMode(mode),
+        extra=extra,
+    )
+
+
+def _redline(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    cls = Demote if rec["kind"] == "demote" else Restore
+    return cls(
+        t=t,
+        rid=rid,
+        resource=_text(rec.get("resource"), "resource", required=True),
+        sample_time=_required_time(rec, "sample_time"),
+        extra=extra,
+    )
+
+
+def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    reason = _text(rec.get("reason"), "reason", required=False)
+    return Evict(t=t, rid=rid, state=_count(rec.get("state"), "state"), reason=reason, extra=extra)
+
+
+def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    return Relocate(t=t, rid=rid, engine=_text(rec.get("engine"), "engine", required=True), extra=extra)
+
+
+#: the record builders of the DESIGN §10 kinds
+_NODE_BUILDERS = {
+    "sample": _sample,
+    "route": _route,
+    "demote": _redline,
+    "restore": _redline,
+    "evict": _evict,
+    "relocate": _relocate,
+}
+
+
+def _rid(rec: Mapping[str, Any], kind: str) -> str:
+    """The record's rid; a node event (``sample``) has none (its ``rid`` is the empty string)."""
+    if kind != "sample":
+        return _text(rec.get("rid"), "rid", required=True)
+    if "rid" in rec:
+        raise TraceFormatError("a sample is about the engine, not a request: it has no rid", field="rid")
+    return ""
+
+
 def event_from_dict(rec: Mapping[str, Any]) -> Event:
     """Validate one trace record and build its event.
 
@@ -316,7 +453,7 @@ def event_from_dict(rec: Mapping[str, Any]) -> Event:
     if "t" not in rec:
         raise TraceFormatError("is missing", field="t")
     t = _time(rec["t"], "t")
-    rid = _text(rec.get("rid"), "rid", required=True)
+    rid = _rid(rec, kind)
     known = _KNOWN[kind]
     extra: Mapping[str, Any] = _EMPTY
     if len(rec) > len(known) or any(k not in known for k in rec):
@@ -328,6 +465,9 @@ def event_from_dict(rec: Mapping[str, Any]) -> Event:
     if kind in ("reject", "drop", "fail"):
         cls = _CLASSES[kind]
         return cls(t=t, rid=rid, reason=_text(rec.get("reason"), "reason", required=False), extra=extra)  # type: ignore[call-arg]
+    build = _NODE_BUILDERS.get(kind)
+    if build is not None:
+        return build(rec, t, rid, extra)
     return _CLASSES[kind](t=t, rid=rid, extra=extra)  # type: ignore[call-arg]
 
 
@@ -360,6 +500,17 @@ def event_to_dict(ev: Event) -> dict[str, Any]:
         rec["basis"] = ev.basis.value
     elif isinstance(ev, Reject | Drop | Fail):
         rec["reason"] = ev.reason
+    elif ev.code in RECORD_FIELDS:
+        _node_fields(ev, rec)
     for k, v in ev.extra.items():
         rec.setdefault(k, v)
     return rec
+
+
+def _node_fields(ev: Event, rec: dict[str, Any]) -> None:
+    if ev.code == SAMPLE:
+        del rec["rid"]
+    for name in RECORD_FIELDS[ev.code]:
+        value = getattr(ev, name)
+        if value is not None:
+            rec[name] = value.value if isinstance(value, RouteMode) else value

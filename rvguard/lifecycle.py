@@ -26,6 +26,21 @@ enforcer that stops a running request as doomed writes a well-formed trace,
 and DR judges the drop), though the non-preemptive decision core never
 emits it.
 
+The runbook mechanisms of DESIGN §10 add kinds after the seven of §2 (codes
+are positions, so the old codes stay):
+
+* ``sample`` is a *node* kind (`NODE_KINDS`): a headroom reading of the
+  engine, no rid, no move; it only carries time and telemetry.
+* ``route`` is a self-loop before dispatch (the fleet picks an engine for an
+  arrived or a queued request); its fields, not the stage, carry the choice.
+* ``demote`` holds a queued request back from dispatch (HELD) until
+  ``restore`` queues it again; a held request may still end (drop, fail).
+* ``evict`` takes a running request off its engine (EVICTED); ``relocate``
+  queues it again (for another dispatch, on its new engine), or it ends with
+  ``fail`` (reason ``preempted`` when it was stopped to shed load).
+
+Each request still ends exactly once: the terminal kinds are unchanged.
+
 This module is pure: it imports only `rvguard.errors`.
 """
 
@@ -34,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum, StrEnum
 from types import MappingProxyType
+from typing import TypeVar
 
 from .errors import LifecycleError
 
@@ -42,27 +58,36 @@ __all__ = [
     "ARRIVE",
     "CODE",
     "COMPLETE",
+    "DEMOTE",
     "DISPATCH",
     "DROP",
+    "EVICT",
     "FAIL",
     "FINAL",
     "INITIAL",
     "KINDS",
     "MOVES",
     "NEXT",
+    "NODE_CODES",
+    "NODE_KINDS",
     "N_KINDS",
     "REJECT",
+    "RELOCATE",
+    "RESTORE",
+    "ROUTE",
+    "SAMPLE",
     "STAGES",
     "TERMINAL_CODES",
     "TERMINAL_KINDS",
     "EventKind",
     "Stage",
+    "derive_moves",
     "describe",
 ]
 
 
 class EventKind(StrEnum):
-    """The event kinds of DESIGN §2, in code order (a kind's code is its position)."""
+    """The event kinds of DESIGN §2 and §10, in code order (a kind's code is its position)."""
 
     ARRIVE = "arrive"
     ADMIT = "admit"
@@ -71,6 +96,12 @@ class EventKind(StrEnum):
     COMPLETE = "complete"
     DROP = "drop"
     FAIL = "fail"
+    SAMPLE = "sample"
+    ROUTE = "route"
+    DEMOTE = "demote"
+    RESTORE = "restore"
+    EVICT = "evict"
+    RELOCATE = "relocate"
 
 
 KINDS: tuple[EventKind, ...] = tuple(EventKind)
@@ -85,6 +116,16 @@ DISPATCH = CODE[EventKind.DISPATCH]
 COMPLETE = CODE[EventKind.COMPLETE]
 DROP = CODE[EventKind.DROP]
 FAIL = CODE[EventKind.FAIL]
+SAMPLE = CODE[EventKind.SAMPLE]
+ROUTE = CODE[EventKind.ROUTE]
+DEMOTE = CODE[EventKind.DEMOTE]
+RESTORE = CODE[EventKind.RESTORE]
+EVICT = CODE[EventKind.EVICT]
+RELOCATE = CODE[EventKind.RELOCATE]
+
+#: kinds that concern the node, not one request: no rid, in no move (they carry time and telemetry)
+NODE_KINDS = frozenset({EventKind.SAMPLE})
+NODE_CODES = frozenset(CODE[k] for k in NODE_KINDS)
 
 
 class Stage(Enum):
@@ -93,7 +134,9 @@ class Stage(Enum):
     NEW = "new"
     ARRIVED = "arrived"
     ADMITTED = "admitted"
+    HELD = "held"
     DISPATCHED = "dispatched"
+    EVICTED = "evicted"
     DONE = "done"
 
     # members are singletons compared by identity: hash them so too, in C (Enum's own
@@ -106,7 +149,9 @@ _MEANING: Mapping[Stage, str] = MappingProxyType(
         Stage.NEW: "the request never arrived",
         Stage.ARRIVED: "the request has arrived but was neither admitted nor rejected",
         Stage.ADMITTED: "the request is admitted but not dispatched",
+        Stage.HELD: "the request is demoted: held back from dispatch until restored",
         Stage.DISPATCHED: "the request is in flight",
+        Stage.EVICTED: "the request was evicted from its engine and is neither relocated nor ended",
         Stage.DONE: "the request already had its terminal event",
     }
 )
@@ -129,6 +174,16 @@ MOVES: Mapping[tuple[Stage, EventKind], Stage] = MappingProxyType(
         (_S.DISPATCHED, _K.COMPLETE): _S.DONE,
         (_S.DISPATCHED, _K.FAIL): _S.DONE,
         (_S.DISPATCHED, _K.DROP): _S.DONE,
+        # DESIGN §10: routing, demotion, eviction and relocation
+        (_S.ARRIVED, _K.ROUTE): _S.ARRIVED,
+        (_S.ADMITTED, _K.ROUTE): _S.ADMITTED,
+        (_S.ADMITTED, _K.DEMOTE): _S.HELD,
+        (_S.HELD, _K.RESTORE): _S.ADMITTED,
+        (_S.HELD, _K.DROP): _S.DONE,
+        (_S.HELD, _K.FAIL): _S.DONE,
+        (_S.DISPATCHED, _K.EVICT): _S.EVICTED,
+        (_S.EVICTED, _K.RELOCATE): _S.ADMITTED,
+        (_S.EVICTED, _K.FAIL): _S.DONE,
     }
 )
 del _S, _K
@@ -141,6 +196,42 @@ TERMINAL_CODES = frozenset(CODE[k] for k in TERMINAL_KINDS)
 NEXT: tuple[int, ...] = tuple(
     STAGES.index(MOVES[(s, k)]) if (s, k) in MOVES else -1 for s in STAGES for k in KINDS
 )
+
+
+A = TypeVar("A")
+Move = tuple[Stage, EventKind]
+
+
+def _show(moves: list[Move]) -> str:
+    return ", ".join(f"{s.name} --{k.value}-->" for s, k in moves) or "none"
+
+
+def derive_moves(
+    actions: Mapping[A, frozenset[Move]], not_emitted: Mapping[Move, str], *, who: str
+) -> Mapping[Move, tuple[Stage, A]]:
+    """A consumer's table of the moves it emits, each with its next stage and the consumer's action.
+
+    Every move must have exactly one action or one reason in ``not_emitted``
+    (why that consumer never emits it), so a move added here is decided there.
+
+    Raises:
+        LifecycleError: naming every move the two disagree on: an action on a
+            move the lifecycle lacks, a move with neither an action nor a
+            reason in ``not_emitted``, or one with both (or two actions).
+    """
+    table = [(move, action) for action, moves in actions.items() for move in moves]
+    emitted = [move for move, _ in table]
+    illegal = [move for move in emitted if move not in MOVES]
+    unknown = [move for move in MOVES if move not in emitted and move not in not_emitted]
+    twice = [move for move in MOVES if emitted.count(move) + (move in not_emitted) > 1]
+    if illegal or unknown or twice or any(move not in MOVES for move in not_emitted):
+        raise LifecycleError(
+            f"{who} disagrees with the lifecycle: actions on illegal moves: {_show(illegal)}; "
+            f"moves with no action nor a NOT_EMITTED reason: {_show(unknown)}; "
+            f"moves given twice: {_show(twice)}; NOT_EMITTED entries that are no move: "
+            f"{_show([m for m in not_emitted if m not in MOVES])}"
+        )
+    return MappingProxyType({move: (MOVES[move], action) for move, action in table})
 
 
 def describe(stage: Stage) -> str:
@@ -158,6 +249,9 @@ def _check() -> None:
             problems.append(f"{kind.value} is terminal on some moves but not on {stage.name} -> {nxt.name}")
     reached = {INITIAL} | set(MOVES.values())
     problems += [f"stage {s.name} is unreachable" for s in STAGES if s not in reached]
+    moved = {kind for (_, kind) in MOVES}
+    problems += [f"node kind {k.value} has a move" for k in NODE_KINDS if k in moved]
+    problems += [f"kind {k.value} has no move" for k in KINDS if k not in moved and k not in NODE_KINDS]
     if problems:
         raise LifecycleError("; ".join(problems))
 

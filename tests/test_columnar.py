@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 
 from rvguard.columnar import ColumnarTrace
-from rvguard.events import Arrive, Proposal
+from rvguard.events import Arrive, Proposal, Sample
 from tests.monitors.strategies import wellformed_traces
 
 
@@ -17,6 +17,17 @@ from tests.monitors.strategies import wellformed_traces
 @given(wellformed_traces())
 def test_round_trip(events: list) -> None:  # type: ignore[type-arg]
     assert list(ColumnarTrace.from_events(events).events()) == events
+
+
+@settings(max_examples=100, deadline=None)
+@given(wellformed_traces(runbook=True))
+def test_round_trip_with_the_runbook_kinds(events: list) -> None:  # type: ignore[type-arg]
+    """DESIGN §10 rows keep their event whole; a sample (no request) has rid code -1."""
+    c = ColumnarTrace.from_events(events)
+    assert list(c.events()) == events
+    samples = [i for i, e in enumerate(events) if isinstance(e, Sample)]
+    assert [i for i, r in enumerate(c.rid.tolist()) if r < 0] == samples
+    assert "" not in c.rid_names
 
 
 def test_missing_values_and_codes() -> None:

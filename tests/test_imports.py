@@ -29,6 +29,7 @@ FLOORS: dict[str, int] = {
     "data": 0,
     "contract": 1,
     "events": 1,
+    "runbook_events": 1,  # the DESIGN §10 records, which events re-exports
     "verdict": 1,
     "facts": 1,
     "columnar": 1,
@@ -55,6 +56,7 @@ PURE = (
     "rvguard.lifecycle",
     "rvguard.exact",
     "rvguard.events",
+    "rvguard.runbook_events",
     "rvguard.contract",
     "rvguard.verdict",
     "rvguard.facts",

@@ -1,8 +1,9 @@
 """CSV traces: one row per event, the DESIGN §8 fields as columns.
 
 Columns: ``t,kind,rid,tenant,deadline,prompt_tokens,max_tokens,proposal_admit,
-proposal_objective,proposal_priority_hint,basis,reason``; any other column is
-an unknown field kept in the event's ``extra``. Only ``t``, ``kind`` and
+proposal_objective,proposal_priority_hint,basis,reason``, then the DESIGN §10
+fields ``resource,value,sample_time,state,engine,view_time,mode``; any other
+column is an unknown field kept in the event's ``extra``. Only ``t``, ``kind`` and
 ``rid`` are required in the header. An empty cell means "absent". Numeric
 columns (and extra columns) are parsed as numbers when they read as one;
 text columns stay text (a rid ``007`` stays ``"007"``). Line numbers are
@@ -42,9 +43,19 @@ COLUMNS: tuple[str, ...] = (
     "proposal_priority_hint",
     "basis",
     "reason",
+    # DESIGN §10: sample, demote/restore, evict, route/relocate
+    "resource",
+    "value",
+    "sample_time",
+    "state",
+    "engine",
+    "view_time",
+    "mode",
 )
 _REQUIRED = ("t", "kind", "rid")
-_TEXT = frozenset({"kind", "rid", "tenant", "basis", "reason", "proposal_objective"})
+_TEXT = frozenset(
+    {"kind", "rid", "tenant", "basis", "reason", "proposal_objective", "resource", "engine", "mode"}
+)
 _PROPOSAL = "proposal_"
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

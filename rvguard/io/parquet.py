@@ -36,6 +36,10 @@ _TYPES = {
     "max_tokens": "int64",
     "proposal_admit": "bool_",
     "proposal_priority_hint": "float64",
+    "value": "float64",
+    "sample_time": "float64",
+    "state": "int64",
+    "view_time": "float64",
 }
 
 

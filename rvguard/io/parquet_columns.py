@@ -5,7 +5,9 @@ applied to whole columns: each returns a mask of bad rows, a field name and a
 message; a row's error is its first failing check in the event path's order
 (row-level cells, then kind, t, rid, then per-kind fields). Learner proposals
 and ``extra_json`` cells are checked row by row, but only on rows that have
-them. The `test_columnar` differential test holds the two paths together.
+them. A file with rows of the DESIGN §10 kinds (sample, route, ...) is read
+through the event path instead, row by row. The `test_columnar`
+differential test holds the two paths together.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..bounds import MAX_TIME, MAX_TOKENS, shown
-from ..columnar import BASIS_CODES, KIND_CODES, ColumnarTrace
+from ..columnar import BASIS_CODES, COLUMN_KINDS, KIND_CODES, ColumnarTrace
 from ..errors import TraceError, TraceFormatError
-from ..events import Basis, EventKind, Proposal, event_from_dict
+from ..events import Basis, Event, EventKind, Proposal, event_from_dict
 from ._arrow import pyarrow, pyarrow_compute
 from ._source import PathArg, display_name
-from .parquet import _FINITE_ONLY, EXTRA_JSON, extra_fields, open_parquet
+from .parquet import _FINITE_ONLY, BATCH_ROWS, EXTRA_JSON, extra_fields, open_parquet, record_from_row
 
 __all__ = ["parquet_columnar", "table_columnar"]
 
@@ -32,6 +34,8 @@ Check = tuple[Mask, str, Callable[[int], str]]
 
 _KIND_NAMES = [k.value for k in KIND_CODES]
 _BASIS_NAMES = [b.value for b in BASIS_CODES]
+#: kinds whose fields the columns do not hold (DESIGN §10): a file with any goes through the event path
+_OTHER_CODES = [code for code in KIND_CODES.values() if code not in COLUMN_KINDS]
 _REASON_KINDS = [EventKind.REJECT.value, EventKind.DROP.value, EventKind.FAIL.value]
 
 
@@ -286,6 +290,8 @@ def table_columnar(
     """
     c = _Cols(table)
     kind = c.member("kind", _KIND_NAMES)
+    if bool(np.isin(kind, _OTHER_CODES).any()):
+        return _via_events(table, name, lenient=lenient, errors=errors)
     checks = _row_cell_checks(c) + _core_checks(c, kind) + _kind_checks(c, kind)
     bad, found = _first_errors(checks, c.n, name)
     if found and not lenient:
@@ -293,6 +299,28 @@ def table_columnar(
     if errors is not None:
         errors.extend(found)
     return _build(c, kind, np.flatnonzero(~bad))
+
+
+def _via_events(table: Any, name: str, *, lenient: bool, errors: list[TraceError] | None) -> ColumnarTrace:
+    """The event path, row by row (`iter_parquet`'s rules): for tables with rows of kinds the columns
+    do not hold."""
+    lines: list[int] = []
+    events: list[Event] = []
+    line = 0
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        for row in batch.to_pylist():
+            line += 1
+            try:
+                events.append(event_from_dict(record_from_row(row)))
+            except TraceError as err:
+                located = err.located(path=name, line=line)
+                if not lenient:
+                    raise located from None
+                if errors is not None:
+                    errors.append(located)
+                continue
+            lines.append(line)
+    return ColumnarTrace.from_events(events, lines=lines)
 
 
 def _encode(c: _Cols, arr: Any) -> tuple[npt.NDArray[np.int64], tuple[str, ...]]:

@@ -25,7 +25,20 @@ from ..columnar import ColumnarTrace
 from ..contract import Contract, CreditMode
 from ..exact import near_edge, window_index
 from ..facts import fact_columns
-from ..lifecycle import ADMIT, ARRIVE, DISPATCH, INITIAL, KINDS, MOVES, N_KINDS, NEXT, STAGES, TERMINAL_KINDS
+from ..lifecycle import (
+    ADMIT,
+    ARRIVE,
+    DISPATCH,
+    INITIAL,
+    KINDS,
+    MOVES,
+    N_KINDS,
+    NEXT,
+    NODE_KINDS,
+    STAGES,
+    TERMINAL_KINDS,
+    EventKind,
+)
 from ..lifecycle import CODE as KIND_CODE
 
 __all__ = [
@@ -72,8 +85,9 @@ class RowIndex:
 
     Built in O(n) with no sort by rid: each row is scattered into its rid's
     column for its kind (the terminal kinds share one column). ``clean``
-    says whether every rid's rows spell a word of the lifecycle (WF); the
-    per-rid rows are meaningful only when it does.
+    says whether every rid's rows spell a word of the lifecycle (WF) and all
+    are of `VECTORISED_KINDS`; the per-rid rows are meaningful only when it
+    is True (when False the offline checker replays the trace online).
     """
 
     arrive: I64
@@ -85,41 +99,62 @@ class RowIndex:
     clean: bool
 
 
-def _row_columns() -> tuple[tuple[int, ...], int] | None:
-    """The per-request row table's layout, generated from the lifecycle.
+def _row_columns(kinds: frozenset[EventKind] | None = None) -> tuple[tuple[int, ...], int] | None:
+    """The per-request row table's layout for the lifecycle's moves by ``kinds`` (None: all).
 
     Returns ``(column of each kind code, number of columns)``: each
     non-terminal kind has its own column, ordered by how far from the initial
     stage it first occurs, and the terminal kinds share the last one (a
-    request ends once). Along every legal move the columns must increase, so
-    that a request's rows in trace order fill its columns in order; None when
-    they cannot (a kind that may occur twice in one request's life, a cycle):
-    then the offline path replays through the online monitor.
+    request ends once); a kind outside ``kinds`` has column -1. Along every
+    legal move the columns must increase, so that a request's rows in trace
+    order fill its columns in order; None when they cannot (a kind that may
+    occur twice in one request's life, a cycle).
     """
+    moves = {m: n for m, n in MOVES.items() if kinds is None or m[1] in kinds}
     dist = {INITIAL: 0}
     frontier = [INITIAL]
     while frontier:  # breadth-first distance of each stage from the initial one
         d = dist[frontier[0]] + 1
-        frontier = list({n: None for (s, _), n in MOVES.items() if s in frontier and n not in dist})
+        frontier = list({n: None for (s, _), n in moves.items() if s in frontier and n not in dist})
         dist.update((n, d) for n in frontier)
     far = len(STAGES)  # an unreachable stage sorts last (lifecycle._check refuses one anyway)
     inner = {
-        k: min(dist.get(s, far) for (s, kk) in MOVES if kk is k)
-        for (_, k) in MOVES
+        k: min(dist.get(s, far) for (s, kk) in moves if kk is k)
+        for (_, k) in moves
         if k not in TERMINAL_KINDS
     }
     order = sorted(inner, key=lambda k: (inner[k], KIND_CODE[k]))
-    column = {k: order.index(k) if k in inner else len(order) for k in KINDS}
-    for (_, k), nxt in MOVES.items():
-        if any(column[k2] <= column[k] for (s2, k2) in MOVES if s2 is nxt):
+    used = {k for (_, k) in moves}
+    column = {k: order.index(k) if k in inner else len(order) if k in used else -1 for k in KINDS}
+    for (_, k), nxt in moves.items():
+        if any(column[k2] <= column[k] for (s2, k2) in moves if s2 is nxt):
             return None
     return tuple(column[k] for k in KINDS), len(order) + 1
 
 
-_LAYOUT = _row_columns()
+def _vectorised_kinds() -> frozenset[EventKind]:
+    """The longest prefix of the request kinds (in code order) whose words fit one row table.
+
+    DESIGN §2's seven kinds do; ``route`` (a self-loop) and the relocation
+    cycle do not, so a trace with rows of later kinds (or of a node kind, which
+    has no rid) is judged by replay through the online monitor instead.
+    """
+    request_kinds = [k for k in KINDS if k not in NODE_KINDS]
+    best: frozenset[EventKind] = frozenset()
+    for n in range(1, len(request_kinds) + 1):
+        kinds = frozenset(request_kinds[:n])
+        if _row_columns(kinds) is None:
+            break
+        best = kinds
+    return best
+
+
+#: the kinds whose rows the vectorised path reads; any other row sends a trace to replay
+VECTORISED_KINDS = _vectorised_kinds()
+_LAYOUT = _row_columns(VECTORISED_KINDS)
 #: whether the per-request row table can hold the lifecycle's words (else: replay, never vectorise)
-_VECTORISED = _LAYOUT is not None
-_COLUMN = np.array(_LAYOUT[0] if _LAYOUT else [0] * N_KINDS, dtype=np.int64)
+_VECTORISED = _LAYOUT is not None and EventKind.ARRIVE in VECTORISED_KINDS
+_COLUMN = np.array(_LAYOUT[0] if _LAYOUT else [-1] * N_KINDS, dtype=np.int64)
 _N_COLUMNS = _LAYOUT[1] if _LAYOUT else 1
 #: the lifecycle's moves as a flat int array (stage index * N_KINDS + code -> next stage index, -1 illegal)
 _NEXT = np.array(NEXT, dtype=np.int64)
@@ -162,6 +197,8 @@ def row_index(trace: ColumnarTrace) -> RowIndex:
     kind = trace.kind
     columns = np.full((_N_COLUMNS, r), -1, dtype=np.int64)
     unique = _VECTORISED and (n == 0 or (int(kind.min()) >= 0 and int(kind.max()) < N_KINDS))
+    # a row of a kind outside the row table (a node kind, a DESIGN §10 kind): replay instead
+    unique = unique and (n == 0 or bool((_COLUMN[kind] >= 0).all()))
     if unique and n:
         key = _COLUMN[kind]
         key *= r

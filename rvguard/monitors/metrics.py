@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event
-from ..lifecycle import ADMIT, ARRIVE, COMPLETE, DISPATCH, N_KINDS, REJECT, TERMINAL_CODES
+from ..lifecycle import ADMIT, ARRIVE, COMPLETE, DISPATCH, EVICT, N_KINDS, REJECT, TERMINAL_CODES
 from .automaton import Instance
 
 if TYPE_CHECKING:
@@ -173,11 +173,27 @@ class MetricsAccumulator:
         """The accounting of one kind: terminal kinds judge the request, others count the event."""
         if code in TERMINAL_CODES:
             return self._terminal
-        return {ARRIVE: self._arrive, ADMIT: self._admit, DISPATCH: self._dispatch}.get(code, self._count)
+        handlers = {ARRIVE: self._arrive, ADMIT: self._admit, DISPATCH: self._dispatch, EVICT: self._evict}
+        return handlers.get(code, self._count)
 
-    def _count(self, inst: Instance, ev: Event, code: int) -> None:  # pragma: no cover - a kind to come
+    def _count(self, inst: Instance, ev: Event, code: int) -> None:
         self.events += 1
         self.last_t = ev.t
+
+    def on_node(self, ev: Event) -> None:
+        """Account one node event (a ``sample``: no request)."""
+        self.events += 1
+        self.last_t = ev.t
+        if self.first_t is None:
+            self.first_t = ev.t
+
+    def _evict(self, inst: Instance, ev: Event, code: int) -> None:
+        """An eviction ends the request's time on a slot (a relocated one is dispatched again)."""
+        self.events += 1
+        self.last_t = t = ev.t
+        if inst.t_dispatch is not None:
+            self.busy += t - inst.t_dispatch
+            inst.t_dispatch = None
 
     def on_event(self, inst: Instance, ev: Event, code: int) -> None:
         """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
@@ -186,7 +202,7 @@ class MetricsAccumulator:
     def _arrive(self, inst: Instance, ev: Event, code: int) -> None:
         self.events += 1
         self.last_t = ev.t
-        if self.first_t is None:  # the first accepted event is an arrive (WF)
+        if self.first_t is None:  # the first accepted event is an arrive or a node event (WF)
             self.first_t = ev.t
         self.requests += 1
         key = (inst.tenant, inst.window)

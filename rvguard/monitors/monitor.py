@@ -15,7 +15,8 @@ as ``rvguard check`` and the offline checker do, at about a hundred bytes a
 rid (docs/performance.md).
 
 A refused event — WF refuses it, or it names a tenant the contract lacks —
-changes nothing, not even the monitor's time: it fires no timer.
+changes nothing, not even the monitor's time: it fires no timer. A node
+event (``sample``, DESIGN §10) belongs to no request: it only moves time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..contract import Contract, Entitlement
 from ..errors import SpecError, TraceOrderError
 from ..events import Arrive, Event
 from ..facts import FactsCache, RequestFacts
+from ..lifecycle import NODE_CODES
 from ..verdict import Violation
 from . import wf
 from .af import AF
@@ -229,6 +231,14 @@ class Monitor:
         )
 
     # -- internals ---------------------------------------------------------
+    def _node(self, ev: Event) -> list[Violation]:
+        """A node event (a ``sample``): it moves time (timers fire) and is counted; no request moves."""
+        out: list[Violation] = []
+        if ev.t != self._now:
+            self._move_time(ev.t, out)
+        self._metrics.on_node(ev)
+        return out
+
     def _feed_slow(
         self, inst: Instance, ev: Event, code: int, entry: int, out: list[Violation]
     ) -> list[Violation]:
@@ -263,7 +273,12 @@ class Monitor:
         return entry == ILLEGAL
 
     def _refuse(self, ev: Event, inst: Instance | None) -> list[Violation]:
-        """A WF violation for an event the protocol does not allow; nothing changes, not even the time."""
+        """A WF violation for an event the protocol does not allow; nothing changes, not even the time.
+
+        A node event (no request, so no live instance) is not refused: `_node` takes it.
+        """
+        if inst is None and ev.code in NODE_CODES:
+            return self._node(ev)
         out: list[Violation] = []
         if inst is not None:
             loc = wf.Loc(_WF.locs[self._product.states[inst.state][0]])

@@ -8,7 +8,8 @@ The contract's ``reserve`` R holds R of the C slots back from surplus
 set of surplus requests holding a slot (dispatched, not ended), whose size
 n starts at 0 (`shared`). Each request's table remembers its admission
 basis; a surplus request's ``dispatch`` adds it, and is a bad prefix when n
-already reached C − R; its terminal event (complete, fail, drop) removes it.
+already reached C − R; its terminal event (complete, fail, drop) or its eviction removes it (a
+relocated request's next dispatch counts it again).
 The bad location OVER is not final (``bad_is_final=False``): the request
 still ends from there, so n stays exact after a violation and every later
 surplus dispatch beyond C − R is reported too. Floor work is never counted,
@@ -105,6 +106,8 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         Edge(Loc.OVER, label="n ≥ C − R", update=_take_over, detail=_detail),
     ),
     **{(loc, kind): _END for loc in (Loc.RUNNING, Loc.OVER) for kind in (K.COMPLETE, K.FAIL, K.DROP)},
+    # DESIGN §10: an evicted request gives its slot back; relocated, it is dispatched (and counted) again
+    **{(loc, K.EVICT): (Edge(Loc.SURPLUS, update=_release),) for loc in (Loc.RUNNING, Loc.OVER)},
 }
 
 

@@ -16,6 +16,7 @@ from .experiments_baselines import rate_limit, server_priority
 from .experiments_faults import capacity_drop, gaie_fault
 from .experiments_fleet import fleet_pooling
 from .experiments_replay import REPLAY_CONTRACT, trace_replay
+from .experiments_reserve import reserve_sweep
 from .experiments_slices import slices
 from .experiments_stress import deadline_sweep, floor_sweep, stress
 
@@ -36,6 +37,7 @@ EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
     "token-credits": token_credits,
     "slices": slices,
     "fleet-pooling": fleet_pooling,
+    "reserve-sweep": reserve_sweep,
 }
 
 # Experiments whose default contract is not the marquee's (None: the marquee).

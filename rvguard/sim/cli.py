@@ -192,8 +192,10 @@ def render_table(result: ExperimentResult) -> str:
 
 def _extras(d: dict[str, Any]) -> str:
     """The counts worth a column when they are not zero: SF, DR drops, lowered-floor rejects."""
-    keys = ("sf_violations", "dr_drops", "floor_lowered_rejects")
+    keys = ("sf_violations", "dr_drops", "floor_lowered_rejects", "rb_violations")
     parts = [f"{k}={d[k]}" for k in keys if d.get(k)]
+    if d.get("surplus_throughput") is not None:
+        parts.append(f"surplus_throughput={d['surplus_throughput']:.3f}/s")
     if d.get("phase_worst_attainment") is not None:
         parts.append(f"phase_worst_attainment={_fmt(d['phase_worst_attainment'])}")
     return ("  " + " ".join(parts)) if parts else ""

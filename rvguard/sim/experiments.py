@@ -73,7 +73,8 @@ class ExperimentResult:
 
     ``x_key`` names the parameter the miss plot puts on its x axis, and
     ``group_keys`` the parameters that tell its lines apart (empty: guard
-    and learner).
+    and learner). ``panel``, when given, is ``(info key, axis label)``: a
+    second plot of that figure of each condition (its ``info``) over x.
     """
 
     name: str
@@ -82,6 +83,7 @@ class ExperimentResult:
     x_key: str | None = None
     group_keys: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
+    panel: tuple[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``experiment --json`` object."""

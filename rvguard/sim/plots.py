@@ -85,19 +85,40 @@ def _series_panel(ax: Any, result: ExperimentResult) -> None:
     ax.set_title("assured completion vs deadline (one rep)")
 
 
+def _info_panel(ax: Any, result: ExperimentResult, x_key: str, key: str, ylabel: str) -> None:
+    """One figure of each condition's ``info`` over x, a line per group (`ExperimentResult.panel`)."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for c in result.conditions:
+        if x_key in c.params and c.info.get(key) is not None:
+            groups.setdefault(_label(c.params, result.group_keys), []).append(
+                (_x(c.params[x_key], []), float(c.info[key]))
+            )
+    for label, pts in groups.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{result.name}: {ylabel} vs {x_key}")
+
+
 def plot_experiment(result: ExperimentResult, out_dir: str | Path, *, x_key: str | None = None) -> Path:
-    """Write ``<out_dir>/<name>.png``: miss per condition, and sojourns against the deadline."""
+    """Write ``<out_dir>/<name>.png``: miss per condition, and sojourns against the deadline (or the
+    experiment's own second panel)."""
     plt = pyplot()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{result.name}.png"
-    if result.series:
+    first = next(iter(result.conditions[0].params)) if result.conditions else "beta"
+    key = x_key or result.x_key or first
+    if result.panel is not None:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        _info_panel(right, result, key, *result.panel)
+    elif result.series:
         fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
         _series_panel(right, result)
     else:
         fig, left = plt.subplots(1, 1, figsize=(6, 4))
-    first = next(iter(result.conditions[0].params)) if result.conditions else "beta"
-    key = x_key or result.x_key or first
     _miss_panel(left, result, key)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -67,6 +67,8 @@ class RunRecord:
     sf: int = 0
     lowered: int = 0
     phase_worst: float | None = None
+    opp_done: int = 0  # unfloored requests completed by the last arrival (surplus throughput × span)
+    rb: int = 0  # RB violations (surplus in flight above C − R)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class _Scan:
     all_services: list[float] = field(default_factory=list)
     sojourns: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
+    opp_done: list[float] = field(default_factory=list)
     span: float = 0.0
 
     def feed(self, ev: Event) -> None:
@@ -122,6 +125,7 @@ class _Scan:
         else:
             self.opp_judged += 1
             self.opp_missed += a.deadline is not None and ev.t > a.deadline
+            self.opp_done.append(ev.t)
 
 
 def record_run(
@@ -167,6 +171,8 @@ def record_run(
         sf=sum(1 for v in violations if v.property == "SF"),
         lowered=scan.lowered,
         phase_worst=phase_worst,
+        opp_done=sum(1 for t in scan.opp_done if t <= scan.span),
+        rb=sum(1 for v in violations if v.property == "RB"),
     )
 
 

@@ -8,7 +8,8 @@ extra.
 
 * `verify_contract` / `verify_file`: the obligations (stability, deadline
   per floored tenant, service envelope, DR soundness, credit bound);
-* `synthesize_floor`, `synthesize_deadline`, `synthesize_slots`: optima;
+* `synthesize_floor`, `synthesize_deadline`, `synthesize_slots`,
+  `synthesize_reserve`: optima (`rvguard.verify.reserve`: the deadline with a reserve);
 * `rvguard.verify.schedule`: the bounded schedule model and the backlog
   lemma search; `rvguard.verify.af_induction`: k-induction of the AF credit logic.
 """
@@ -29,6 +30,7 @@ if typing.TYPE_CHECKING:
     from .synthesis import synthesize as synthesize
     from .synthesis import synthesize_deadline as synthesize_deadline
     from .synthesis import synthesize_floor as synthesize_floor
+    from .synthesis import synthesize_reserve as synthesize_reserve
     from .synthesis import synthesize_slots as synthesize_slots
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "synthesize",
     "synthesize_deadline",
     "synthesize_floor",
+    "synthesize_reserve",
     "synthesize_slots",
     "verify_contract",
     "verify_file",
@@ -55,6 +58,7 @@ __getattr__, __dir__ = _attach(
             "synthesize",
             "synthesize_deadline",
             "synthesize_floor",
+            "synthesize_reserve",
             "synthesize_slots",
         ),
     },

@@ -1,4 +1,4 @@
-"""``rvguard verify SPEC [--synthesize floor|deadline|slots] [--tenant NAME] [--json]``.
+"""``rvguard verify SPEC [--synthesize floor|deadline|slots|reserve] [--tenant NAME] [--json]``.
 
 A thin driver over `rvguard.verify.preconditions` and `rvguard.verify.synthesis`, declared in
 `rvguard.verify.commands`. `run` is True when every obligation holds (exit 0) and False

@@ -68,6 +68,7 @@ def field_values(contract: Contract) -> dict[str, float | int]:
     values: dict[str, float | int] = {
         "window": contract.window,
         "slots": contract.slots,
+        "reserve": contract.reserve,
         "output_cap": contract.output_cap,
         "service.s_max": svc.s_max,
         "service.lower.base": svc.lower.base,
@@ -89,7 +90,7 @@ def field_values(contract: Contract) -> dict[str, float | int]:
     return values
 
 
-_INT_FIELDS = frozenset({"slots", "output_cap"})
+_INT_FIELDS = frozenset({"slots", "reserve", "output_cap"})
 
 
 class Encoding:

@@ -30,6 +30,9 @@ The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
   bound, to N_{≤i} (and its ceiling to ŝ_i), so the clause holds for no
   deadline; the counterexample shows the u_j that breaks it. At the same
   tier the floor ranks first, so such work only blocks (it is in b_i).
+  With a reserve R > 0 (or R being synthesised) the clause counts it:
+  starts(D − ŝ_i) ≥ N_{≤i}, derived in `rvguard.verify.reserve` (surplus
+  blocks at most C − R slots; R = 0 gives back the clause above).
 * service_envelope: with an upper bound U(ℓ) = a + b·ℓ, every ceiling
   covers U at every output length up to ``output_cap`` (the guard caps every
   request there, so U(cap) is the envelope's top).
@@ -50,6 +53,7 @@ from typing import Any
 from ..contract import Contract, CreditMode, ExcessPolicy
 from ._z3 import as_number
 from .encoding import Encoding, ceiling_field, opp_field
+from .reserve import encode_reserved_deadline, reserved
 
 __all__ = [
     "Decision",
@@ -180,9 +184,11 @@ def encode_deadline(enc: Encoding, tenant: str, *, cohorts: int = 1) -> Any:
     n = z3.Int(f"requests.ahead.{tenant}_0")
     floors = cohorts * z3.Sum([enc.requests(j) for j in ahead])
     enc.define(f"requests.ahead.{tenant}", n == floors + z3.Sum(surplus) if surplus else n == floors)
-    waves = enc.waves(tenant, n)
     block = enc.max_of([enc.term(f) for f in blocking_fields(enc.contract, tenant)])
     wave = enc.max_of([enc.ceiling(j) for j in ahead + unbounded])
+    if reserved(enc):
+        return encode_reserved_deadline(enc, tenant, n, block, wave)
+    waves = enc.waves(tenant, n)
     bound = z3.Real(f"bound.{tenant}_0")
     enc.define(f"bound.{tenant}", bound == block + waves * wave)
     return enc.term(f"tenants.{tenant}.deadline") >= bound

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 from ..contract import Contract, CreditMode, load_contract
@@ -30,7 +31,8 @@ from .obligations import (
     unbounded_ahead,
     unbounded_symbols,
 )
-from .synthesis import synthesize_deadline, synthesize_floor, synthesize_slots
+from .reserve import floor_blocking_fields, reserve_bound
+from .synthesis import synthesize_deadline, synthesize_floor, synthesize_reserve, synthesize_slots
 
 __all__ = ["all_hold", "verify_contract", "verify_file"]
 
@@ -68,7 +70,41 @@ def _stability(contract: Contract, options: VerifyOptions) -> ObligationResult:
 
 
 # -- deadlines ---------------------------------------------------------------
+def _bound(contract: Contract, tenant: str, v: Numbers) -> float:
+    """The clause's bound in the model ``v``: b + ⌈N/C⌉·ŝ, or with a reserve T (`reserve.reserve_bound`)."""
+    if f"latest_start.{tenant}" not in v:
+        return float(v[f"bound.{tenant}"])
+
+    def exact(key: str) -> Fraction:
+        return Fraction(repr(float(v[f"{key}.{tenant}"])))  # the decimal z3 was given (`_z3.real`)
+
+    n, c, r = int(v[f"requests.ahead.{tenant}"]), contract.slots, contract.reserve
+    return float(reserve_bound(n, c, r, exact("wave"), exact("block"), exact("floor_block")))
+
+
+def _names(fields: list[str]) -> str:
+    return _short(fields[0]) if len(fields) == 1 else f"max({', '.join(sorted(map(_short, fields)))})"
+
+
+def _slots(k: int) -> str:
+    return f"{k} slot" if k == 1 else f"{k} slots"
+
+
+def _reserve_terms(contract: Contract, tenant: str, v: Numbers) -> str:
+    """The reserved bound in words: who starts the N ahead, from when, in waves of what."""
+    c, r, n = contract.slots, contract.reserve, int(v[f"requests.ahead.{tenant}"])
+    lower = floor_blocking_fields(contract, tenant)
+    since = f"after {_names(lower)}" if lower else "at once"
+    waves = _names(sorted({ceiling_field(contract, j) for j in cohort(contract, tenant)}))
+    return (
+        f"the bound with reserve {r} of {c} slots ({n} ahead start on {_slots(r)} {since} and on "
+        f"{_slots(c - r)} after {_names(blocking_fields(contract, tenant))}, each within {waves})"
+    )
+
+
 def _deadline_terms(contract: Contract, tenant: str, v: Numbers) -> str:
+    if contract.reserve > 0:
+        return _reserve_terms(contract, tenant, v)
     block = blocking_fields(contract, tenant)
     bname = _short(block[0]) if len(block) == 1 else f"max({', '.join(_short(b) for b in block)})"
     ahead = cohort(contract, tenant)
@@ -92,7 +128,15 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
     lowered = contract.model_copy(update={"tenants": tenants})
     need = synthesize_deadline(lowered, tenant, options=options).value
     inside = f" (floor {floor} holds for any deadline ≥ {secs(float(need))} s)" if need is not None else ""
-    return f"{fix} or lower the floor to {floor}{inside}"
+    return f"{fix} or lower the floor to {floor}{inside}{_reserve_fix(contract, tenant, options)}"
+
+
+def _reserve_fix(contract: Contract, tenant: str, options: VerifyOptions) -> str:
+    """A larger reserve that meets the deadline, as a fix ('' when none does)."""
+    r = synthesize_reserve(contract, tenant, options=options).value
+    if r is None or r <= contract.reserve:
+        return ""
+    return f", or reserve {r} of the {contract.slots} slots for floor work (reserve: {r})"
 
 
 STRADDLE_NOTE = (
@@ -126,7 +170,7 @@ def _unbounded(
     tier, v = contract.tenants[tenant].tier, d.values
     who = " and ".join(f"{j} (tier {contract.tenants[j].tier})" for j in others)
     had = " and ".join(f"{int(v[f'requests.unbounded.{j}'])} of {j}'s" for j in others)
-    bound, dl = float(v[f"bound.{tenant}"]), contract.tenants[tenant].deadline
+    bound, dl = _bound(contract, tenant, v), contract.tenants[tenant].deadline
     check = _straddle if name.startswith("straddle") else _deadline
     after = check(_ranked_first(contract, tenant), tenant, options)
     names = " and ".join(others)
@@ -149,10 +193,12 @@ def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> Obliga
         return _undecidable(name, d, contract)
     if unbounded_ahead(contract, tenant):
         return _unbounded(name, contract, tenant, d, options)
-    dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
+    dl, bound = contract.tenants[tenant].deadline, _bound(contract, tenant, d.values)
     n = int(d.values[f"requests.ahead.{tenant}"])
     block, wave = _short(blocking_fields(contract, tenant)[0]), _short(ceiling_field(contract, tenant))
     terms = f"{block} + ⌈{n}/{contract.slots}⌉·{wave}"
+    if contract.reserve > 0:
+        terms = _reserve_terms(contract, tenant, d.values)
     if d.holds:
         msg = f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s (two windows' floors queued at once)"
         return ObligationResult(name, True, None, [], msg)
@@ -170,7 +216,7 @@ def _deadline(contract: Contract, tenant: str, options: VerifyOptions) -> Obliga
         return _undecidable(name, d, contract)
     if unbounded_ahead(contract, tenant):
         return _unbounded(name, contract, tenant, d, options)
-    dl, bound = contract.tenants[tenant].deadline, float(d.values[f"bound.{tenant}"])
+    dl, bound = contract.tenants[tenant].deadline, _bound(contract, tenant, d.values)
     terms = _deadline_terms(contract, tenant, d.values)
     if d.holds:
         return ObligationResult(name, True, None, [], f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s")

@@ -13,8 +13,11 @@ one, and tests check one against the other and both against the core):
 1. Rank: class (assured first), then delivery order (arrival tick, then the
    order in which same-tick arrivals reach the core; Z3 chooses the latter
    freely, `Schedule.order` records it).
-2. Work-conserving (a job never waits while a slot is free) and
-   non-preemptive (a started job holds its slot for its whole service).
+2. Work-conserving (a job never waits while a slot is free that it may
+   take) and non-preemptive (a started job holds its slot for its whole
+   service). With a ``reserve`` R, opportunistic jobs hold at most C − R
+   slots (the core's RB rule): one may wait beside a free slot when C − R
+   opportunistic jobs run; assured jobs may take any slot.
 3. Same-instant order, ``ties``:
 
    * ``"completions-first"`` (default; what the Guard and the simulator do,
@@ -50,10 +53,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal
 
 from ..errors import SpecError
 from ._z3 import load_z3
+from .reserve import reserve_bound
 
 __all__ = [
     "ASSURED",
@@ -82,10 +87,11 @@ class ModelParams:
         slots: C. floor: B, assured arrivals per window. window: W.
         s_max: assured ceiling. s_opp: opportunistic ceiling.
         deadline: D, relative. windows: k windows of assured arrivals.
-        opp_jobs: opportunistic jobs (default C). s_min: least service.
+        opp_jobs: opportunistic jobs (default C − R). s_min: least service.
         assured_jobs: assured jobs (default B·k, every window full).
         ties: the same-instant order (module docstring); ``"completions-first"``
             is the deployed one, ``"any"`` covers every delivery order.
+        reserve: R, slots opportunistic jobs never hold (0 ≤ R ≤ C).
     """
 
     slots: int
@@ -99,10 +105,13 @@ class ModelParams:
     s_min: int = 1
     assured_jobs: int | None = None
     ties: Ties = "completions-first"
+    reserve: int = 0
 
     def __post_init__(self) -> None:
         if self.ties not in TIES:
             raise SpecError(f"ties must be one of {TIES}, got {self.ties!r}", field="ties", value=self.ties)
+        if not 0 <= self.reserve <= self.slots:
+            raise SpecError(f"reserve must be in 0..{self.slots}, got {self.reserve}", field="reserve")
 
     @property
     def n_assured(self) -> int:
@@ -111,8 +120,8 @@ class ModelParams:
 
     @property
     def n_opp(self) -> int:
-        """Opportunistic jobs in the model."""
-        return self.slots if self.opp_jobs is None else self.opp_jobs
+        """Opportunistic jobs in the model (default C − R: as many as may run at once)."""
+        return self.slots - self.reserve if self.opp_jobs is None else self.opp_jobs
 
     @property
     def stable(self) -> bool:
@@ -128,6 +137,14 @@ class ModelParams:
     def reference_bound(self) -> int:
         """The reference study's bound s_opp + ⌈B/C⌉ · s_max."""
         return self.s_opp + self.waves() * self.s_max
+
+    def reserved_bound(self, cohort: int | None = None) -> int:
+        """The deadline bound with the reserve (`rvguard.verify.reserve`): b = s_opp, no lower floor."""
+        n = self.floor if cohort is None else cohort
+        t = reserve_bound(
+            n, self.slots, self.reserve, Fraction(self.s_max), Fraction(self.s_opp), Fraction(0)
+        )
+        return int(t)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +228,7 @@ def simulate(
     *,
     ties: Literal["completions-first", "batch"] = "completions-first",
     order: Sequence[int] | None = None,
+    reserve: int = 0,
 ) -> Schedule:
     """Run the model's dispatch semantics (module docstring) on concrete jobs.
 
@@ -224,32 +242,39 @@ def simulate(
         order: delivery order, a permutation of the job indices sorted by
             arrival (default: by arrival, then index); it breaks ties between
             same-tick arrivals.
+        reserve: R; opportunistic jobs hold at most C − R slots.
 
     Returns:
         The schedule, jobs in the given order.
 
     Raises:
         SpecError: lengths differ, an unknown class or tie order, a service < 1,
-            or ``order`` is not a delivery order.
+            ``order`` is not a delivery order, or the reserve is outside 0..C (or
+            is C while opportunistic jobs wait: they would never run).
     """
-    seq = _delivery(tenants, arrivals, services, slots, ties, order)
+    seq = _delivery(tenants, arrivals, services, slots, ties, order, reserve)
     pos = {i: n for n, i in enumerate(seq)}
     start: dict[int, int] = {}
-    finishes: list[int] = []
+    running: list[int] = []  # job indices holding a slot
+
+    def take(i: int, t: int) -> None:
+        """Start ``i`` at ``t`` if a slot is free that it may take (RB: opportunistic below C − R)."""
+        opp = sum(1 for j in running if tenants[j] == OPPORTUNISTIC)
+        if len(running) < slots and (tenants[i] == ASSURED or opp < slots - reserve):
+            start[i] = t
+            running.append(i)
+
     instants = sorted(set(arrivals))
     while instants:
         t = instants.pop(0)
-        finishes = [f for f in finishes if f > t]
+        running[:] = [j for j in running if start[j] + services[j] > t]
         before = t if ties == "completions-first" else t + 1  # who competes for the freed slots
         queued = [i for i in seq if arrivals[i] < before and i not in start]
-        queued.sort(key=lambda i: (_RANK[tenants[i]], pos[i]))
-        for i in queued[: slots - len(finishes)]:
-            start[i] = t
-            finishes.append(t + services[i])
+        for i in sorted(queued, key=lambda i: (_RANK[tenants[i]], pos[i])):
+            take(i, t)
         for i in (i for i in seq if arrivals[i] == t and i not in start):
-            if len(finishes) < slots:  # completions-first: a same-instant arrival takes a free slot
-                start[i] = t
-                finishes.append(t + services[i])
+            take(i, t)  # completions-first: a same-instant arrival takes a free slot
+        finishes = {start[j] + services[j] for j in running}
         instants = sorted({f for f in finishes if f > t} | {a for a in arrivals if a > t})
     jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(len(tenants)))
     return Schedule(slots, jobs, order=tuple(seq))
@@ -262,8 +287,13 @@ def _delivery(
     slots: int,
     ties: str,
     order: Sequence[int] | None,
+    reserve: int = 0,
 ) -> list[int]:
     """Check `simulate`'s arguments; return the delivery order."""
+    if not 0 <= reserve < slots and (OPPORTUNISTIC in tenants or not 0 <= reserve <= slots):
+        raise SpecError(
+            f"reserve {reserve} leaves no slot to opportunistic jobs (C = {slots})", field="reserve"
+        )
     n = len(tenants)
     if not n == len(arrivals) == len(services) or slots < 1:
         raise SpecError("tenants, arrivals and services need equal lengths, and slots ≥ 1", field="slots")
@@ -333,21 +363,38 @@ def encode_entitlement(z3: Any, p: ModelParams, v: _Vars) -> Any:
     return z3.And(clauses)
 
 
+def _busy_opp(z3: Any, v: _Vars, t: Any) -> Any:
+    pairs = [
+        (st, f) for i, (st, f) in enumerate(zip(v.start, v.finish, strict=True)) if v.tenants[i] != ASSURED
+    ]
+    return z3.Sum([z3.If(z3.And(st <= t, t < f), 1, 0) for st, f in pairs]) if pairs else z3.IntVal(0)
+
+
 def encode_capacity(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """At most C jobs run at any start instant (hence at any instant)."""
-    return z3.And([_busy(z3, v, st) <= p.slots for st in v.start])
+    """At most C jobs run at any start instant (hence at any instant), at most C − R opportunistic."""
+    clauses = [_busy(z3, v, st) <= p.slots for st in v.start]
+    opp = [i for i, t in enumerate(v.tenants) if t == OPPORTUNISTIC]
+    if p.reserve:
+        clauses += [_busy_opp(z3, v, v.start[i]) <= p.slots - p.reserve for i in opp]
+    return z3.And(clauses)
+
+
+def _full_for(z3: Any, p: ModelParams, v: _Vars, j: int, t: Any) -> Any:
+    """No slot at ``t`` that job j may take: all C busy, or (opportunistic j) C − R opportunistic busy."""
+    full = _busy(z3, v, t) == p.slots
+    if p.reserve and v.tenants[j] == OPPORTUNISTIC:
+        return z3.Or(full, _busy_opp(z3, v, t) == p.slots - p.reserve)
+    return full
 
 
 def encode_work_conserving(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """A job waiting at an arrival or completion instant finds all C slots busy."""
+    """A job waiting at an arrival or completion instant finds no slot it may take (`_full_for`)."""
     n = len(v.tenants)
-    full_at_arrival = [_busy(z3, v, v.a[j]) == p.slots for j in range(n)]
-    full_at_finish = [_busy(z3, v, f) == p.slots for f in v.finish]
-    clauses = [z3.Implies(v.start[j] > v.a[j], full_at_arrival[j]) for j in range(n)]
+    clauses = [z3.Implies(v.start[j] > v.a[j], _full_for(z3, p, v, j, v.a[j])) for j in range(n)]
     for j in range(n):
         for k, f in enumerate(v.finish):
             if j != k:
-                clauses.append(z3.Implies(z3.And(v.a[j] <= f, f < v.start[j]), full_at_finish[k]))
+                clauses.append(z3.Implies(z3.And(v.a[j] <= f, f < v.start[j]), _full_for(z3, p, v, j, f)))
     return z3.And(clauses)
 
 

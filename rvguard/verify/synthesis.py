@@ -6,8 +6,11 @@ One parameter moves, every other field keeps its contract value:
   stability and every floored tenant's deadline clause hold;
 * `synthesize_deadline`: the smallest deadline D of a floored tenant for
   which its deadline clause holds (D is exact: the bound itself);
-* `synthesize_slots`: the smallest slot count C for which stability and
-  every deadline clause hold.
+* `synthesize_slots`: the smallest slot count C (≥ the reserve) for which
+  stability and every deadline clause hold;
+* `synthesize_reserve`: the smallest reserve R (0 ≤ R ≤ C) for which every
+  floored tenant's deadline clause holds (`rvguard.verify.reserve`: the
+  clause grows with R, so every larger R meets it too).
 
 The service-envelope and DR clauses do not depend on B, D or C, so they
 are not part of the optimisation; `rvguard.verify.preconditions` reports them.
@@ -37,10 +40,11 @@ __all__ = [
     "synthesize",
     "synthesize_deadline",
     "synthesize_floor",
+    "synthesize_reserve",
     "synthesize_slots",
 ]
 
-PARAMETERS = ("floor", "deadline", "slots")
+PARAMETERS = ("floor", "deadline", "slots", "reserve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,7 @@ class SynthesisResult:
     """The optimum of one parameter, the others fixed.
 
     Attributes:
-        parameter: ``floor``, ``deadline`` or ``slots``.
+        parameter: ``floor``, ``deadline``, ``slots`` or ``reserve``.
         tenant: the tenant whose floor or deadline moved (None for slots).
         field: the contract field path, e.g. ``tenants.assured.floor``.
         value: the optimum, or None when no value satisfies the clauses.
@@ -116,10 +120,22 @@ def _goals(enc: Encoding, options: VerifyOptions) -> list[Any]:
     return goals
 
 
+def _symbol_value(z3: Any, fact: Any) -> tuple[Any, Any]:
+    """(symbol, value) of a fact ``symbol == value`` (z3 may keep the two sides either way round)."""
+    left, right = fact.arg(0), fact.arg(1)
+    numeral = z3.is_int_value(left) or z3.is_rational_value(left)
+    return (right, left) if numeral else (left, right)
+
+
 def _optimum(enc: Encoding, goals: list[Any], objective: Any, *, maximize: bool) -> float | int | None:
+    """The optimum of ``objective`` under the facts, definitions and ``goals``; the fixed fields are
+    substituted by their values first, so a product of a fixed field and a variable (k·ŝ in the
+    reserved clause) is linear for the optimiser (its nonlinear search can stop short of the optimum)."""
     z3 = enc.z3
+    fixed = [_symbol_value(z3, fact) for fact in enc.facts.values()]
+    constraints = [z3.simplify(z3.substitute(e, *fixed)) for e in (*enc.definitions.values(), *goals)]
     opt = z3.Optimize()
-    opt.add(*enc.facts.values(), *enc.definitions.values(), *goals)
+    opt.add(*enc.facts.values(), *constraints)
     handle = opt.maximize(objective) if maximize else opt.minimize(objective)
     verdict = opt.check()
     if verdict == z3.unsat:
@@ -189,12 +205,49 @@ def synthesize_slots(contract: Contract, *, options: VerifyOptions = DEFAULT_OPT
     z3 = load_z3()
     enc = Encoding(z3, contract, options=options, free=["slots"])
     c = enc.term("slots")
-    value = _optimum(enc, [*_goals(enc, options), c >= 1], c, maximize=False)
+    value = _optimum(enc, [*_goals(enc, options), c >= max(1, contract.reserve)], c, maximize=False)
     if value is None:
         msg = "no slot count meets every deadline: a deadline is below blocking + one wave of service"
     else:
         msg = f"smallest slot count for this contract: {value}{_why(options)}"
     return SynthesisResult("slots", None, "slots", value, contract.slots, msg)
+
+
+def synthesize_reserve(
+    contract: Contract, tenant: str | None = None, *, options: VerifyOptions = DEFAULT_OPTIONS
+) -> SynthesisResult:
+    """The smallest reserve R (0 ≤ R ≤ C) meeting the deadline clause of ``tenant`` (default: of
+    every floored tenant), the other fields fixed; ``value`` None when even R = C does not.
+
+    Raises:
+        SpecError: ``tenant`` is not in the contract or holds no floor.
+    """
+    z3 = load_z3()
+    names = list(contract.floored_tenants) if tenant is None else [_require_tenant(contract, tenant)]
+    if tenant is not None and not contract.tenants[names[0]].floored:
+        raise SpecError(
+            f"tenants.{tenant}.floor: a deadline needs a floored tenant", field=f"tenants.{tenant}"
+        )
+    enc = Encoding(z3, contract, options=options, free=["reserve"])
+    r, c = enc.term("reserve"), contract.slots
+    goals = [_deadline_goal(enc, n, options) for n in names]
+    value = _optimum(enc, [*goals, r >= 0, r <= c], r, maximize=False)
+    whose = "every floored deadline" if tenant is None else f"the deadline of {names[0]}"
+    if value is None:
+        ahead = sorted({j for n in names for j in unbounded_ahead(contract, n)})
+        why = (
+            f"unfloored work ({', '.join(ahead)}) ranks ahead of a floor, unbounded"
+            if ahead
+            else f"even R = C = {c} (surplus never runs) leaves a bound above it: "
+            "raise the deadline or the slots, or lower the floor"
+        )
+        msg = f"no reserve meets {whose}: {why}{_why(options)}"
+    else:
+        msg = (
+            f"smallest reserve meeting {whose}: {value} of {c} slots "
+            f"(surplus holds at most {c - int(value)}){_why(options)}"
+        )
+    return SynthesisResult("reserve", tenant, "reserve", value, contract.reserve, msg)
 
 
 def synthesize(
@@ -204,7 +257,7 @@ def synthesize(
     *,
     options: VerifyOptions = DEFAULT_OPTIONS,
 ) -> SynthesisResult:
-    """Dispatch to the synthesis of ``parameter`` (``floor``, ``deadline`` or ``slots``).
+    """Dispatch to the synthesis of ``parameter`` (``floor``, ``deadline``, ``slots`` or ``reserve``).
 
     Raises:
         SpecError: unknown parameter or tenant.
@@ -215,4 +268,6 @@ def synthesize(
         return synthesize_deadline(contract, tenant, options=options)
     if parameter == "slots":
         return synthesize_slots(contract, options=options)
+    if parameter == "reserve":
+        return synthesize_reserve(contract, tenant, options=options)
     raise SpecError(f"--synthesize: expected one of {', '.join(PARAMETERS)}, got {parameter!r}")

@@ -5,8 +5,8 @@ heap of completions; completions before arrivals at equal times), so tests
 can produce whole traces. The checker is an independent, offline statement
 of AF, SF, DR and WF over a finished trace, written from DESIGN §3 directly
 (it shares only `contract.Entitlement` with the core, on purpose: DESIGN §1
-makes entitlement one definition for every layer; and WF reads the lifecycle
-table, the specification the core's own table is derived from).
+makes entitlement one definition for every layer). WF is written out here
+too, DESIGN §2's protocol and §10's moves, not read from `rvguard.lifecycle`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,17 @@ from rvguard.contract import Contract, Entitlement
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Proposal, Reject
-from rvguard.lifecycle import INITIAL, MOVES
+
+#: WF as DESIGN §2 and §10 state it: the kinds a request may take from each stage, and where to
+_PROTOCOL: dict[str, dict[str, str]] = {
+    "new": {"arrive": "arrived"},
+    "arrived": {"admit": "queued", "reject": "done", "route": "arrived"},
+    "queued": {"dispatch": "running", "drop": "done", "fail": "done", "route": "queued", "demote": "held"},
+    "held": {"restore": "queued", "drop": "done", "fail": "done"},
+    "running": {"complete": "done", "fail": "done", "drop": "done", "evict": "evicted"},
+    "evicted": {"relocate": "queued", "fail": "done"},
+    "done": {},
+}
 
 _YES = Proposal()
 
@@ -87,11 +97,13 @@ def check_wf(trace: Sequence[Event]) -> list[str]:
     """WF by brute force: each rid's kinds walk the lifecycle's moves, time never goes back."""
     bad = [f"time {b.t} < {a.t}" for a, b in itertools.pairwise(trace) if b.t < a.t]
     for rid, evs in by_rid(trace).items():
-        stage = INITIAL
+        if rid == "":  # node events (samples): no request, always legal
+            continue
+        stage = "new"
         for ev in evs:
-            nxt = MOVES.get((stage, ev.kind))
+            nxt = _PROTOCOL[stage].get(ev.kind.value)
             if nxt is None:
-                bad.append(f"{rid}: {ev.kind.value} in stage {stage.value}")
+                bad.append(f"{rid}: {ev.kind.value} in stage {stage}")
                 break
             stage = nxt
     return bad

@@ -111,3 +111,22 @@ def test_read_columnar_jsonl_keeps_source_lines(tmp_path: Path) -> None:
 def test_lenient_needs_an_errors_list(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="errors="):
         read_columnar(tmp_path / "x.parquet", lenient=True)
+
+
+def test_a_file_with_runbook_kinds_reads_through_the_event_path(tmp_path: Path) -> None:
+    """Rows of DESIGN §10 kinds: the same columns as the event path, bad rows located alike."""
+    from rvguard.events import Demote, Sample
+
+    p = tmp_path / "r.parquet"
+    evs = [Sample(0.0, "kv", 0.5, 0.0), Demote(1.0, "a", "kv", 0.5)]
+    write_events(p, evs)
+    assert list(read_columnar(p).events()) == evs
+    table = pq.read_table(p)
+    bad = table.set_column(table.column_names.index("value"), "value", pa.array([1.5, None]))
+    pq.write_table(bad, p)
+    errors: list[TraceError] = []
+    got = read_columnar(p, lenient=True, errors=errors)
+    assert list(got.events()) == evs[1:] and got.line.tolist() == [2]
+    assert [(e.line, e.field) for e in errors] == [(1, "value")]
+    with pytest.raises(TraceFormatError, match="in \\[0, 1\\]"):
+        read_columnar(p)

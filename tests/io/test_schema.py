@@ -34,8 +34,19 @@ def test_written_records_validate(ev: Event) -> None:
 
 VALUES: list[Any] = [None, 0, 1, 2.5, -1, True, "", "x", "arrive", "floor", [1], {"admit": False}, {"k": 1}]
 VALUES += [2**31 - 1, 2**31, 2**64, 10**400]  # the bounds of rvguard.bounds (times: TIMES)
+VALUES += [
+    0.5,
+    1.5,
+    999999999999.5,
+    1.5e12 + 0.25,
+    "p2c",
+    "siloed",
+    "kv",
+]  # fractions, times, route modes (DESIGN §10)
 TIMES = st.sampled_from([0, 1.5, -1, "1", None, 1e12, 1e13])
-KINDS = st.sampled_from(["arrive", "admit", "drop", "x", 3])
+KINDS = st.sampled_from(
+    ["arrive", "admit", "drop", "x", 3, "sample", "route", "demote", "restore", "evict", "relocate"]
+)
 KEYS = [
     "rid",
     "tenant",
@@ -46,6 +57,13 @@ KEYS = [
     "basis",
     "reason",
     "z",
+    "resource",
+    "value",
+    "sample_time",
+    "state",
+    "engine",
+    "view_time",
+    "mode",
 ]
 records = st.fixed_dictionaries(
     {"t": TIMES, "kind": KINDS},

@@ -7,7 +7,25 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Proposal, Reject
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Demote,
+    Dispatch,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Proposal,
+    Reject,
+    Relocate,
+    Restore,
+    Route,
+    RouteMode,
+    Sample,
+)
 
 times = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=8)
@@ -48,7 +66,29 @@ def events(*, text: st.SearchStrategy[str] = words, extra: bool = True) -> st.Se
     plain = st.sampled_from([Dispatch, Complete]).flatmap(
         lambda cls: st.builds(cls, t=times, rid=text, extra=ex)
     )
-    return st.one_of(arrive, admit, ending, plain)
+    return st.one_of(arrive, admit, ending, plain, _runbook(text, ex))
+
+
+def _runbook(text: st.SearchStrategy[str], ex: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Event]:
+    """The DESIGN §10 kinds, every field drawn (a sample has no rid)."""
+    fraction = st.floats(min_value=0, max_value=1)
+    sample = st.builds(Sample, t=times, resource=text, value=fraction, sample_time=times, extra=ex)
+    route = st.builds(
+        Route,
+        t=times,
+        rid=text,
+        engine=text,
+        view_time=st.none() | times,
+        mode=st.sampled_from(RouteMode),
+        extra=ex,
+    )
+    redline = st.sampled_from([Demote, Restore]).flatmap(
+        lambda cls: st.builds(cls, t=times, rid=text, resource=text, sample_time=times, extra=ex)
+    )
+    state = st.integers(min_value=0, max_value=2**31 - 1)
+    evict = st.builds(Evict, t=times, rid=text, state=state, reason=st.just("") | text, extra=ex)
+    relocate = st.builds(Relocate, t=times, rid=text, engine=text, extra=ex)
+    return st.one_of(sample, route, redline, evict, relocate)
 
 
 def _deadline_not_before_t(ev: Arrive) -> Arrive:

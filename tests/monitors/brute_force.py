@@ -1,6 +1,10 @@
 """A plain, independent checker for AF, SF, DR (DESIGN §3) and RB (§10), written from their sentences.
 
 It shares no code with rvguard.monitors beyond the contract's window formula.
+DESIGN §10's events change none of AF, SF and DR: a ``sample`` (no request)
+only tells time, and a request's route, demotions, evictions and relocations
+lie between its admission and its one terminal event. For RB an eviction
+gives the slot back.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rvguard.contract import Contract, window_index
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Evict, Fail, Reject, Sample
 
 
 def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]:
@@ -29,7 +33,8 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     last_t = events[-1].t if events else 0.0
     by_rid: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        by_rid[e.rid].append(e)
+        if not isinstance(e, Sample):  # a node event: it belongs to no request
+            by_rid[e.rid].append(e)
     out = reserved_buffer(events, c.slots - c.reserve)
     for rid, evs in by_rid.items():
         d = deadline[rid]
@@ -51,16 +56,21 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
 
 
 def reserved_buffer(events: list[Event], limit: int) -> set[tuple[str, str, float]]:
-    """RB: at each dispatch of a request not admitted on the floor, count such requests dispatched
-    and not ended by then (it included); more than ``limit`` = C − R violates. O(n²) on purpose."""
+    """RB: at each dispatch of a request not admitted on the floor, count such requests holding a
+    slot by then (it included): dispatched, and neither ended nor evicted since their last dispatch
+    (DESIGN §10: an evicted request gives its slot back). More than ``limit`` = C − R violates.
+    O(n²) on purpose."""
     surplus = {e.rid for e in events if isinstance(e, Admit) and e.basis is not Basis.FLOOR}
     out = set()
     for i, e in enumerate(events):
         if isinstance(e, Dispatch) and e.rid in surplus:
-            upto = events[: i + 1]
-            started = {x.rid for x in upto if isinstance(x, Dispatch) and x.rid in surplus}
-            ended = {x.rid for x in upto if isinstance(x, Complete | Fail | Drop)}
-            if len(started - ended) > limit:
+            holding: dict[str, bool] = {}
+            for x in events[: i + 1]:
+                if x.rid in surplus and isinstance(x, Dispatch):
+                    holding[x.rid] = True
+                elif isinstance(x, Complete | Fail | Drop | Evict):
+                    holding[x.rid] = False
+            if sum(holding.values()) > limit:
                 out.add(("RB", e.rid, e.t))
     return out
 

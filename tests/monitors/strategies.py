@@ -5,8 +5,24 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Fail, Reject
-from rvguard.lifecycle import FINAL, MOVES
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Demote,
+    Dispatch,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Reject,
+    Relocate,
+    Restore,
+    Route,
+    RouteMode,
+    Sample,
+)
 
 # Steps that land exactly on window edges (W = 1) and on deadlines are common on purpose.
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
@@ -31,17 +47,30 @@ def small_contract(credit: str = "count", epoch: float = 0.0, reserve: int = 0) 
     )
 
 
-#: the kinds that may follow each kind (the lifecycle's moves); completions weighted up on purpose
+#: DESIGN §2's protocol, written out here (not read from rvguard.lifecycle): the kinds that may
+#: follow each kind of a live request; completions weighted up on purpose
 _NEXT = {
-    kind.value: sorted(k.value for (s, k) in MOVES if s is MOVES[(stage, kind)])
-    for (stage, kind) in MOVES
-    if MOVES[(stage, kind)] not in FINAL
+    "arrive": ["admit", "reject"],
+    "admit": ["dispatch", "drop", "fail"],
+    "dispatch": ["complete", "complete", "drop", "fail"],
 }
-_NEXT["dispatch"].append("complete")
+#: DESIGN §10 added: a route before dispatch, demote → restore (held meanwhile, may end), evict →
+#: relocate (queued again) or fail; ``relocate`` and ``restore`` queue the request as ``admit`` did
+_NEXT_RUNBOOK = {
+    "arrive": ["admit", "reject", "route"],
+    "admit": ["dispatch", "dispatch", "drop", "fail", "route", "demote"],
+    "demote": ["restore", "restore", "drop", "fail"],
+    "restore": ["dispatch", "drop", "fail", "route", "demote"],
+    "dispatch": ["complete", "complete", "drop", "fail", "evict"],
+    "evict": ["relocate", "relocate", "fail"],
+    "relocate": ["dispatch", "drop", "fail", "route", "demote"],
+}
 
 
 #: fail reasons: a service failure, and a client error (SF exempts the latter)
-FAIL_REASONS = ("err", "client-error: http 400")
+FAIL_REASONS = ("err", "client-error: http 400", "preempted")
+RESOURCES = ("kv", "seqs")
+ENGINES = ("e0", "e1")
 
 
 def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS, reason: str = "err") -> Event:
@@ -58,15 +87,43 @@ def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS, reason: 
     return Fail(t, rid, reason)
 
 
+def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str) -> Event:
+    """A DESIGN §10 event of a request, its fields drawn (times at or before ``t``)."""
+    back = draw(st.sampled_from([0.0, 0.0, 0.125, 0.5, 2.0]))
+    if kind == "route":
+        mode = draw(st.sampled_from(list(RouteMode)))
+        view = None if mode is RouteMode.SILOED and draw(st.booleans()) else max(0.0, t - back)
+        return Route(t, rid, draw(st.sampled_from(ENGINES)), view, mode)
+    if kind in ("demote", "restore"):
+        cls = Demote if kind == "demote" else Restore
+        return cls(t, rid, draw(st.sampled_from(RESOURCES)), max(0.0, t - back))
+    if kind == "evict":
+        return Evict(t, rid, draw(st.integers(0, 4096)), draw(st.sampled_from(["emergency", "voluntary"])))
+    return Relocate(t, rid, draw(st.sampled_from(ENGINES)))
+
+
+def _sample(draw: st.DrawFn, t: float) -> Sample:
+    back = draw(st.sampled_from([0.0, 0.0, 0.125, 1.0]))
+    value = draw(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.9, 1.0]))
+    return Sample(t, draw(st.sampled_from(RESOURCES)), value, max(0.0, t - back))
+
+
 @st.composite
-def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
-    """A WF-clean trace: arrivals and protocol steps interleaved, time non-decreasing."""
+def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = False) -> list[Event]:
+    """A WF-clean trace: arrivals and protocol steps interleaved, time non-decreasing.
+
+    ``runbook``: DESIGN §10's kinds too (routes, demote/restore, evict/relocate, node samples).
+    """
+    table = _NEXT_RUNBOOK if runbook else _NEXT
     t = 0.0
     events: list[Event] = []
     live: dict[str, str] = {}
     n = 0
     for _ in range(draw(st.integers(1, max_steps))):
         t += draw(STEPS)
+        if runbook and draw(st.integers(0, 5)) == 0:
+            events.append(_sample(draw, t))
+            continue
         if not live or draw(st.booleans()):
             rid = f"r{n}"
             n += 1
@@ -79,7 +136,12 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40) -> list[Event]:
             live[rid] = "arrive"
             continue
         rid = draw(st.sampled_from(sorted(live)))
-        kind = draw(st.sampled_from(_NEXT[live[rid]]))
+        kind = draw(st.sampled_from(table[live[rid]]))
+        if kind in ("route", "demote", "restore", "evict", "relocate"):
+            events.append(_runbook_event(draw, kind, t, rid))
+            if kind != "route":  # a self-loop: the request stays where it was
+                live[rid] = kind
+            continue
         basis = draw(st.sampled_from(list(Basis))) if kind == "admit" else Basis.SURPLUS
         reason = draw(st.sampled_from(FAIL_REASONS)) if kind == "fail" else "err"
         events.append(_event(kind, t, rid, basis, reason))

@@ -23,6 +23,7 @@ def test_every_issue_5_and_14_experiment_is_registered() -> None:
         "token-credits",
         "slices",
         "fleet-pooling",  # issue 13
+        "reserve-sweep",  # issue 12
     }
     assert set(EXPERIMENTS) == want
     assert set(DEFAULT_CONTRACTS) <= want

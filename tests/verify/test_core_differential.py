@@ -67,7 +67,9 @@ _RANK = {ASSURED: 0, OPPORTUNISTIC: 1}
 _BIG_DEADLINE = 1e6
 
 
-def _contract(window: int, slots: int, floor: int, jobs: tuple[Job, ...], offset: int) -> Contract:
+def _contract(
+    window: int, slots: int, floor: int, jobs: tuple[Job, ...], offset: int, reserve: int = 0
+) -> Contract:
     def ceiling(tenant: str) -> float:
         return float(max((j.service for j in jobs if j.tenant == tenant), default=1))
 
@@ -76,6 +78,7 @@ def _contract(window: int, slots: int, floor: int, jobs: tuple[Job, ...], offset
             "epoch": float(offset),
             "window": float(window),
             "slots": slots,
+            "reserve": reserve,
             "service": {"s_max": ceiling(ASSURED), "s_max_opp": ceiling(OPPORTUNISTIC)},
             "tenants": {
                 ASSURED: {"floor": floor, "deadline": _BIG_DEADLINE, "tier": 0},
@@ -85,7 +88,9 @@ def _contract(window: int, slots: int, floor: int, jobs: tuple[Job, ...], offset
     )
 
 
-def replay(sched: Schedule, *, floor: int, window: int, order: Order = "completions-first") -> list[int]:
+def replay(
+    sched: Schedule, *, floor: int, window: int, order: Order = "completions-first", reserve: int = 0
+) -> list[int]:
     """Run the schedule's arrivals and services through a DecisionCore; return each job's start tick.
 
     Arrivals are delivered in ``sched.delivery()`` order (arrivals-first: by
@@ -93,7 +98,7 @@ def replay(sched: Schedule, *, floor: int, window: int, order: Order = "completi
     """
     jobs, slots = sched.jobs, sched.slots
     offset = max(0, -min((j.arrival for j in jobs), default=0))
-    core = DecisionCore(_contract(window, slots, floor, jobs, offset))
+    core = DecisionCore(_contract(window, slots, floor, jobs, offset, reserve))
     position = {i: n for n, i in enumerate(sched.delivery())}
     if order == "arrivals-first":
         arrival_key = {i: (j.arrival, _RANK[j.tenant], position[i]) for i, j in enumerate(jobs)}
@@ -142,9 +147,11 @@ def replay(sched: Schedule, *, floor: int, window: int, order: Order = "completi
     return [start[i] for i in range(len(jobs))]
 
 
-def assert_agrees(sched: Schedule, *, floor: int, window: int, order: Order = "completions-first") -> None:
+def assert_agrees(
+    sched: Schedule, *, floor: int, window: int, order: Order = "completions-first", reserve: int = 0
+) -> None:
     """The core's starts and sojourns equal the model's, job by job."""
-    starts = replay(sched, floor=floor, window=window, order=order)
+    starts = replay(sched, floor=floor, window=window, order=order, reserve=reserve)
     for i, (job, s) in enumerate(zip(sched.jobs, starts, strict=True)):
         core_sojourn = s + job.service - job.arrival
         assert (s, core_sojourn) == (job.start, job.sojourn), (
