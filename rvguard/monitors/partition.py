@@ -175,6 +175,7 @@ def take(trace: ColumnarTrace, rows: I64) -> ColumnarTrace:
         reason=tuple(pick(trace.reason)),
         line=trace.line[rows],
         proposals=tuple(pick(trace.proposals)) if trace.proposals else (),
+        kept=tuple(pick(trace.kept)) if trace.kept else (),
     )
 
 
@@ -186,6 +187,8 @@ def _problem(trace: ColumnarTrace, contract: Contract) -> str:
         return "an unknown tenant"
     if int(trace.kind.min()) < 0 or int(trace.kind.max()) >= N_KINDS:
         return "an unknown kind"
+    if trace.kept:
+        return "rows of the DESIGN §10 kinds (the offline checker replays those)"
     return ""
 
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from rvguard.columnar import ColumnarTrace
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Route, Sample
 from rvguard.monitors.partition import rid_hashes, summarise, take
 
 from .strategies import small_contract
@@ -112,3 +112,10 @@ def test_a_summary_pickles_with_the_c_pickler_and_round_trips() -> None:
     assert back.rows == s.rows and [ev.extra for ev in back.rows] == [ev.extra for ev in s.rows]
     assert back.rows[-1].extra == {"note": "kept"}
     assert back.deferred == s.deferred and back.busy.tolist() == s.busy.tolist()
+
+
+def test_rows_of_the_runbook_kinds_are_left_to_the_single_process_check() -> None:
+    """sample/route/demote…: the offline checker replays such traces, so the fold does not take them."""
+    events = [Sample(0.0, "kv_cache", 0.5, 0.0), *_served("x", 0.1), Route(0.3, "y", "e1")]
+    assert _summary(events[:1]).problem.startswith("rows of the DESIGN §10 kinds")
+    assert _summary([*_served("x", 0.1)[:2], Route(0.3, "x", "e1")]).problem.startswith("rows of the DESIGN")
