@@ -29,6 +29,7 @@ from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
+from .fleet.fr import FleetRouting
 from .io import iter_records
 from .io.dataset import is_dataset, partitions
 from .lifecycle import INITIAL, Stage
@@ -48,6 +49,8 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
+    "FR": "monitored when the trace routes; the gateway routes on views within its staleness bound and "
+    "at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
 }
 P95_NOTE = (
@@ -174,6 +177,8 @@ class _Run:
         self.kept: list[Event] = []
         self.lines: list[int] = []
         self.violations: list[Violation] = []
+        self.routing = FleetRouting()  # FR, judged when the trace routes (a gateway over several engines)
+        self.source = ""  # the trace an event comes from, when several are merged
 
     def take(self, line: int, item: Event | TraceError) -> bool:
         """Feed one record; True when the monitor accepted it as an event."""
@@ -197,7 +202,13 @@ class _Run:
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
+        if not wf_found:
+            self.violations.extend(self.routing.feed(item, self.source))
         return not wf_found
+
+    def properties(self, asked: Sequence[str]) -> tuple[str, ...]:
+        """The properties judged: those asked, and FR when the trace routes."""
+        return (*asked, "FR") if self.routing.routes and "FR" not in asked else tuple(asked)
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -258,7 +269,7 @@ def check_trace(
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
     return CheckReport(
         trace=path,
-        properties=tuple(properties),
+        properties=run.properties(properties),
         violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
         bad_lines=run.bad,
@@ -310,7 +321,7 @@ def check_traces(
     )
     fleet = FleetCredits(contract) if "AF" in properties else None
     for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
-        run.path = path
+        run.path = run.source = path
         if run.take(line, item) and fleet is not None and not isinstance(item, TraceError):
             run.violations.extend(fleet.feed(item))
     sweep = None
@@ -318,7 +329,7 @@ def check_traces(
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
     return CheckReport(
         trace=name,
-        properties=tuple(properties),
+        properties=run.properties(properties),
         violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
         bad_lines=run.bad,

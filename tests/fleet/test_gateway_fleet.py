@@ -155,7 +155,7 @@ def judge(traces: list[Path], statuses: list[int], *, outage: bool) -> None:
     assert arrived == len(statuses) and set(ends.values()) == {1}  # exactly one terminal each
     assert floor and max(floor.values()) <= FLOOR, dict(floor)
     report = check_traces([str(t) for t in traces], fleet_contract())
-    assert not report.bad_lines
+    assert not report.bad_lines and "FR" in report.properties  # route records judged too
     assert report.fleet is not None and report.fleet.max_credits["assured"] <= FLOOR
     assert all(v.property == "AF" and "floor-lowered" in v.detail for v in report.violations), [
         (v.property, v.detail) for v in report.violations
