@@ -179,11 +179,14 @@ def scaling(root: Path, n: int, workers: list[int], repeats: int, contract: Cont
     """Single process, then each worker count: medians of wall time; the reports must agree."""
     single, reference = timed(lambda: check_trace(str(root), contract), repeats)
     print(f"  single process (streaming)   {single:7.2f} s   {n / single / 1e3:7.1f} k ev/s   1.00x")
+    # worker counts interleaved run by run, so that each meets the shared machine's load alike
+    runs: dict[int, list[tuple[float, float, float, Any]]] = {w: [] for w in workers}
+    for _ in range(repeats):
+        for w in workers:
+            runs[w].append(_parallel(root, w, contract))
+            assert _plain(runs[w][-1][3]) == _plain(reference), "the Dask report differs"
     for w in workers:
-        runs = [_parallel(root, w, contract) for _ in range(repeats)]
-        for *_, report in runs:
-            assert _plain(report) == _plain(reference), "the Dask report differs from the single-process one"
-        total, checked, cpu = (statistics.median(r[i] for r in runs) for i in range(3))
+        total, checked, cpu = (statistics.median(r[i] for r in runs[w]) for i in range(3))
         print(
             f"  --workers {w}  {total:7.2f} s   {n / total / 1e3:7.1f} k ev/s  {single / total:5.2f}x"
             f"   (without the cluster's start {checked:6.2f} s, {single / checked:5.2f}x;"
