@@ -49,6 +49,10 @@ CLAIMS = {
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
+    "PR": "monitored; the guard's preemption enforces it by construction (a floor-admitted one is refused)",
+    "RL": "monitored only: the guard does not demote yet (the redline is pure, not wired into the core)",
+    "EV": "monitored only: the guard does not evict yet (the planner picks surplus candidates only)",
+    "FR": "monitored; the fleet gateway's router picks an engine with a free slot (staleness: checked only)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
