@@ -29,6 +29,7 @@ from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
+from .fleet.fr import FleetRouting
 from .io import iter_records
 from .io.dataset import is_dataset, partitions
 from .lifecycle import INITIAL, Stage
@@ -48,11 +49,13 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
+    "FR": "monitored when the trace routes (or on the contract's fleet block); the gateway routes on views "
+    "within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
-    "PR": "monitored; the guard's preemption enforces it by construction (a floor-admitted one is refused)",
-    "RL": "monitored only: the guard does not demote yet (the redline is pure, not wired into the core)",
-    "EV": "monitored only: the guard does not evict yet (the planner picks surplus candidates only)",
-    "FR": "monitored; the fleet gateway's router picks an engine with a free slot (staleness: checked only)",
+    "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
+    "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
+    "bounded by the redline's hysteresis (by construction)",
+    "EV": "monitored only: the guard does not evict on its own (the planner picks surplus candidates only)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
@@ -178,6 +181,10 @@ class _Run:
         self.kept: list[Event] = []
         self.lines: list[int] = []
         self.violations: list[Violation] = []
+        # FR from the route records' own bounds when the trace routes (a gateway over several engines),
+        # unless the monitor judges FR on the contract's fleet block
+        self.routing = None if "FR" in monitor.properties else FleetRouting()
+        self.source = ""  # the trace an event comes from, when several are merged
 
     def take(self, line: int, item: Event | TraceError) -> bool:
         """Feed one record; True when the monitor accepted it as an event."""
@@ -201,7 +208,14 @@ class _Run:
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
+        if not wf_found and self.routing is not None:
+            self.violations.extend(self.routing.feed(item, self.source))
         return not wf_found
+
+    def properties(self, asked: Sequence[str]) -> tuple[str, ...]:
+        """The properties judged: those asked, and FR when the trace routes."""
+        routes = self.routing is not None and self.routing.routes
+        return (*asked, "FR") if routes and "FR" not in asked else tuple(asked)
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -209,6 +223,12 @@ class _Run:
     def feed(self, records: Iterable[tuple[int, Event | TraceError]]) -> None:
         for line, item in records:
             self.take(line, item)
+
+
+def _monitored(contract: Contract, properties: Sequence[str]) -> list[str]:
+    """The properties the monitor runs besides WF: FR only on a contract with a fleet block (else
+    a routed trace's records carry FR's bounds, judged by `FleetRouting`)."""
+    return [p for p in properties if p != "WF" and not (p == "FR" and contract.fleet is None)]
 
 
 def check_trace(
@@ -239,7 +259,7 @@ def check_trace(
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
     started = time.monotonic()
-    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
+    monitor = Monitor(contract, ["WF", *_monitored(contract, properties)], retain_finished=None)
     parts = partitions(path) if records is None and is_dataset(path) else None
     run = _Run(
         monitor,
@@ -262,7 +282,7 @@ def check_trace(
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
     return CheckReport(
         trace=path,
-        properties=tuple(properties),
+        properties=run.properties(properties),
         violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
         bad_lines=run.bad,
@@ -301,7 +321,8 @@ def check_traces(
 
     started = time.monotonic()
     properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
-    judged = [p for p in properties if p not in ("AF", "WF")]
+    # FR per replica (each its own C_e): from the route records (`FleetRouting`), never fleet-wide
+    judged = [p for p in properties if p not in ("AF", "WF", "FR")]
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)
     run = _Run(
@@ -314,7 +335,7 @@ def check_traces(
     )
     fleet = FleetCredits(contract) if "AF" in properties else None
     for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
-        run.path = path
+        run.path = run.source = path
         if run.take(line, item) and fleet is not None and not isinstance(item, TraceError):
             run.violations.extend(fleet.feed(item))
     sweep = None
@@ -322,7 +343,7 @@ def check_traces(
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
     return CheckReport(
         trace=name,
-        properties=tuple(properties),
+        properties=run.properties(properties),
         violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
         bad_lines=run.bad,

@@ -10,17 +10,14 @@ completion or failure of a dispatched request, a cancellation, and the
 passing of time. Its outputs are the events of DESIGN §2, which go straight
 into traces and monitors: the decision *is* the event.
 
-Each live request is one instance of the per-request automaton in `TRANSITIONS`:
-the lifecycle's moves (`rvguard.lifecycle.MOVES`, states are its `Stage`), each
-paired with the `Action` its change of stage takes on the core's shared state
-(`ACTIONS`). Every state change goes through `DecisionCore._apply`, which looks
-the edge up; a missing edge raises `EnforcementError` before anything changes
-(rejection is atomic). A request is forgotten once it reaches ``DONE`` but its
-rid is kept (`rids.SpentRids`): a rid is used once, as WF demands of a whole
-trace, so a reused one is refused. At import the table is derived and checked: a
-move whose change of stage has no action must be listed in `NOT_EMITTED` with
-the reason, or the import fails naming it (so a stage or kind added to the
-lifecycle is decided here too).
+Each live request is one instance of the per-request automaton in `TRANSITIONS`
+(`rvguard.enforce.transitions`: the lifecycle's moves, each paired with the
+`Action` its change of stage takes on the core's shared state, checked against
+the lifecycle at import). Every state change goes through `DecisionCore._apply`,
+which looks the edge up; a missing edge raises `EnforcementError` before
+anything changes (rejection is atomic). A request is forgotten once it reaches
+``DONE`` but its rid is kept (`rids.SpentRids`): a rid is used once, as WF
+demands of a whole trace, so a reused one is refused.
 
 The edit rules come from the properties they must never break:
 
@@ -52,10 +49,14 @@ The edit rules come from the properties they must never break:
   exceed their ceiling or capacity stays below Σ B / W; with ``degrade`` the
   floor is lowered while it fires (reason ``floor-lowered``: an AF violation
   against the contract, traded knowingly for SF) and restored after.
-* WF — the lifecycle's moves, one terminal each, except ``dispatch →
-  drop``: the core is non-preemptive and never drops a running request
-  (`NOT_EMITTED`, with the DESIGN §10 moves the core does not emit yet);
-  WF still accepts them from other enforcers. A
+* RL (physical redline, §10) — with ``redline``, `observe` feeds each
+  headroom sample to the redline; while it fires, queued surplus is held
+  back (``demote``) and released when it clears (``restore``); floor work,
+  running work and anything this core did not admit are never touched, and
+  nothing is evicted (`rvguard.enforce.demotion`).
+* WF — the lifecycle's moves, one terminal each; those the core never emits
+  (a running request dropped, routing, eviction) are listed with the reason
+  in `NOT_EMITTED`, and WF still accepts them from other enforcers. A
   request cancelled while it waits for `decide` is rejected (never admitted).
 
 Cost: O(log n) per arrival, dispatch and completion (`ready.ReadyQueue`);
@@ -66,16 +67,13 @@ memory O(n) for n live requests plus O(tenants), plus the ended rids
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import Enum
 from types import MappingProxyType
 from typing import Literal
 
 from ..contract import Contract, Entitlement
 from ..errors import EnforcementError, TraceOrderError
 from ..events import (
-    EVENT_CLASSES,
     Admit,
     Arrive,
     Basis,
@@ -90,11 +88,18 @@ from ..events import (
     proposal_record,
 )
 from ..facts import FactsCache, RequestFacts
-from ..lifecycle import Stage, derive_moves
+from ..lifecycle import Stage
+from .demotion import DemotionMixin
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .ready import Key, ReadyQueue, rank
+from .redline import Redline, RedlineConfig, RedlineReading
 from .request import Request
 from .rids import SpentRids
+from .transitions import ACTIONS as ACTIONS
+from .transitions import EDGES, Action
+from .transitions import NOT_EMITTED as NOT_EMITTED
+from .transitions import TRANSITIONS as TRANSITIONS
+from .transitions import derive_transitions as derive_transitions
 from .watch import Alert, AssumptionWatch, WatchConfig
 
 __all__ = [
@@ -106,6 +111,7 @@ __all__ = [
     "DecisionCore",
     "DispatchPolicy",
     "ReqState",
+    "derive_transitions",
 ]
 
 DispatchPolicy = Literal["priority", "fifo"]
@@ -113,69 +119,6 @@ DispatchPolicy = Literal["priority", "fifo"]
 
 #: where one request stands in the core: the lifecycle's stages (QUEUED is ADMITTED, RUNNING DISPATCHED)
 ReqState = Stage
-
-
-class Action(Enum):
-    """What an edge does to the core's shared state."""
-
-    RECORD = "record"  # remember the request
-    ENQUEUE = "enqueue"  # into the dispatch heap
-    FORGET = "forget"  # rejected: drop all memory of it
-    TAKE_SLOT = "take_slot"  # queued → one of the C slots
-    DEQUEUE = "dequeue"  # leaves the queue without a slot (drop, fail)
-    RELEASE = "release"  # frees its slot
-
-
-Move = tuple[Stage, EventKind]
-S, K = Stage, EventKind
-#: the lifecycle moves the core emits, grouped by what each does to the core's shared state
-ACTIONS: Mapping[Action, frozenset[Move]] = MappingProxyType(
-    {
-        Action.RECORD: frozenset({(S.NEW, K.ARRIVE)}),
-        Action.ENQUEUE: frozenset({(S.ARRIVED, K.ADMIT)}),
-        Action.FORGET: frozenset({(S.ARRIVED, K.REJECT)}),
-        Action.TAKE_SLOT: frozenset({(S.ADMITTED, K.DISPATCH)}),
-        Action.DEQUEUE: frozenset({(S.ADMITTED, K.DROP), (S.ADMITTED, K.FAIL)}),
-        Action.RELEASE: frozenset({(S.DISPATCHED, K.COMPLETE), (S.DISPATCHED, K.FAIL)}),
-    }
-)
-#: lifecycle moves the core never emits, and why
-_HELD = "the core demotes no request: none is HELD"
-_EVICTED = "the core evicts no request: none is EVICTED"
-_ROUTE = "routing between engines is the fleet layer's; one core guards one engine"
-NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
-    {
-        (
-            S.DISPATCHED,
-            K.DROP,
-        ): "non-preemptive: a running request is never dropped (DR drops at dispatch time)",
-        **{(s, K.ROUTE): _ROUTE for s in (S.ARRIVED, S.ADMITTED)},
-        (S.ADMITTED, K.DEMOTE): "the redline's demotion is not wired into the core's queue yet",
-        (S.DISPATCHED, K.EVICT): "eviction is planned by enforce.eviction, not executed by the core yet",
-        **{(S.HELD, k): _HELD for k in (K.RESTORE, K.DROP, K.FAIL)},
-        **{(S.EVICTED, k): _EVICTED for k in (K.RELOCATE, K.FAIL)},
-    }
-)
-del S, K
-
-
-def derive_transitions(
-    actions: Mapping[Action, frozenset[Move]], not_emitted: Mapping[Move, str]
-) -> Mapping[Move, tuple[Stage, Action]]:
-    """The lifecycle's moves that the core emits, each with its next stage and action.
-
-    Raises:
-        LifecycleError: naming every move the two disagree on (`lifecycle.derive_moves`).
-    """
-    return derive_moves(actions, not_emitted, who="enforce.core")
-
-
-TRANSITIONS: Mapping[Move, tuple[Stage, Action]] = derive_transitions(ACTIONS, NOT_EMITTED)
-
-# The same table indexed for the hot path: per state, by event class (C-level hashing).
-_EDGES: dict[Stage, dict[type, tuple[Stage, Action]]] = {s: {} for s in Stage}
-for (_state, _kind), _edge in TRANSITIONS.items():
-    _EDGES[_state][EVENT_CLASSES[_kind]] = _edge
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +140,15 @@ class CoreStatistics:
     max_queue_depth: int
     alerts: int
     floor_scale: float
+    held: int = 0
+    demoted: int = 0
+    restored: int = 0
 
 
 class _Entry:
     """One live request: its facts, absolute deadline and automaton state."""
 
-    __slots__ = ("basis", "deadline", "dispatched_at", "facts", "key", "request", "state")
+    __slots__ = ("basis", "deadline", "dispatched_at", "entitled", "facts", "key", "request", "state")
 
     def __init__(self, request: Request, facts: RequestFacts, deadline: float):
         self.request = request
@@ -212,12 +158,13 @@ class _Entry:
         self.basis: Basis | None = None
         self.dispatched_at = 0.0
         self.key: Key = (0, 0, 0.0, 0)
+        self.entitled = False  # floor-entitled (even when a lowered floor or the pool refused it)
 
 
 _REJECT = Proposal(admit=False)
 
 
-class DecisionCore:
+class DecisionCore(DemotionMixin):
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
     Args:
@@ -226,6 +173,9 @@ class DecisionCore:
         deferred_drop: drop at dispatch time when ``now + L(R) > D(R)``.
         gate_upper: count dispatches whose ``now + U(R) > D(R)`` as uncertain.
         watch: enable the online assumption watch with this configuration.
+        redline: the physical redline's configuration (``None``: no headroom, no demotion).
+        staleness: seconds a sample may be old for a demotion to cite it (default: the contract's
+            ``headroom.staleness``, else no bound).
         origin: the window origin (default: the contract's epoch).
 
     Attributes:
@@ -241,6 +191,8 @@ class DecisionCore:
         deferred_drop: bool = False,
         gate_upper: bool = False,
         watch: WatchConfig | None = None,
+        redline: RedlineConfig | None = None,
+        staleness: float | None = None,
         origin: float | None = None,
     ) -> None:
         if dispatch_policy not in ("priority", "fifo"):
@@ -269,6 +221,14 @@ class DecisionCore:
         self._counts = dict.fromkeys(("arrived", "rejected", "dispatched", "completed", "dropped"), 0)
         self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
         self._basis_counts = dict.fromkeys(Basis, 0)
+        self._redline = None if redline is None else Redline(redline)
+        block = getattr(contract, "headroom", None)
+        self._staleness = (
+            staleness if staleness is not None else math.inf if block is None else block.staleness
+        )
+        self._reading: RedlineReading | None = None
+        self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
+        self._counts.update(demoted=0, restored=0)
 
     # -- public API ------------------------------------------------------------
     @property
@@ -294,6 +254,12 @@ class DecisionCore:
     def is_live(self, rid: str) -> bool:
         """True while ``rid`` has no terminal event yet."""
         return rid in self._live
+
+    def protected(self, rid: str) -> bool:
+        """True when live ``rid`` is floor-entitled or admitted on the floor: never demoted nor
+        preempted (RL, PR), even when a lowered floor or the credit pool admitted it as excess."""
+        entry = self._live.get(rid)
+        return entry is not None and (entry.entitled or entry.basis is Basis.FLOOR)
 
     def running_basis(self, rid: str) -> Basis | None:
         """The basis ``rid`` was admitted on while it is in flight, else ``None`` (preemption reads it)."""
@@ -361,6 +327,8 @@ class DecisionCore:
         self._apply(entry, decision)
         out.append(decision)
         if entry.state is Stage.ADMITTED:
+            if entry.basis is not Basis.FLOOR and self._holding():
+                self._hold_surplus(now, out)  # the redline fires: held before any dispatch
             self._fill(now, out)
         return out
 
@@ -400,11 +368,12 @@ class DecisionCore:
         return out
 
     def fail_queued(self, now: float, reason: str = "shutdown") -> list[Event]:
-        """Fail every request still waiting for a slot (shutdown without drain)."""
+        """Fail every request still waiting for a slot, held ones too (shutdown without drain)."""
         self._check_time(now)
         self._advance(now)
         out: list[Event] = []
-        for entry in sorted(self._queued_entries(), key=lambda e: e.key):
+        waiting = [e for e in self._live.values() if e.state in (Stage.ADMITTED, Stage.HELD)]
+        for entry in sorted(waiting, key=lambda e: e.key):
             ev = Fail(now, entry.request.rid, reason)
             self._apply(entry, ev)
             out.append(ev)
@@ -424,6 +393,7 @@ class DecisionCore:
         b = self._basis_counts
         basis = {f"admitted_{k.value}": b[k] for k in Basis}
         live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
+        live["held"] = len(self._held)
         return CoreStatistics(**self._counts, **basis, **live, floor_scale=self._floor_scale())
 
     def _check(self) -> None:
@@ -435,7 +405,12 @@ class DecisionCore:
         ]
         assert self._surplus_running == len(surplus) <= self._surplus_cap
         assert self._queued == states.count(Stage.ADMITTED)
-        assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.DISPATCHED) for s in states)
+        assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.HELD, Stage.DISPATCHED) for s in states)
+        held = [e for e in self._live.values() if e.state is Stage.HELD]
+        assert len(held) == len(self._held)
+        assert all(e.basis is not Basis.FLOOR for e in held)
+        assert self._holding() or not held, "requests held while the redline is clear"
+        assert not any(self.protected(e.request.rid) for e in held), "a protected request is held"
         floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():
             assert used <= floors[tenant]
@@ -471,6 +446,7 @@ class DecisionCore:
         ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
         req, facts = entry.request, entry.facts
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
+        entry.entitled = entitled
         if not facts.floored:
             return None
         if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):  # pool: refused
@@ -517,10 +493,11 @@ class DecisionCore:
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
-        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB)."""
-        slots, ready = self.contract.slots, self._ready
+        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
+        while the redline does not fire (RL: what it holds or cannot yet demote waits)."""
+        slots, ready, holding = self.contract.slots, self._ready, self._holding()
         while self._running < slots:
-            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap)
+            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not holding)
             if entry is None:
                 return
             rid = entry.request.rid
@@ -537,13 +514,13 @@ class DecisionCore:
             self._apply(entry, dispatch)
             out.append(dispatch)
 
-    def _queued_entries(self) -> list[_Entry]:
-        return [e for e in self._live.values() if e.state is Stage.ADMITTED]
+    def _take_surplus(self) -> list[_Entry]:
+        return self._ready.take_surplus(keep=lambda e: e.entitled)
 
     # -- the automaton -----------------------------------------------------------
     def _apply(self, entry: _Entry, ev: Event) -> None:
         """Take the edge for ``ev`` from ``entry``'s state; raise (state unchanged) if none."""
-        edge = _EDGES[entry.state].get(type(ev))
+        edge = EDGES[entry.state].get(type(ev))
         if edge is None:
             raise EnforcementError(
                 f"illegal {ev.kind.value} for {ev.rid!r} in state {entry.state.name}", status_hint=500
@@ -567,17 +544,34 @@ class DecisionCore:
             self._running += 1
             self._surplus_running += entry.basis is not Basis.FLOOR
             self._counts["dispatched"] += 1
+        elif action is Action.HOLD or action is Action.UNHOLD:
+            self._hold_edge(entry, action is Action.HOLD)
         else:
             self._leave(entry, action, ev)
         entry.state = nxt
 
+    def _hold_edge(self, entry: _Entry, hold: bool) -> None:
+        """HOLD: out of the ready queue (`take_surplus` took it); UNHOLD: back, at its own rank."""
+        rid = entry.request.rid
+        if hold:
+            self._queued -= 1
+            self._held[rid] = entry
+            self._counts["demoted"] += 1
+        else:
+            del self._held[rid]
+            self._queued += 1
+            self._ready.push(entry.key, entry, surplus=True)
+            self._counts["restored"] += 1
+
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
-        """The terminal edges out of ADMITTED (DEQUEUE) and DISPATCHED (RELEASE)."""
+        """The terminal edges out of ADMITTED (DEQUEUE), HELD (ABANDON) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
         self._spent.add(entry.request.rid)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._ready.compact(self._queued)
+        elif action is Action.ABANDON:
+            del self._held[entry.request.rid]
         else:
             self._running -= 1
             self._surplus_running -= entry.basis is not Basis.FLOOR

@@ -56,9 +56,12 @@ from ..verdict import Violation
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
+from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
 from .preemption import PREEMPTED, Preemption
+from .pressure import HeadroomLoop
+from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .watch import WatchConfig
 
@@ -208,6 +211,8 @@ class Guard:
         drain_timeout: the longest the drain waits before failing the rest.
         preempt_grace: seconds a preempted request may still run before it is stopped (`preempt`).
         retry_after: the retry hint (seconds) a preempted caller gets.
+        headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
+            s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
@@ -233,6 +238,9 @@ class Guard:
         watch: WatchConfig | None = None,
         preempt_grace: float = 0.0,
         retry_after: float = 1.0,
+        headroom: HeadroomSource | None = None,
+        redline: RedlineConfig | None = None,
+        headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
     ) -> None:
         self.contract = contract
@@ -244,6 +252,7 @@ class Guard:
             deferred_drop=deferred_drop,
             gate_upper=gate_upper,
             watch=watch,
+            redline=redline,
         )
         self.preemption = Preemption(self.core, grace=preempt_grace, retry_after=retry_after)
         self._dispatcher = dispatcher
@@ -261,9 +270,13 @@ class Guard:
         self._unauth = 0
         self._sink_errors = 0
         self._calling = 0
+        #: the telemetry loop (``None`` without a headroom source)
+        self.headroom = None if headroom is None else HeadroomLoop(self, headroom, interval=headroom_interval)
 
     async def __aenter__(self) -> Guard:
         self._open = True
+        if self.headroom is not None:
+            self.headroom.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -348,6 +361,10 @@ class Guard:
             call.stop_timer = asyncio.get_running_loop().call_later(delay, self._stop_preempted, call)
         return notice.stop_at
 
+    def observe_headroom(self, sample: HeadroomSample) -> None:
+        """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""
+        self._handle(self.core.observe(sample, self._clock.now()))
+
     def _stop_preempted(self, call: _Call) -> None:
         """The grace is over: end the request ``preempted`` and stop its dispatch where it waits."""
         call.stop_timer = None
@@ -366,6 +383,8 @@ class Guard:
         if not self._open:
             return
         self._open = False
+        if self.headroom is not None:
+            await self.headroom.stop()
         if self._drain and self._calls:
             self._idle = asyncio.Event()
             with contextlib.suppress(TimeoutError):

@@ -10,7 +10,9 @@ steps, pure (time comes in as ``now``):
 1. `Preemption.notice` marks a running request for preemption and gives it
    ``grace`` seconds: a request that completes within them was never
    preempted. Only a request in flight that was **not** admitted on the floor
-   (basis ``surplus`` or ``demoted``) may be noticed; anything else is refused
+   (basis ``surplus`` or ``demoted``) and is not floor-entitled (an entitled
+   request a lowered floor or a shared pool admitted as excess stays
+   protected: `DecisionCore.protected`) may be noticed; anything else is refused
    (`EnforcementError`, 409) before any state changes. This is property PR's
    first half, by construction: no assured or floor-entitled request is
    ever preempted.
@@ -76,8 +78,13 @@ class Preemption:
         self.stopped = 0
 
     def preemptible(self, rid: str) -> bool:
-        """True when ``rid`` is in flight and was not admitted on the floor."""
-        return self.core.running_basis(rid) in PREEMPTIBLE
+        """True when ``rid`` is in flight, was not admitted on the floor and is not floor-entitled."""
+        return self.core.running_basis(rid) in PREEMPTIBLE and not self.core.protected(rid)
+
+    @property
+    def noticed(self) -> frozenset[str]:
+        """The rids noticed and not stopped or forgotten yet."""
+        return frozenset(self._notices)
 
     @property
     def pending(self) -> tuple[Notice, ...]:
@@ -91,8 +98,9 @@ class Preemption:
             EnforcementError: ``rid`` is not in flight, or was admitted on the floor (409).
         """
         basis = self.core.running_basis(rid)
-        if basis not in PREEMPTIBLE:
+        if basis not in PREEMPTIBLE or self.core.protected(rid):
             why = "is not in flight" if basis is None else f"was admitted on the {basis.value}"
+            why = "is floor-entitled" if basis is Basis.DEMOTED else why
             raise EnforcementError(f"request {rid!r} cannot be preempted: it {why}", status_hint=409)
         wait = self.grace if grace is None else grace
         if not 0.0 <= wait < math.inf:

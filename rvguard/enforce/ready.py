@@ -70,20 +70,24 @@ class ReadyQueue(Generic[T]):
         Returns ``None`` when nothing may be dispatched: no floor work waits and
         either no surplus work waits or the surplus share is full.
         """
-        floor = self._head(self._floor)
-        surplus = self._head(self._surplus) if surplus_room else None
-        if floor is None and surplus is None:
-            return None
-        if surplus is None or (floor is not None and floor[0] < surplus[0]):
-            return heapq.heappop(self._floor)[1]
-        return heapq.heappop(self._surplus)[1]
+        floor, alive, pop = self._floor, self._alive, heapq.heappop
+        while floor and not alive(floor[0][1]):  # lazy deletion: drop the dead heads
+            pop(floor)
+        if surplus_room:
+            surplus = self._surplus
+            while surplus and not alive(surplus[0][1]):
+                pop(surplus)
+            if surplus and (not floor or surplus[0][0] < floor[0][0]):
+                return pop(surplus)[1]
+        return pop(floor)[1] if floor else None
 
-    def _head(self, heap: list[tuple[Key, T]]) -> tuple[Key, T] | None:
-        """The heap's smallest live item, after dropping the dead ones above it."""
+    def take_surplus(self, keep: Callable[[T], bool] = lambda _: False) -> list[T]:
+        """Remove every waiting surplus entry but those ``keep`` keeps, and return them in rank order
+        (the redline holds them)."""
         alive = self._alive
-        while heap and not alive(heap[0][1]):
-            heapq.heappop(heap)
-        return heap[0] if heap else None
+        live = sorted(item for item in self._surplus if alive(item[1]))
+        self._surplus[:] = [item for item in live if keep(item[1])]  # sorted: still a heap
+        return [entry for _, entry in live if not keep(entry)]
 
     def __len__(self) -> int:
         """Items held, dead ones not yet removed included."""

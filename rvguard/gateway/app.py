@@ -47,16 +47,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
 from ..enforce.guard import Guard, Outcome
+from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
 from ..events import is_client_error
 from ..fleet.credits import SharedCredits
-from ..fleet.router import Route as RouteDecision
 from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
-from .fleet import FleetDispatcher, build_dispatcher
+from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
+from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
 from .replica import GatewayPool, register_fleet_series
 from .server import KEEP_ALIVE_S, serving
@@ -132,9 +133,9 @@ class Gateway:
             clock = MonotonicClock.unix_anchored() if settings.replica else MonotonicClock()
         self.clock: Clock = clock
         self.trace = TraceFile(settings.trace) if settings.trace is not None else None
-        self.dispatcher, slots = build_dispatcher(
-            contract, settings, self.clock, self._routed, self._relocated
-        )
+        c_e = {name: settings.engine_slots.get(name, contract.slots) for name, _ in settings.engines}
+        hooks = FleetTrace(self.trace, self.clock, staleness=settings.staleness, slots=c_e)
+        self.dispatcher, slots = build_dispatcher(contract, settings, self.clock, hooks)
         self.fleet = self.dispatcher if isinstance(self.dispatcher, FleetDispatcher) else None
         pool = settings.credits
         self.credits = None if pool is None else SharedCredits.open(contract, pool, now=self.clock.now())
@@ -142,6 +143,8 @@ class Gateway:
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
         register_fleet_series(self.metrics.registry, self.fleet, self.credits)
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
+        if self.fleet is not None:  # routes each dispatch before it is traced
+            sinks.insert(0, RouteAtDispatch(self.fleet))
         self.guard = self._guard(slots, sinks)
         self.metrics.watch_guard(self.guard)
         if self.trace is not None:
@@ -181,6 +184,22 @@ class Gateway:
             preempt_grace=s.preempt_grace,
             retry_after=s.retry_after,
             credits=None if self.credits is None else GatewayPool(self.credits, self.trace),
+            headroom=self._headroom_source(),
+            redline=s.redline,
+            headroom_interval=s.headroom_interval,
+        )
+
+    def _headroom_source(self) -> MetricsHeadroomSource | None:
+        """The engine's /metrics as headroom (``seqs`` too when the redline watches it: C slots)."""
+        s = self.settings
+        if s.headroom_url is None or s.redline is None:
+            return None
+        seqs = any(r.name == "seqs" for r in s.redline.resources)
+        return MetricsHeadroomSource(
+            s.headroom_url,
+            self.clock,
+            min_interval=s.headroom_interval,
+            max_num_seqs=self.contract.slots if seqs else None,
         )
 
     def _routes(self) -> list[Route]:
@@ -419,26 +438,6 @@ class Gateway:
             self.trace.forget(rid)
         if task.cancelled():
             log.info("client went away", extra={"event": "cancelled", "rid": rid})
-
-    def _routed(self, rid: str, engine: str, route: RouteDecision) -> None:
-        """One routing decision (several engines): logged at debug level."""
-        log.debug(
-            "routed",
-            extra={
-                "event": "route",
-                "rid": rid,
-                "engine": engine,
-                "mode": route.mode,
-                "reason": route.reason,
-            },
-        )
-
-    def _relocated(self, rid: str, source: str, engine: str) -> None:
-        """A request moved from a dead engine to ``engine``."""
-        log.info(
-            "request relocated",
-            extra={"event": "relocate", "rid": rid, "from_engine": source, "engine": engine},
-        )
 
     def rid_of(self, task: asyncio.Task[Outcome]) -> str:
         """The rid an HTTP exchange's submit task carries."""

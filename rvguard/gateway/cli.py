@@ -59,8 +59,39 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         metavar="VAR",
         help=f"environment variable holding the upstream's API key (default {UPSTREAM_KEY_ENV}, if set)",
     )
+    p.add_argument(
+        "--headroom",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="run the physical redline (the contract's headroom block) on the engine's /metrics "
+        "(default URL: the upstream's /metrics)",
+    )
+    p.add_argument(
+        "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
+    )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
+    """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..errors import SpecError
+
+    if args.headroom is None:
+        return {}
+    block = getattr(contract, "headroom", None)
+    if block is None:
+        raise SpecError("--headroom needs a headroom block in the contract (its limits)", field="headroom")
+    upstreams = [args.upstream] if isinstance(args.upstream, str) else list(args.upstream)
+    if not args.headroom and len(upstreams) != 1:
+        raise SpecError("--headroom guards one engine: give its /metrics URL", field="headroom")
+    url = args.headroom or upstreams[0].split("=", 1)[-1].rstrip("/") + "/metrics"
+    return {
+        "redline": block.redline_config(),
+        "headroom_url": url,
+        "headroom_interval": args.headroom_interval,
+    }
 
 
 def _add_fleet(p: argparse.ArgumentParser) -> None:
@@ -221,6 +252,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         max_body=args.max_body,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        **_headroom(args, contract),
     )
     gateway = Gateway(contract, settings)
     engines = ", ".join(url for _, url in settings.engines)

@@ -37,12 +37,13 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..clock import Clock
 from ..enforce.dispatchers import Response
 from ..enforce.request import Request
 from ..errors import DispatchError
+from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continuation, relocatable
 from ..fleet.router import Route, Router
 from .engines import Engine
@@ -52,13 +53,27 @@ if TYPE_CHECKING:
     from ..contract import Contract
     from .settings import GatewaySettings
 
-__all__ = ["FleetDispatcher", "FleetStatistics", "RelocateHook", "RouteHook", "build_dispatcher"]
+__all__ = ["FleetDispatcher", "FleetHooks", "FleetStatistics", "RouteAtDispatch", "build_dispatcher"]
 
 log = logging.getLogger("rvguard.gateway")
 
-RouteHook = Callable[[str, str, Route], object]  # rid, engine, the decision
-RelocateHook = Callable[[str, str, str], object]  # rid, from engine, to engine
 Render = Callable[[list[int]], Awaitable[str]]
+
+
+class FleetHooks(Protocol):
+    """Told each routing decision and each move, in order (the gateway writes them to its trace)."""
+
+    def routed(self, rid: str, engine: str, route: Route, t: float) -> None:
+        """``rid`` goes to ``engine``, decided at its dispatch (at ``t``), before the dispatch is traced."""
+        ...
+
+    def evicted(self, rid: str, engine: str, state: int, reason: str) -> None:
+        """``rid`` lost ``engine`` mid-way with ``state`` tokens (prompt + output) accumulated."""
+        ...
+
+    def relocated(self, rid: str, engine: str, route: Route) -> None:
+        """``rid`` resumes on ``engine`` (relocate, route, dispatch)."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -175,7 +190,7 @@ class FleetDispatcher:
         router: the routing rule (its generator seeded in tests).
         clock: the gateway's clock (the views are read on it).
         relocations: k, the most requests relocated at once (0: none is).
-        on_route, on_relocate: told each routing decision and each move (trace, metrics).
+        hooks: told each routing decision and each move (the trace).
     """
 
     def __init__(
@@ -185,8 +200,7 @@ class FleetDispatcher:
         *,
         clock: Clock,
         relocations: int = 2,
-        on_route: RouteHook | None = None,
-        on_relocate: RelocateHook | None = None,
+        hooks: FleetHooks | None = None,
     ) -> None:
         names = [e.name for e in engines]
         if not engines or len(set(names)) != len(names):
@@ -196,8 +210,9 @@ class FleetDispatcher:
         self.router = router
         self.clock = clock
         self.relocation = RelocationSlots(relocations)
-        self.on_route = on_route
-        self.on_relocate = on_relocate
+        self.hooks = hooks
+        self._reserved: dict[str, Engine] = {}  # routed at the dispatch event, not yet dispatched
+        self.untraced_routes = 0  # dispatches that waited for a slot: routed after their dispatch event
         self.channels: dict[str, Channel] = {}
         self.siloed = False
         self.siloed_reason = ""
@@ -273,6 +288,10 @@ class FleetDispatcher:
                     engine.down(str(err))
                     await relay.drain()
                     holding = self._may_move(relay.progress, moves, holding, err)
+                    if self.hooks is not None:
+                        p = relay.progress
+                        state = len(p.prompt_ids or ()) + len(p.output_ids)
+                        self.hooks.evicted(rid, engine.name, state, f"engine-down: {engine.name}")
                     current = self._continued(request, body, relay.progress, err)
                     moves += 1
                     came_from = engine.name
@@ -317,20 +336,54 @@ class FleetDispatcher:
         return render
 
     # -- routing -----------------------------------------------------------------------
+    def at_dispatch(self, rid: str, t: float) -> None:
+        """Route ``rid`` at its dispatch event (before it is traced) and hold the slot for it.
+
+        When every engine in rotation is full (only while one is out), nothing is held: the
+        dispatch routes when a slot frees, after its dispatch event, and is not traced.
+        """
+        engine, route = self._route_now(rid)
+        if engine is None:
+            return
+        self._reserved[rid] = engine
+        if self.hooks is not None:
+            self.hooks.routed(rid, engine.name, route, t)
+
+    def settle(self, rid: str) -> None:
+        """``rid`` ended: give back a slot held for it that its dispatch never took (cancelled)."""
+        engine = self._reserved.pop(rid, None)
+        if engine is not None:
+            engine.in_flight -= 1
+            self.wake()
+
+    def _route_now(self, rid: str) -> tuple[Engine | None, Route]:
+        now = self.clock.now()
+        route = self.router.route(rid, [e.view(now) for e in self.engines], now)
+        self._mode(route)
+        if route.engine is None:
+            return None, route
+        engine = self._by_name[route.engine]
+        engine.in_flight += 1
+        engine.routed += 1
+        return engine, route
+
     async def _take(self, rid: str, *, came_from: str = "") -> Engine:
-        """Route ``rid`` now (waiting while every engine in rotation is full) and take a slot there."""
+        """The engine held for ``rid`` at its dispatch event, else route now (waiting while every
+        engine in rotation is full) and take a slot there."""
+        held = None if came_from else self._reserved.pop(rid, None)
+        if held is not None:
+            return held
         while True:
-            now = self.clock.now()
-            route = self.router.route(rid, [e.view(now) for e in self.engines], now)
-            self._mode(route)
-            if route.engine is not None:
-                engine = self._by_name[route.engine]
-                engine.in_flight += 1
-                engine.routed += 1
-                if came_from and self.on_relocate is not None:
-                    self.on_relocate(rid, came_from, engine.name)
-                if self.on_route is not None:
-                    self.on_route(rid, engine.name, route)
+            engine, route = self._route_now(rid)
+            if engine is not None:
+                if came_from and self.hooks is not None:
+                    self.hooks.relocated(rid, engine.name, route)
+                elif not came_from:
+                    self.untraced_routes += 1
+                    log.info(
+                        "routed after waiting for a slot (not traced)",
+                        extra={"event": "route_late", "rid": rid, "engine": engine.name},
+                    )
                 return engine
             if not any(e.alive for e in self.engines):
                 raise DispatchError("no engine in rotation: every engine is down", status_hint=502)
@@ -440,8 +493,7 @@ def build_dispatcher(
     contract: Contract,
     settings: GatewaySettings,
     clock: Clock,
-    on_route: RouteHook | None = None,
-    on_relocate: RelocateHook | None = None,
+    hooks: FleetHooks | None = None,
 ) -> tuple[UpstreamDispatcher | FleetDispatcher, int]:
     """The gateway's dispatcher for ``settings``' engines, and the slots the Guard holds (ΣC_e).
 
@@ -466,12 +518,20 @@ def build_dispatcher(
         for name, client, slots in clients
     ]
     router = Router(random.Random(settings.route_seed), staleness=settings.staleness)
-    fleet = FleetDispatcher(
-        engines,
-        router,
-        clock=clock,
-        relocations=settings.relocations,
-        on_route=on_route,
-        on_relocate=on_relocate,
-    )
+    fleet = FleetDispatcher(engines, router, clock=clock, relocations=settings.relocations, hooks=hooks)
     return fleet, sum(e.slots for e in engines)
+
+
+class RouteAtDispatch:
+    """A Guard sink, first in line: routes each request at its dispatch event (so the ``route``
+    record precedes the ``dispatch`` one) and frees what a request that ended unrouted held."""
+
+    def __init__(self, fleet: FleetDispatcher) -> None:
+        self.fleet = fleet
+
+    def __call__(self, event: Event) -> None:
+        """Take one Guard event."""
+        if isinstance(event, Dispatch):
+            self.fleet.at_dispatch(event.rid, event.t)
+        elif isinstance(event, Complete | Fail | Drop | Reject):
+            self.fleet.settle(event.rid)

@@ -53,7 +53,21 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contract import Contract
-from ..events import Admit, Arrive, Basis, Complete, Drop, Event, Fail, Reject, is_client_error
+from ..events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Demote,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Reject,
+    Restore,
+    Sample,
+    is_client_error,
+)
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -65,8 +79,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MetricsSink"]
 
-#: the node-headroom kinds of DESIGN §10 (counted by `MetricsSink._headroom_event`)
-_NODE_KINDS = frozenset({"sample", "demote", "restore", "evict"})
 _BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 #: vLLM's time-to-first-token buckets (up to 10 s) and latency buckets
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -247,19 +259,17 @@ class MetricsSink:
         """Seconds since each resource's last fresh sample at ``now`` (Guard clock)."""
         return {res: max(0.0, now - t) for res, t in self._sampled.items()}
 
-    def _headroom_event(self, event: Event) -> None:
+    def _headroom_event(self, event: Sample | Demote | Restore | Evict) -> None:
         """``sample``, ``demote``, ``restore`` and ``evict`` (the kinds of DESIGN §10)."""
-        kind = event.kind.value
-        if kind == "sample":
-            resource = str(getattr(event, "resource", ""))
-            self.headroom.labels(resource).set(float(getattr(event, "value", 0.0)))
-            self._sampled[resource] = event.t
-        elif kind == "demote":
-            self.demotions.labels(str(getattr(event, "resource", ""))).inc()
-        elif kind == "restore":
-            self.restores.labels(str(getattr(event, "resource", ""))).inc()
-        elif kind == "evict":
-            self.evictions.labels(str(getattr(event, "reason", "") or "unknown")).inc()
+        if isinstance(event, Sample):
+            self.headroom.labels(event.resource).set(event.value)
+            self._sampled[event.resource] = event.t
+        elif isinstance(event, Demote):
+            self.demotions.labels(event.resource).inc()
+        elif isinstance(event, Restore):
+            self.restores.labels(event.resource).inc()
+        else:
+            self.evictions.labels(event.reason or "unknown").inc()
 
     def watch_core(self, core: DecisionCore) -> None:
         """Expose the core's live gauges and counters (read at scrape time, never stale)."""
@@ -324,7 +334,7 @@ class MetricsSink:
     def __call__(self, event: Event) -> None:
         """Count ``event``."""
         self._roll(event.t)
-        if event.kind.value in _NODE_KINDS:
+        if isinstance(event, Sample | Demote | Restore | Evict):
             self._headroom_event(event)
             return
         if isinstance(event, Arrive):

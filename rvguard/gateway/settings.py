@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
 from ..enforce.core import DispatchPolicy
 from ..enforce.learners import Learner
+from ..enforce.redline import RedlineConfig
 from ..enforce.watch import WatchConfig
 from ..errors import SpecError
 from .config import KeysConfig
@@ -59,6 +60,11 @@ class GatewaySettings:
         credits: the floor-credit pool shared with other replicas (Redis); ``None``: local.
         replica: this replica's id: namespaces its rids (``<replica>-g<n>``) and, with
             ``replica`` set, the clock starts at Unix time so replicas' traces merge.
+        redline: the physical redline (the contract's ``headroom`` block); with ``headroom_url``
+            queued surplus is demoted while it fires, running surplus preempted past its hard floor.
+        headroom_url: one engine's Prometheus ``/metrics`` (`MetricsHeadroomSource`); needs
+            ``redline`` and a single engine (the redline guards one node).
+        headroom_interval: seconds between two scrapes of ``headroom_url`` (at least).
     """
 
     upstream: str | tuple[str, ...]
@@ -88,11 +94,19 @@ class GatewaySettings:
     relocations: int = 2
     credits: CreditsConfig | None = None
     replica: str | None = None
+    redline: RedlineConfig | None = None
+    headroom_url: str | None = None
+    headroom_interval: float = 1.0
 
     @property
     def engines(self) -> tuple[tuple[str, str], ...]:
         """``(name, url)`` of each engine, in the order given."""
         return engine_names((self.upstream,) if isinstance(self.upstream, str) else self.upstream)
+
+    def _check_headroom(self, engines: int) -> None:
+        if self.headroom_url is not None and (self.redline is None or engines != 1):
+            why = "a headroom block in the contract" if self.redline is None else "a single engine"
+            raise SpecError(f"headroom telemetry needs {why} (the redline guards one node)", field="headroom")
 
     def __post_init__(self) -> None:
         engines = self.engines
@@ -115,6 +129,7 @@ class GatewaySettings:
             raise SpecError(
                 f"relocations must be an integer >= 0, got {self.relocations!r}", field="relocations"
             )
+        self._check_headroom(len(engines))
         if self.credits is not None and self.replica != self.credits.replica:
             raise SpecError("the credit pool's replica id must be the gateway's replica", field="replica")
         seconds = {
@@ -128,6 +143,7 @@ class GatewaySettings:
             "probe_interval": self.probe_interval,
             "staleness": self.staleness,
             "telemetry_interval": self.telemetry_interval,
+            "headroom_interval": self.headroom_interval,
         }
         for name, value in seconds.items():
             if value is None and name == "timeout":

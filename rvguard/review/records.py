@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..contract import Contract
-from ..events import Admit, Arrive, Complete, Dispatch, Drop, Event, Fail, Reject
+from ..events import Admit, Arrive, Complete, Demote, Dispatch, Drop, Event, Fail, Reject, Restore
+from ..events import Sample as SampleEvent
 
 __all__ = ["Demotion", "RequestRecord", "Sample", "TraceSummary", "collect"]
 
@@ -127,6 +128,21 @@ def _lifecycle(rec: RequestRecord, ev: Event) -> None:
         rec.reason = "" if isinstance(ev, Complete) else ev.reason
 
 
+def _node(out: TraceSummary, ev: Event, held: dict[str, Demotion]) -> bool:
+    """The headroom events (``sample``, ``demote``, ``restore``); False for any other."""
+    if isinstance(ev, SampleEvent):
+        out.samples.append(Sample(ev.resource, ev.value, ev.sample_time, ev.t))
+    elif isinstance(ev, Demote):
+        held[ev.rid] = d = Demotion(ev.rid, ev.t, ev.resource, ev.sample_time)
+        out.demotions.append(d)
+    elif isinstance(ev, Restore):
+        if ev.rid in held:
+            held.pop(ev.rid).restored = ev.t
+    else:
+        return False
+    return True
+
+
 def collect(events: Iterable[Event], contract: Contract) -> TraceSummary:
     """Fold ``events`` (in trace order) into a `TraceSummary`.
 
@@ -134,11 +150,14 @@ def collect(events: Iterable[Event], contract: Contract) -> TraceSummary:
         KeyError: an arrival of a tenant the contract lacks (the reader has refused it before).
     """
     out = TraceSummary()
+    held: dict[str, Demotion] = {}
     for ev in events:
         out.events += 1
         if math.isnan(out.first):
             out.first = ev.t
         out.last = ev.t
+        if _node(out, ev, held):
+            continue
         if isinstance(ev, Arrive):
             out.requests[ev.rid] = _arrive(contract, ev)
             continue

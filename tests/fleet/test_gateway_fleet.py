@@ -155,7 +155,7 @@ def judge(traces: list[Path], statuses: list[int], *, outage: bool) -> None:
     assert arrived == len(statuses) and set(ends.values()) == {1}  # exactly one terminal each
     assert floor and max(floor.values()) <= FLOOR, dict(floor)
     report = check_traces([str(t) for t in traces], fleet_contract())
-    assert not report.bad_lines
+    assert not report.bad_lines and "FR" in report.properties  # route records judged too
     assert report.fleet is not None and report.fleet.max_credits["assured"] <= FLOOR
     assert all(v.property == "AF" and "floor-lowered" in v.detail for v in report.violations), [
         (v.property, v.detail) for v in report.violations
@@ -169,6 +169,8 @@ async def test_two_replicas_share_the_floor(redis_url: str, tmp_path: Path, caps
     traces, statuses, metrics = await run(redis_url, tmp_path, "up", {}, windows=5)
     judge(traces, statuses, outage=False)
     assert statuses.count(200) == 5 * FLOOR  # the pool grants B per window, fleet-wide
+    arrives = [json.loads(x) for t in traces for x in t.read_text().splitlines() if '"arrive"' in x]
+    assert all({"request_id", "credit", "pool_arrived"} <= set(a) for a in arrives)  # both notes kept
     spec = tmp_path / "contract.json"
     spec.write_text(fleet_contract().model_dump_json())
     assert main(["check", *map(str, traces), "--contract", str(spec)]) == 0  # the CLI merges them

@@ -10,8 +10,10 @@ stream equal to the uninterrupted one (the fake continues a prompt of ids as gre
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +114,15 @@ async def test_p2c_spreads_load_within_each_engine_slots(tmp_path: Path) -> None
     assert _metric(metrics, "rvguard_engine_slots", engine="e2") == 1.0
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
-    assert check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract).holds  # judged with C = ΣC_e
+    for before, ev in itertools.pairwise(events):  # each dispatch right after its route
+        if ev["kind"] == "dispatch":
+            assert before["kind"] == "route" and before["rid"] == ev["rid"] and before["mode"] == "p2c"
+            assert ev["t"] - 2.0 <= before["view_time"] <= before["t"] == ev["t"]
+            assert before["slots"] == {"e0": 2, "e1": 2, "e2": 1}[before["engine"]]
+    routed = Counter(e["engine"] for e in events if e["kind"] == "route")
+    assert [routed[f"e{i}"] for i in range(3)] == [u.served for u in ups]
+    report = check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract)  # judged with C = ΣC_e
+    assert report.holds and "FR" in report.properties
 
 
 async def test_stale_view_goes_siloed_and_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -201,6 +211,24 @@ async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
     assert {e["kind"] for e in events} >= {"complete"} and not any(e["kind"] == "fail" for e in events)
+    moved = {e["rid"] for e in events if e["kind"] == "relocate"}
+    assert len(moved) == _metric(metrics, "rvguard_relocations_total")
+    for rid in moved:
+        kinds = [e["kind"] for e in events if e["rid"] == rid]
+        assert kinds == [
+            "arrive",
+            "admit",
+            "route",
+            "dispatch",
+            "evict",
+            "relocate",
+            "route",
+            "dispatch",
+            "complete",
+        ]
+        route = [e for e in events if e["rid"] == rid and e["kind"] == "route"]
+        assert (route[0]["engine"], route[1]["engine"]) == ("e0", "e1")
+    assert check_trace(str(tmp_path / "t.jsonl"), c.model_copy(update={"slots": 8})).holds
 
 
 async def test_engine_killed_chat_fails_once(tmp_path: Path) -> None:
@@ -275,3 +303,57 @@ def test_serve_refuses_bad_fleet_options(tmp_path: Path, args: list[str], messag
     spec.write_text(yaml.safe_dump(contract_data(contract())))
     code = main(["serve", str(spec), "--upstream", "http://127.0.0.1:9", "--port", "0", *args])
     assert code == 2 and message in capsys.readouterr().err
+
+
+async def test_non_streamed_request_relocates_whole(tmp_path: Path) -> None:
+    """A non-streamed completion whose engine dies is answered whole: text and usage of the full run."""
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.03) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=5, probe_interval=0.1, relocations=4)
+    try:
+        async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=30) as client:
+            calls = [asyncio.ensure_future(_complete(client, url, "sk-opp")) for _ in range(2)]
+            while not (ups[0].active and ups[1].active):
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # a few tokens each
+            await ups[0].kill()
+            answers = await asyncio.gather(*calls)
+    finally:
+        for up in ups:
+            await up.close()
+    for a in answers:
+        assert a.status_code == 200
+        choice = a.json()["choices"][0]
+        assert choice["text"] == WHOLE and "token_ids" not in choice and "prompt_token_ids" not in choice
+        assert a.json()["usage"]["completion_tokens"] == N_TOKENS
+    assert any(isinstance(b.get("prompt"), list) for b in ups[1].bodies)  # one of them moved
+
+
+async def test_relocations_are_bounded_by_k(tmp_path: Path) -> None:
+    """k = 1: of two streams on a dying engine, one resumes elsewhere, the other fails once."""
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.05) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=5, relocations=1)
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            seen: list[list[int]] = [[] for _ in range(4)]
+            streams = [asyncio.ensure_future(_stream_text(client, url, "sk-opp", seen[i])) for i in range(4)]
+            while min(map(len, seen)) < 2:
+                await asyncio.sleep(0.01)
+            assert ups[0].active == ups[1].active == 2  # free-slot routing: two on each
+            await ups[0].kill()
+            done = await asyncio.gather(*streams, return_exceptions=True)
+            assert gw.fleet is not None
+            stats = gw.fleet.statistics()
+    finally:
+        for up in ups:
+            await up.close()
+    assert (stats.relocated, stats.relocation_refused) == (1, 1)
+    assert sum(text == WHOLE for text in done) == 3  # the moved one came whole, after a slot freed
+    events = read_trace(tmp_path / "t.jsonl")
+    assert set(terminal_counts(events).values()) == {1}
+    assert len([e for e in events if e["kind"] == "fail"]) == 1

@@ -73,3 +73,49 @@ def test_the_reserve_and_slot_gauges_read_the_core_at_scrape_time() -> None:
     assert "rvguard_slots 2.0" in text and "rvguard_reserve_slots 0.0" in text
     assert "rvguard_in_flight 2.0" in text
     assert "rvguard_reserve_occupied 0.0" in text  # R = 0: no slot is reserved, so none is occupied
+
+
+def test_the_headroom_events_and_the_sample_age_are_exported() -> None:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from rvguard.clock import ManualClock
+    from rvguard.contract import contract_from_mapping
+    from rvguard.enforce.dispatchers import MockDispatcher, Response
+    from rvguard.enforce.guard import Guard
+    from rvguard.events import Demote, Evict, Restore, Sample
+
+    c = contract_from_mapping(
+        {
+            "window": 1.0,
+            "slots": 2,
+            "service": {"s_max": 0.5},
+            "tenants": {"a": {"floor": 4, "deadline": 2.0}},
+        }
+    )
+    sink = MetricsSink(c, CollectorRegistry())
+    clock = ManualClock()
+    sink.watch_guard(Guard(c, MockDispatcher(lambda r: Response(text="")), clock=clock))
+    for ev in (
+        Sample(1.0, "kv_cache", 0.15, 0.9),
+        Demote(1.0, "o1", "kv_cache", 0.9),
+        Demote(1.0, "o2", "kv_cache", 0.9),
+        Restore(2.0, "o1", "kv_cache", 1.9),
+        Evict(2.5, "o3", 120, "emergency"),
+    ):
+        sink(ev)
+    clock.advance(31.0)
+    from prometheus_client import generate_latest
+
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(sink.registry).decode())}
+
+    def value(name: str, **labels: str) -> float:
+        return next(
+            s.value for s in fams[name].samples if s.labels == labels and not s.name.endswith("_created")
+        )
+
+    assert value("rvguard_headroom", resource="kv_cache") == 0.15
+    assert value("rvguard_demotions", resource="kv_cache") == 2.0
+    assert value("rvguard_restores", resource="kv_cache") == 1.0
+    assert value("rvguard_evictions", reason="emergency") == 1.0
+    assert value("rvguard_headroom_sample_age_seconds", resource="kv_cache") == 30.0  # Guard clock 31 − 1

@@ -1,0 +1,102 @@
+"""The Guard's headroom loop: read telemetry, feed the redline in the core, preempt past the hard floor.
+
+Theory of operation
+-------------------
+The decision core holds the redline (`rvguard.enforce.redline`) and decides what a sample does:
+it writes each *fresh* sample as a ``sample`` event, and while the redline fires it holds the
+surplus queue back (``demote``) and releases it when the redline clears (``restore``). This loop
+is the runtime around that: every ``interval`` seconds it reads the `HeadroomSource` (never more
+often: a loop faster than its exporter would only feed duplicates), hands each sample to
+`DecisionCore.observe` through the Guard (so the events reach every sink and wake whoever they
+concern), and, while the core reports its hard floor crossed, asks the Guard to preempt every
+running surplus request (bare preemption: grace, then stop, the caller gets its retry signal;
+`Guard.preempt` refuses floor work, so PR holds by construction). Nothing is evicted here.
+
+A telemetry error (unreachable, malformed) is counted and kept (`errors`, `last_error`) and the
+loop goes on: the redline keeps its last state, the samples' age shows in ``/metrics``
+(``rvguard_headroom_sample_age_seconds``) and the stale-telemetry alert fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from ..errors import EnforcementError, TelemetryError
+from .headroom import HeadroomSource
+
+if TYPE_CHECKING:
+    from .guard import Guard
+
+__all__ = ["HeadroomLoop"]
+
+
+class HeadroomLoop:
+    """Polls ``source`` for ``guard`` every ``interval`` seconds (see module doc).
+
+    Attributes:
+        polls: reads attempted.
+        samples: samples handed to the core (fresh or not: the core decides).
+        errors: reads that raised a `TelemetryError`.
+        last_error: the last of them.
+        preempted: preemptions asked for past the hard floor.
+    """
+
+    def __init__(self, guard: Guard, source: HeadroomSource, *, interval: float) -> None:
+        if not 0.0 < interval < float("inf"):
+            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+        if guard.core.redline is None:
+            raise EnforcementError("a headroom source needs a redline (RedlineConfig) to act on it")
+        self._guard = guard
+        self._source = source
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.polls = 0
+        self.samples = 0
+        self.errors = 0
+        self.last_error: TelemetryError | None = None
+        self.preempted = 0
+
+    def start(self) -> None:
+        """Run the loop as a task of the running event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="rvguard-headroom")
+
+    async def stop(self) -> None:
+        """Cancel the loop and wait for it to end."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            await self.poll()
+            await asyncio.sleep(self.interval)
+
+    async def poll(self) -> int:
+        """Read once, feed the core, preempt past the hard floor; the number of samples read."""
+        self.polls += 1
+        try:
+            samples = await self._source.read()
+            for sample in samples:
+                self._guard.observe_headroom(sample)
+                self.samples += 1
+        except TelemetryError as exc:
+            self.errors += 1
+            self.last_error = exc
+            return 0
+        if self._guard.core.hard_floor_crossed() is not None:
+            self._preempt_surplus()
+        return len(samples)
+
+    def _preempt_surplus(self) -> None:
+        guard = self._guard
+        for rid in guard.running():
+            if not guard.preemption.preemptible(rid) or rid in guard.preemption.noticed:
+                continue
+            with contextlib.suppress(EnforcementError):  # ended between the two looks
+                guard.preempt(rid)
+                self.preempted += 1

@@ -1,0 +1,277 @@
+"""Hypothesis stateful test: any arrivals, learner and headroom signal, the core with its redline
+and bare preemption never breaks AF, DR, WF, RL or PR.
+
+The headroom signal is adversarial: any value in [0, 1], glitches to 0, samples repeated with the
+same timestamp (duplicates), older ones sent again (stale), jittered times, a resource the
+redline does not know (refused, nothing changes), and long silences. The learner proposes
+anything, rejections included. Past the hard floor every running surplus request is noticed for
+preemption (`Preemption`, with a random grace) and stopped when due, as the Guard's loop does.
+
+After every step: the core's `_check()` (nothing queued as surplus while the redline fires,
+nothing held while it is clear, held requests surplus only), the online `Monitor` finding no AF,
+DR, WF or RB violation (a reserve R is drawn too), and RL and PR read from the trace by the
+plain checkers below (written from DESIGN §10, not from the core): every ``demote`` names a
+resource and a sample time that a ``sample`` event already traced; only a queued request this
+core admitted as surplus (or demoted excess) is demoted, and only a held one restored; no
+surplus is dispatched while the redline fires; a ``fail`` with reason ``preempted`` only for a
+running surplus request; one terminal event per request. At teardown everything ends, each
+request exactly once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from rvguard.contract import Contract
+from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.preemption import PREEMPTED, Preemption
+from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
+from rvguard.enforce.request import Request
+from rvguard.errors import TelemetryFormatError
+from rvguard.events import Admit, Arrive, Basis, Demote, Dispatch, Event, Fail, Proposal, Restore, Sample
+from rvguard.monitors import Monitor
+
+from ._harness import check_af, check_dr, check_wf, entitled_rids, make_contract, terminal_counts
+
+RESOURCES = ("kv_cache", "seqs")
+
+
+def check_rl(trace: list[Event], entitled: set[str], staleness: float) -> list[str]:
+    """RL by a plain reading of the trace (DESIGN §10): a fresh sample cited (traced before, at most
+    ``staleness`` old), scope (queued surplus, never an entitled request), held/restored."""
+    bad: list[str] = []
+    sampled: set[tuple[str, float]] = set()
+    basis: dict[str, Basis] = {}
+    stage: dict[str, str] = {}
+    for ev in trace:
+        if isinstance(ev, Sample):
+            sampled.add((ev.resource, ev.sample_time))
+            continue
+        if isinstance(ev, Admit):
+            basis[ev.rid] = ev.basis
+        if isinstance(ev, Demote):
+            if (ev.resource, ev.sample_time) not in sampled or ev.t - ev.sample_time > staleness:
+                bad.append(f"{ev.rid}: demoted at {ev.t} on {ev.resource}@{ev.sample_time}, not fresh")
+            if ev.rid in entitled:
+                bad.append(f"{ev.rid}: floor-entitled, demoted")
+            if basis.get(ev.rid) not in (Basis.SURPLUS, Basis.DEMOTED) or stage.get(ev.rid) != "queued":
+                bad.append(f"{ev.rid}: demoted as {basis.get(ev.rid)} while {stage.get(ev.rid)}")
+        if isinstance(ev, Restore) and stage.get(ev.rid) != "held":
+            bad.append(f"{ev.rid}: restored while {stage.get(ev.rid)}")
+        stage[ev.rid] = {"admit": "queued", "restore": "queued", "demote": "held", "dispatch": "running"}.get(
+            ev.kind.value, "ended" if ev.kind.value in ("complete", "fail", "drop", "reject") else "arrived"
+        )
+    return bad
+
+
+def check_pr(trace: list[Event], entitled: set[str]) -> list[str]:
+    """PR: preempted only if admitted surplus/demoted, not entitled, and running; never two terminals."""
+    bad, basis, running = [], {}, set()
+    for ev in trace:
+        if isinstance(ev, Admit):
+            basis[ev.rid] = ev.basis
+        elif isinstance(ev, Dispatch):
+            running.add(ev.rid)
+        elif (
+            isinstance(ev, Fail)
+            and ev.reason == PREEMPTED
+            and not (basis.get(ev.rid) in (Basis.SURPLUS, Basis.DEMOTED) and ev.rid in running)
+        ):
+            bad.append(f"{ev.rid}: preempted as {basis.get(ev.rid)}")
+    return bad + [f"{r}: {n} terminal events" for r, n in terminal_counts(trace).items() if n > 1]
+
+
+values = st.one_of(st.floats(0.0, 1.0), st.just(0.0), st.just(1.0), st.sampled_from([0.05, 0.15, 0.25, 0.35]))
+
+
+class RedlineCoreMachine(RuleBasedStateMachine):
+    """One DecisionCore with a redline, preemption on the hard floor, driven arbitrarily."""
+
+    contract: Contract
+    core: DecisionCore
+    monitor: Monitor
+    pre: Preemption
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trace: list[Event] = []
+        self.now = 0.0
+        self.n = 0
+        self.sample_t = dict.fromkeys(RESOURCES, -math.inf)  # each resource's last fresh sample time
+        self.basis: dict[str, Basis] = {}
+        self.pooled: set[str] = set()  # entitled arrivals a shared pool refused (admitted as excess)
+
+    @initialize(
+        slots=st.integers(1, 3),
+        floor=st.integers(0, 3),
+        excess=st.sampled_from(["reject", "demote", "demote"]),
+        reserve=st.integers(0, 1),
+        drop=st.booleans(),
+        both=st.booleans(),
+        h_min=st.sampled_from([0.1, 0.2, 0.4]),
+        margin=st.sampled_from([0.0, 0.05, 0.2]),
+        alpha=st.sampled_from([0.1, 0.5, 1.0]),
+        horizon=st.sampled_from([0.0, 30.0]),
+        dwell=st.integers(1, 3),
+        grace=st.sampled_from([0.0, 0.5]),
+        staleness=st.sampled_from([math.inf, 5.0, 40.0]),
+    )
+    def setup(self, slots: int, floor: int, excess: str, reserve: int, drop: bool, both: bool, h_min: float,
+              margin: float, alpha: float, horizon: float, dwell: int, grace: float,
+              staleness: float) -> None:  # fmt: skip
+        self.contract = make_contract(
+            slots=slots, floor=floor, excess=excess, reserve=min(reserve, slots - 1)
+        )
+        limits = [ResourceLimit("kv_cache", h_min=h_min, margin=margin, hard_floor=h_min / 2)]
+        if both:
+            limits.append(ResourceLimit("seqs", h_min=0.3, margin=0.1))
+        config = RedlineConfig(tuple(limits), alpha=alpha, horizon=horizon, dwell=dwell)
+        self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config, staleness=staleness)
+        self.staleness = staleness
+        self.pre = Preemption(self.core, grace=grace, retry_after=1.0)
+        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB"))
+
+    def _take(self, events: list[Event]) -> None:
+        firing = self.core.redline is not None and self.core.redline.firing
+        for ev in events:
+            self.trace.append(ev)
+            assert self.monitor.feed(ev) == [], ev
+            if isinstance(ev, Admit):
+                self.basis[ev.rid] = ev.basis
+            if isinstance(ev, Dispatch):
+                assert not (firing and self.basis[ev.rid] is not Basis.FLOOR), f"surplus {ev.rid} dispatched"
+            if ev.kind.value in ("complete", "fail", "drop", "reject"):
+                self.pre.forget(ev.rid)
+
+    def _running(self) -> list[str]:
+        return [r for r in self.basis if self.core.running_basis(r) is not None]
+
+    @rule(dt=st.sampled_from([0.0, 0.1, 0.5, 10.0]), tenant=st.sampled_from(["assured", "assured", "opp"]),
+          admit=st.booleans(), hint=st.none() | st.floats(-5, 5),
+          pool=st.sampled_from([None, None, "", "pool-refused"]))  # fmt: skip
+    def arrive(self, dt: float, tenant: str, admit: bool, hint: float | None, pool: str | None) -> None:
+        """An arrival; ``pool`` is a shared credit pool's verdict. A refusal makes an entitled request
+        excess: under ``demote`` (and a learner that admits it, so AF holds on this one trace) it is
+        admitted at surplus rank and must stay protected (never demoted nor preempted)."""
+        if pool == "pool-refused":
+            if self.contract.excess.value != "demote":
+                pool = None
+            admit = True
+        self.now += dt
+        self.n += 1
+        if pool == "pool-refused" and tenant == "assured":
+            self.pooled.add(f"r{self.n}")
+        req = Request(f"r{self.n}", tenant, self.now, pool=pool)
+        self._take(self.core.arrive(req, Proposal(admit=admit, priority_hint=hint), self.now))
+
+    @rule(
+        data=st.data(),
+        resource=st.sampled_from(RESOURCES),
+        value=values,
+        dt=st.sampled_from([0.0, 0.2, 1.0]),
+        how=st.sampled_from(["fresh", "fresh", "fresh", "duplicate", "stale", "jittered"]),
+    )
+    def sample(self, data: st.DataObject, resource: str, value: float, dt: float, how: str) -> None:
+        self.now += dt
+        last = self.sample_t[resource]
+        base = 0.0 if last == -math.inf else last
+        t = {"fresh": base + 15.0, "duplicate": base, "stale": base - 15.0}.get(how, base + 14.8)
+        if how == "jittered":
+            t += data.draw(st.floats(0.0, 0.4))
+        known = resource in {r.name for r in self.core.redline.config.resources}  # type: ignore[union-attr]
+        before = self.core.statistics()
+        try:
+            events = self.core.observe(HeadroomSample(resource, value, t), self.now)
+        except TelemetryFormatError:
+            assert not known and self.core.statistics() == before
+            return
+        assert known
+        if how in ("duplicate", "stale") and t <= last:
+            assert events == []
+        if t > last:
+            self.sample_t[resource] = t
+        self._take(events)
+        self._past_the_hard_floor()
+
+    def _past_the_hard_floor(self) -> None:
+        """As the Guard's loop does: notice every running surplus request while it is crossed."""
+        if self.core.hard_floor_crossed() is not None:
+            for rid in self._running():
+                if self.pre.preemptible(rid):
+                    self.pre.notice(rid, self.now)
+
+    @rule(
+        resource=st.sampled_from(RESOURCES), value=st.sampled_from([0.0, 0.1, 0.9, 1.0]), n=st.integers(1, 6)
+    )
+    def settle(self, resource: str, value: float, n: int) -> None:
+        """Several fresh samples at one level: the redline decisively fires, or clears."""
+        if resource not in {r.name for r in self.core.redline.config.resources}:  # type: ignore[union-attr]
+            return
+        for _ in range(n):
+            self.sample_t[resource] = max(self.sample_t[resource], 0.0) + 15.0
+            self.now += 0.1
+            self._take(self.core.observe(HeadroomSample(resource, value, self.sample_t[resource]), self.now))
+        self._past_the_hard_floor()
+
+    @precondition(lambda self: bool(self.pre.pending))
+    @rule(dt=st.sampled_from([0.0, 0.3, 1.0]))
+    def stop_due(self, dt: float) -> None:
+        self.now += dt
+        for rid in self.pre.due(self.now):
+            self._take(self.pre.stop(rid, self.now))
+
+    @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1, 0.6]), failed=st.booleans())
+    def finish(self, data: st.DataObject, dt: float, failed: bool) -> None:
+        running = self._running()
+        if not running:
+            return
+        self.now += dt
+        self._take(self.core.finish(data.draw(st.sampled_from(running)), self.now, failed=failed))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        live = [r for r in self.basis if self.core.is_live(r)] + ["never-seen"]
+        self._take(self.core.cancel(data.draw(st.sampled_from(live)), self.now))
+
+    @rule(dt=st.sampled_from([0.1, 1.0, 60.0]))
+    def poll(self, dt: float) -> None:
+        self.now += dt
+        self._take(self.core.poll(self.now))
+
+    @invariant()
+    def holds(self) -> None:
+        if not hasattr(self, "core"):
+            return
+        self.core._check()
+        entitled = entitled_rids(self.contract, [e for e in self.trace if e.rid])
+        assert check_rl(self.trace, entitled, self.staleness) == []
+        assert check_pr([e for e in self.trace if e.rid], entitled) == []
+
+    def teardown(self) -> None:
+        if not hasattr(self, "core"):
+            return
+        self.now += 1.0
+        self._take(self.core.fail_queued(self.now))
+        for rid in self._running():
+            self._take(self.core.finish(rid, self.now))
+        requests = [e for e in self.trace if e.rid]
+        arrived = {e.rid for e in requests if isinstance(e, Arrive)}
+        assert terminal_counts(requests) == dict.fromkeys(arrived, 1)
+        assert check_wf(requests) == []
+        # the harness's AF wants basis floor; a pool's refusal is judged fleet-wide (the online AF passed)
+        assert [v for v in check_af(self.contract, requests) if v.split(":")[0] not in self.pooled] == []
+        assert check_dr(self.contract, requests) == []
+        entitled = entitled_rids(self.contract, requests)
+        assert check_rl(self.trace, entitled, self.staleness) == [] and check_pr(requests, entitled) == []
+        assert self.monitor.violations() == []
+        assert not math.isnan(self.now)
+
+
+TestRedlineCoreMachine = RedlineCoreMachine.TestCase
+TestRedlineCoreMachine.settings = settings(
+    max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)

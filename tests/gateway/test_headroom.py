@@ -1,0 +1,86 @@
+"""The gateway's redline on the engine's /metrics (the fake upstream's vLLM gauges): surplus demoted
+while the KV cache is nearly full, restored after, preempted past the hard floor with a 503."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rvguard.enforce.redline import RedlineConfig, ResourceLimit
+from rvguard.errors import SpecError
+from rvguard.gateway.app import Gateway
+from rvguard.gateway.fake import FakeUpstream
+
+from ._support import auth, contract, gateway, read_trace, settings, terminal_counts
+
+REDLINE = RedlineConfig((ResourceLimit("kv_cache", h_min=0.2, margin=0.1, hard_floor=0.05),), alpha=1.0)
+LONG = {"model": "fake", "prompt": "long answer", "max_tokens": 90}
+
+
+async def _until(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(600):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _samples(gw: Gateway) -> int:
+    return 0 if gw.guard.headroom is None else gw.guard.headroom.samples
+
+
+async def test_surplus_is_demoted_while_the_cache_is_nearly_full_and_restored_after(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    async with FakeUpstream(token_delay=0.002, metrics=True) as up:
+        s = settings(up.url, trace, redline=REDLINE, headroom_url=up.url + "/metrics", headroom_interval=0.02)
+        async with gateway(contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            up.kv_usage = 0.0
+            await _until(lambda: _samples(gw) >= 1, "a first scrape")
+            up.kv_usage = 0.9  # headroom 0.1 < h_min
+            seen = _samples(gw)
+            await _until(lambda: _samples(gw) > seen + 1, "the redline to see it")
+            opp = asyncio.ensure_future(
+                client.post(url + "/v1/completions", json=LONG, headers=auth("sk-opp"))
+            )
+            await _until(lambda: gw.guard.core.held == 1, "the surplus request held")
+            ok = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
+            assert ok.status_code == 200  # floor work is served while surplus waits
+            assert not opp.done()
+            up.kv_usage = 0.2
+            assert (await opp).status_code == 200
+            text = (await client.get(url + "/metrics")).text
+    events = read_trace(trace)
+    kinds = [e["kind"] for e in events if e.get("rid") == "g0"]
+    assert kinds == ["arrive", "admit", "demote", "restore", "dispatch", "complete"]
+    demote = next(e for e in events if e["kind"] == "demote")
+    assert demote["resource"] == "kv_cache"
+    assert any(e["kind"] == "sample" and e["sample_time"] == demote["sample_time"] for e in events)
+    assert set(terminal_counts([e for e in events if "rid" in e]).values()) == {1}
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["rvguard_demotions"].samples[0].value == 1.0
+    assert fams["rvguard_headroom"].samples[0].labels == {"resource": "kv_cache"}
+
+
+async def test_past_the_hard_floor_a_running_surplus_request_gets_503(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    async with FakeUpstream(token_delay=0.05, metrics=True) as up:
+        s = settings(up.url, trace, redline=REDLINE, headroom_url=up.url + "/metrics", headroom_interval=0.02)
+        async with gateway(contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            opp = asyncio.ensure_future(
+                client.post(url + "/v1/completions", json=LONG, headers=auth("sk-opp"))
+            )
+            await _until(lambda: bool(gw.guard.running()), "the surplus request to run")
+            up.kv_usage = 0.99
+            answer = await opp
+    assert answer.status_code == 503 and "retry-after" in answer.headers
+    fails = [e for e in read_trace(trace) if e["kind"] == "fail"]
+    assert [f["reason"] for f in fails] == ["preempted"]
+
+
+def test_headroom_without_a_redline_is_refused() -> None:
+    with pytest.raises(SpecError, match="headroom block"):
+        settings("http://127.0.0.1:9", None, headroom_url="http://127.0.0.1:9/metrics")
