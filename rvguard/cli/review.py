@@ -47,4 +47,8 @@ def run(args: argparse.Namespace) -> bool:
 def _redline(contract: object) -> RedlineConfig | None:
     """The redline configuration of the contract's ``headroom`` block, if it has one."""
     headroom = getattr(contract, "headroom", None)
-    return None if headroom is None else headroom.redline_config()
+    if headroom is None:
+        return None
+    from ..enforce.redline import redline_config
+
+    return redline_config(headroom)

@@ -76,6 +76,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
 
 def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
     """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..enforce.redline import redline_config
     from ..errors import SpecError
 
     if args.headroom is None:
@@ -88,7 +89,7 @@ def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
         raise SpecError("--headroom guards one engine: give its /metrics URL", field="headroom")
     url = args.headroom or upstreams[0].split("=", 1)[-1].rstrip("/") + "/metrics"
     return {
-        "redline": block.redline_config(),
+        "redline": redline_config(block),
         "headroom_url": url,
         "headroom_interval": args.headroom_interval,
     }
