@@ -79,6 +79,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
 
 def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..enforce.redline import redline_config
     from ..errors import SpecError
 
     if args.headroom is None:
@@ -90,8 +91,6 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     if not args.headroom and len(upstreams) != 1:
         raise SpecError("--headroom guards one engine: give its /metrics URL", field="headroom")
     url = args.headroom or upstreams[0].split("=", 1)[-1].rstrip("/") + "/metrics"
-    from ..enforce.redline import redline_config
-
     return {
         "redline": redline_config(block),
         "headroom_url": url,
