@@ -55,7 +55,7 @@ CLAIMS = {
     "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
     "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
     "bounded by the redline's hysteresis (by construction)",
-    "EV": "monitored only: the guard does not evict on its own (the planner picks surplus candidates only)",
+    "EV": "monitored only: the core does not evict (the fleet gateway moves requests off a dead engine)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
