@@ -49,6 +49,8 @@ async def test_surplus_is_demoted_while_the_cache_is_nearly_full_and_restored_af
             await _until(lambda: gw.guard.core.held == 1, "the surplus request held")
             ok = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
             assert ok.status_code == 200  # floor work is served while surplus waits
+            firing = (await client.get(url + "/metrics")).text
+            assert "rvguard_redline_firing 1.0" in firing
             assert not opp.done()
             up.kv_usage = 0.2
             assert (await opp).status_code == 200
