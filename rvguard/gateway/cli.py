@@ -11,7 +11,10 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..contract import Contract
 
 __all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve"]
 
@@ -74,14 +77,14 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
 
-def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
+def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     """The redline settings from ``--headroom`` and the contract's headroom block."""
     from ..enforce.redline import redline_config
     from ..errors import SpecError
 
     if args.headroom is None:
         return {}
-    block = getattr(contract, "headroom", None)
+    block = contract.headroom
     if block is None:
         raise SpecError("--headroom needs a headroom block in the contract (its limits)", field="headroom")
     upstreams = [args.upstream] if isinstance(args.upstream, str) else list(args.upstream)
