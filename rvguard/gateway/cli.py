@@ -73,8 +73,24 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
     )
+    p.add_argument(
+        "--alert-log",
+        metavar="PATH",
+        help="run the assumption watch (service above s_max, capacity below B/W) and append its "
+        "alerts to PATH as JSON lines (`rvguard review TRACE PATH`)",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _watch(args: argparse.Namespace) -> Any:
+    """The assumption watch writing to ``--alert-log``, or None (no watch)."""
+    if not getattr(args, "alert_log", None):
+        return None
+    from ..enforce.alertlog import AlertLog
+    from ..enforce.watch import WatchConfig
+
+    return WatchConfig(on_alert=AlertLog(args.alert_log))
 
 
 def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
@@ -256,6 +272,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         max_body=args.max_body,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        watch=_watch(args),
         **_headroom(args, contract),
     )
     gateway = Gateway(contract, settings)

@@ -4,6 +4,7 @@ while the KV cache is nearly full, restored after, preempted past the hard floor
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import httpx
@@ -105,3 +106,24 @@ def test_serve_headroom_reads_the_contracts_block() -> None:
     two = argparse.Namespace(headroom="", upstream=["a=http://h:1", "b=http://h:2"], headroom_interval=1.0)
     with pytest.raises(SpecError, match="one engine"):
         _headroom(two, with_block)
+
+
+async def test_the_alert_log_of_serve_feeds_review(tmp_path: Path) -> None:
+    """--alert-log: the watch's alerts as JSON lines; `rvguard review TRACE LOG` counts them."""
+    import argparse
+
+    from rvguard.cli import main
+    from rvguard.gateway.cli import _watch
+
+    trace, log = tmp_path / "t.jsonl", tmp_path / "alerts.jsonl"
+    assert _watch(argparse.Namespace(alert_log=None)) is None
+    async with FakeUpstream(token_delay=0.01) as up:
+        s = settings(up.url, trace, watch=_watch(argparse.Namespace(alert_log=str(log))))
+        async with gateway(contract(), s) as (_gw, url), httpx.AsyncClient(timeout=30) as client:
+            slow = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
+            assert slow.status_code == 200  # 90 tokens × 10 ms: above s_max = 0.4 s
+    spec = tmp_path / "c.json"
+    spec.write_text(contract().model_dump_json())
+    assert main(["review", str(trace), str(log), "--contract", str(spec)]) == 1
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines and lines[0]["kind"] == "service" and lines[0]["limit"] == 0.4

@@ -58,7 +58,6 @@ def test_the_alert_log_is_counted_beside_the_trace(
     log = AlertLog(tmp_path / "alerts.jsonl")
     log(Alert(0.7, "service", "assured service 0.7s above ceiling", 0.7, 0.5))
     log(Alert(3.0, "clear", "assumptions hold again"))
-    log.close()
     with open(log.path, "a") as f:
         f.write(json.dumps({"event": "startup", "kind": "service"}) + "\n\n")
     assert main(["review", trace, str(log.path), "--contract", spec, "--json"]) == 1
