@@ -75,8 +75,10 @@ def _take(inst: Instance, ev: Event) -> None:
     evicting[inst.rid] = None
 
 
-def _guard(inst: Instance, ev: Event) -> None:
+def _take_guarded(inst: Instance, ev: Event) -> None:
+    """`_take` for a protected request (which eviction must never pick)."""
     inst.vars["ev_guarded"] = True
+    _take(inst, ev)
 
 
 def _was_guarded(inst: Instance, ev: Event) -> bool:
@@ -100,11 +102,11 @@ _TAKE = Edge(Loc.EVICTED, _ok, "fewer than k in flight", update=_take)
 _OVER = Edge(Loc.OVER, label="k in flight already", update=_take, detail=_detail)
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ADMIT): (
-        Edge(Loc.GUARDED, protected, "entitled or basis = floor", update=_guard),
+        Edge(Loc.GUARDED, protected, "entitled or basis = floor"),
         Edge(Loc.READY, label="surplus"),
     ),
     (Loc.READY, K.EVICT): (_TAKE, _OVER),
-    (Loc.GUARDED, K.EVICT): (Edge(Loc.OVER, label="protected", update=_take, detail=_detail),),
+    (Loc.GUARDED, K.EVICT): (Edge(Loc.OVER, label="protected", update=_take_guarded, detail=_detail),),
     **{
         (loc, K.RELOCATE): (
             Edge(Loc.GUARDED, _was_guarded, "protected", update=_release),

@@ -11,7 +11,8 @@ A request's engine is the one its last ``route`` or ``relocate`` named. Its
 ``dispatch`` takes one of that engine's C_e slots (``fleet.engines``) until
 it ends or is evicted; a dispatch that finds C_e already taken, or that
 goes to an engine the contract does not list, is a bad prefix. A request
-never routed (a single-engine trace) holds no engine's slot. FR's shared
+never routed (a single-engine trace) holds no engine's slot, and FR takes
+none of its moves (they stay on the monitor's cached fast path). FR's shared
 variable is the requests holding each engine's slots, in dispatch order.
 Bad locations are not final: the count stays exact after a violation.
 
@@ -39,9 +40,10 @@ SHOWN = 16
 class Loc(Enum):
     """FR locations of one request."""
 
-    IDLE = "idle"  # not holding an engine's slot
+    IDLE = "idle"  # never routed: it holds no engine's slot, and FR takes none of its moves
+    ROUTED = "routed"  # routed (or relocated), not holding its engine's slot
     RUNNING = "running"
-    STALE = "stale"  # bad: routed on a stale view (idle otherwise)
+    STALE = "stale"  # bad: routed on a stale view (routed otherwise)
     OVER = "over"  # bad: dispatched beyond its engine's C_e (running otherwise)
     DONE = "done"
 
@@ -71,18 +73,14 @@ def _place(inst: Instance, ev: Event) -> None:
 
 
 def _room(inst: Instance, ev: Event) -> bool:
-    engine = inst.vars.get("fr_engine")
-    if engine is None:
-        return True
+    engine = inst.vars["fr_engine"]
     state = inst.shared["FR"]
     slots = state["slots"].get(engine)
     return slots is not None and len(state["holding"].get(engine, ())) < slots
 
 
 def _take(inst: Instance, ev: Event) -> None:
-    engine = inst.vars.get("fr_engine")
-    if engine is None:
-        return
+    engine = inst.vars["fr_engine"]
     state = inst.shared["FR"]
     holding: dict[str, None] = state["holding"].setdefault(engine, {})
     inst.vars.update(
@@ -115,28 +113,28 @@ def _over(inst: Instance, ev: Event | None, now: float) -> str:
     return f"dispatch made {v['fr_in_flight']} in flight on engine {v['fr_engine']!r} > C_e = {v['fr_limit']}"
 
 
-_IDLE = (Loc.IDLE, Loc.STALE)
+_ENDS = (K.COMPLETE, K.FAIL, K.DROP)
+_PLACED = (Loc.IDLE, Loc.ROUTED, Loc.STALE)  # where a route or a relocation may come
+_ROUTED = (Loc.ROUTED, Loc.STALE)
 _RUNNING = (Loc.RUNNING, Loc.OVER)
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     **{
         (loc, K.ROUTE): (
-            Edge(Loc.IDLE, _fresh, "siloed, or view_time within staleness", update=_place),
+            Edge(Loc.ROUTED, _fresh, "siloed, or view_time within staleness", update=_place),
             Edge(Loc.STALE, label="p2c on a stale or missing view", update=_place, detail=_stale),
         )
-        for loc in _IDLE
+        for loc in _PLACED
     },
-    **{(loc, K.RELOCATE): (Edge(Loc.IDLE, update=_place),) for loc in _IDLE},
+    **{(loc, K.RELOCATE): (Edge(Loc.ROUTED, update=_place),) for loc in _PLACED},
     **{
         (loc, K.DISPATCH): (
-            Edge(Loc.RUNNING, _room, "unrouted, or fewer than C_e on its engine", update=_take),
+            Edge(Loc.RUNNING, _room, "fewer than C_e on its engine", update=_take),
             Edge(Loc.OVER, label="C_e taken, or an unlisted engine", update=_take, detail=_over),
         )
-        for loc in _IDLE
+        for loc in _ROUTED
     },
-    **{(loc, K.EVICT): (Edge(Loc.IDLE, update=_release),) for loc in _RUNNING},
-    **{
-        (loc, k): (Edge(Loc.DONE, update=_release),) for loc in _RUNNING for k in (K.COMPLETE, K.FAIL, K.DROP)
-    },
+    **{(loc, K.EVICT): (Edge(Loc.ROUTED, update=_release),) for loc in _RUNNING},
+    **{(loc, k): (Edge(Loc.DONE, update=_release),) for loc in _RUNNING for k in _ENDS},
 }
 
 

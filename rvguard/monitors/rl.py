@@ -126,7 +126,7 @@ def _account(inst: Instance, ev: Event) -> None:
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
     v = inst.vars
     why = []
-    if v["rl_kind"] == "demote" and inst.vars.get("rl_guarded"):
+    if v["rl_kind"] == "demote" and v.get("rl_guarded"):
         why.append("a floor-entitled or assured request was demoted (only surplus work may be)")
     if not v["rl_fresh"]:
         if v["rl_freshest"] is None:
@@ -144,14 +144,16 @@ def _detail(inst: Instance, ev: Event | None, now: float) -> str:
     return "; ".join(why)
 
 
-def _guard(inst: Instance, ev: Event) -> None:
+def _account_guarded(inst: Instance, ev: Event) -> None:
+    """`_account` for a protected request (its demotion is out of scope)."""
     inst.vars["rl_guarded"] = True
+    _account(inst, ev)
 
 
 _S, _G = (Loc.SURPLUS, Loc.SURPLUS_BAD), (Loc.GUARDED, Loc.GUARDED_BAD)
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ADMIT): (
-        Edge(Loc.GUARDED, protected, "entitled or basis = floor", update=_guard),
+        Edge(Loc.GUARDED, protected, "entitled or basis = floor"),
         Edge(Loc.SURPLUS, label="surplus"),
     ),
     **{
@@ -161,7 +163,7 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         )
         for loc in _S
     },
-    **{(loc, K.DEMOTE): (Edge(Loc.GUARDED_BAD, update=_account, detail=_detail),) for loc in _G},
+    **{(loc, K.DEMOTE): (Edge(Loc.GUARDED_BAD, update=_account_guarded, detail=_detail),) for loc in _G},
     **{
         (loc, K.RESTORE): (
             Edge(ok, _within, "toggles within bound", update=_account),
