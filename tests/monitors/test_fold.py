@@ -24,8 +24,8 @@ from rvguard.monitors.partition import summarise
 
 from .strategies import small_contract, wellformed_traces
 
-PROPS = ("AF", "SF", "DR", "WF", "ND", "RB")
-JUDGED = ("AF", "SF", "DR", "ND", "RB")
+PROPS = ("AF", "SF", "DR", "WF", "ND", "RB", "PR")
+JUDGED = ("AF", "SF", "DR", "ND", "RB", "PR")
 CONTRACTS = [
     small_contract("count"),
     small_contract("tokens"),
