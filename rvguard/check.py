@@ -291,6 +291,10 @@ def check_trace(
     )
 
 
+#: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
+_PER_REPLICA = ("RB", "RL", "EV")
+
+
 def check_traces(
     paths: Sequence[str],
     contract: Contract,
@@ -321,10 +325,8 @@ def check_traces(
     from .fleet.merge import merge_traces
 
     started = time.monotonic()
-    # per replica: C − R, the redline's samples and toggles, and k evictions are each replica's own
-    properties = [p for p in properties if p not in ("RB", "RL", "EV")]
-    # FR per replica (each its own C_e): from the route records (`FleetRouting`), never fleet-wide
-    judged = [p for p in properties if p not in ("AF", "WF", "FR")]
+    properties = [p for p in properties if p not in _PER_REPLICA]
+    judged = [p for p in properties if p not in ("AF", "WF", "FR")]  # FR: each replica's own C_e
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)
     run = _Run(
