@@ -291,6 +291,10 @@ def check_trace(
     )
 
 
+#: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
+_PER_REPLICA = ("RB", "RL", "EV")
+
+
 def check_traces(
     paths: Sequence[str],
     contract: Contract,
@@ -307,7 +311,8 @@ def check_traces(
     admitted, entitlement counted in the shared pool's order where the trace
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
-    trace alone. Errors are pinned to their own file and line.
+    trace alone; so are RL (each replica's redline reads its own engines'
+    samples) and EV (each its own k). Errors are pinned to their own file and line.
 
     Raises:
         TraceError: strict mode, at the first bad line (with file, line, field).
@@ -320,9 +325,8 @@ def check_traces(
     from .fleet.merge import merge_traces
 
     started = time.monotonic()
-    properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
-    # FR per replica (each its own C_e): from the route records (`FleetRouting`), never fleet-wide
-    judged = [p for p in properties if p not in ("AF", "WF", "FR")]
+    properties = [p for p in properties if p not in _PER_REPLICA]
+    judged = [p for p in properties if p not in ("AF", "WF", "FR")]  # FR: each replica's own C_e
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)
     run = _Run(

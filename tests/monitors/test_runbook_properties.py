@@ -214,3 +214,15 @@ def test_the_cli_selects_them_and_reports_the_witness(
     assert main(["check", str(trace), "--contract", str(spec), "--properties", "PR,EV,WF", "--json"]) == 1
     out = capsys.readouterr().out
     assert out.count('"property": "PR"') == 2 and out.count('"property": "EV"') == 1
+
+
+def test_merged_replica_traces_leave_rl_and_ev_to_each_replica(tmp_path: Path) -> None:
+    """Each replica's redline reads its own engines and keeps its own k: judged per replica trace."""
+    from rvguard.check import check_traces
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_events(a, [Sample(0.0, "kv", 0.1, 0.0), *_served("A/o1", 0.0, "o", Basis.SURPLUS)])
+    write_events(b, [*_served("B/o1", 0.0, "o", Basis.SURPLUS), Evict(0.1, "B/o1", 4)])
+    report = check_traces([str(a), str(b)], C, properties=["AF", "WF", "PR", "RL", "EV"])
+    assert "RL" not in report.properties and "EV" not in report.properties and "PR" in report.properties
+    assert check_traces([str(b)], C, properties=["EV", "RL"]).properties == ("EV", "RL")
