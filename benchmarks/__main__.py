@@ -30,6 +30,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_rid_memory.py", *([] if full else ["--requests", "50000"])],
         ["bench_gateway.py", *gateway],
         ["bench_fleet.py", *([] if full else ["--arrivals", "2000"])],
+        ["bench_dask.py", *(["--events", "2e6", "--partitions", "16"] if full else ["--repeats", "1"])],
     ]
 
 

@@ -49,9 +49,13 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
-    "FR": "monitored when the trace routes; the gateway routes on views within its staleness bound and "
-    "at most C_e per engine by construction",
+    "FR": "monitored when the trace routes (or on the contract's fleet block); the gateway routes on views "
+    "within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
+    "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
+    "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
+    "bounded by the redline's hysteresis (by construction)",
+    "EV": "monitored only: the core does not evict (the fleet gateway moves requests off a dead engine)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
@@ -177,7 +181,9 @@ class _Run:
         self.kept: list[Event] = []
         self.lines: list[int] = []
         self.violations: list[Violation] = []
-        self.routing = FleetRouting()  # FR, judged when the trace routes (a gateway over several engines)
+        # FR from the route records' own bounds when the trace routes (a gateway over several engines),
+        # unless the monitor judges FR on the contract's fleet block
+        self.routing = None if "FR" in monitor.properties else FleetRouting()
         self.source = ""  # the trace an event comes from, when several are merged
 
     def take(self, line: int, item: Event | TraceError) -> bool:
@@ -202,13 +208,14 @@ class _Run:
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
-        if not wf_found:
+        if not wf_found and self.routing is not None:
             self.violations.extend(self.routing.feed(item, self.source))
         return not wf_found
 
     def properties(self, asked: Sequence[str]) -> tuple[str, ...]:
         """The properties judged: those asked, and FR when the trace routes."""
-        return (*asked, "FR") if self.routing.routes and "FR" not in asked else tuple(asked)
+        routes = self.routing is not None and self.routing.routes
+        return (*asked, "FR") if routes and "FR" not in asked else tuple(asked)
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -216,6 +223,12 @@ class _Run:
     def feed(self, records: Iterable[tuple[int, Event | TraceError]]) -> None:
         for line, item in records:
             self.take(line, item)
+
+
+def _monitored(contract: Contract, properties: Sequence[str]) -> list[str]:
+    """The properties the monitor runs besides WF: FR only on a contract with a fleet block (else
+    a routed trace's records carry FR's bounds, judged by `FleetRouting`)."""
+    return [p for p in properties if p != "WF" and not (p == "FR" and contract.fleet is None)]
 
 
 def check_trace(
@@ -246,7 +259,7 @@ def check_trace(
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
     started = time.monotonic()
-    monitor = Monitor(contract, ["WF", *[p for p in properties if p != "WF"]], retain_finished=None)
+    monitor = Monitor(contract, ["WF", *_monitored(contract, properties)], retain_finished=None)
     parts = partitions(path) if records is None and is_dataset(path) else None
     run = _Run(
         monitor,
@@ -278,6 +291,10 @@ def check_trace(
     )
 
 
+#: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
+_PER_REPLICA = ("RB", "RL", "EV")
+
+
 def check_traces(
     paths: Sequence[str],
     contract: Contract,
@@ -294,7 +311,8 @@ def check_traces(
     admitted, entitlement counted in the shared pool's order where the trace
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
-    trace alone. Errors are pinned to their own file and line.
+    trace alone; so are RL (each replica's redline reads its own engines'
+    samples) and EV (each its own k). Errors are pinned to their own file and line.
 
     Raises:
         TraceError: strict mode, at the first bad line (with file, line, field).
@@ -307,8 +325,8 @@ def check_traces(
     from .fleet.merge import merge_traces
 
     started = time.monotonic()
-    properties = [p for p in properties if p != "RB"]  # per replica: C − R is each replica's own
-    judged = [p for p in properties if p not in ("AF", "WF")]
+    properties = [p for p in properties if p not in _PER_REPLICA]
+    judged = [p for p in properties if p not in ("AF", "WF", "FR")]  # FR: each replica's own C_e
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)
     run = _Run(

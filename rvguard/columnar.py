@@ -132,6 +132,26 @@ class ColumnarTrace:
             kept=tuple(kept),
         )
 
+    def take(self, rows: npt.NDArray[np.int64]) -> ColumnarTrace:
+        """The trace of the given rows (in their order); names tables and codes are kept."""
+        keep = rows.tolist()
+        return ColumnarTrace(
+            t=self.t[rows],
+            kind=self.kind[rows],
+            rid=self.rid[rows],
+            rid_names=self.rid_names,
+            tenant=self.tenant[rows],
+            tenant_names=self.tenant_names,
+            deadline=self.deadline[rows],
+            prompt_tokens=self.prompt_tokens[rows],
+            max_tokens=self.max_tokens[rows],
+            basis=self.basis[rows],
+            reason=tuple(self.reason[i] for i in keep),
+            line=self.line[rows],
+            proposals=tuple(self.proposals[i] for i in keep) if self.proposals else (),
+            kept=tuple(self.kept[i] for i in keep) if self.kept else (),
+        )
+
     def event(self, i: int) -> Event:
         """Row ``i`` as an event object."""
         return self.events_at([i])[0]

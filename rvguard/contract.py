@@ -37,6 +37,7 @@ from .bounds import (
 from .errors import SpecError
 from .exact import CreditUnits, credit_units
 from .exact import window_index as window_index
+from .runbook_spec import EvictionSpec, FleetSpec, HeadroomSpec
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -189,6 +190,10 @@ class Contract(BaseModel, frozen=True, extra="forbid"):
     token_weights: TokenWeights = TokenWeights()
     service: Service
     tenants: dict[str, Tenant] = Field(min_length=1)
+    # DESIGN §10, optional (rvguard.runbook_spec): the redline and RL, eviction and EV, fleet and FR
+    headroom: HeadroomSpec | None = None
+    eviction: EvictionSpec | None = None
+    fleet: FleetSpec | None = None
 
     @field_validator("epoch", "window")
     @classmethod

@@ -24,9 +24,9 @@ __all__ = ["SCHEMA_URI", "contract_schema", "trace_schema"]
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 _BOUND = f"#/$defs/{Bound.__name__}"
 _CROSS_FIELD = (
-    "The loader also checks three rules JSON Schema cannot state: reserve R ≤ slots C, "
-    "service.lower L ≤ service.s_max, and U(ℓ) ≥ L(ℓ) at ℓ = 0 and ℓ = output_cap when "
-    "service.upper is given."
+    "The loader also checks rules JSON Schema cannot state: reserve R ≤ slots C, "
+    "service.lower L ≤ service.s_max, U(ℓ) ≥ L(ℓ) at ℓ = 0 and ℓ = output_cap when "
+    "service.upper is given, and for each headroom resource margin ≤ 1 − h_min and hard_floor ≤ h_min."
 )
 
 

@@ -38,7 +38,21 @@ KEYS = {"sk-assured": "assured", "sk-opp": "opportunistic"}
 #: the guard alone, with the redline, with a reserved slot (R = 1), with both
 ARMS = ("guard", "redline", "reserve", "reserve+redline")
 DEADLINE = 0.6
-CONTRACT = contract_from_mapping(
+
+
+def contract(deadline: float) -> Any:
+    """C = 4, W = 1 s; assured floor 3 at ``deadline``, 16 tokens; opportunistic up to 250 tokens."""
+    return _CONTRACT.model_copy(
+        update={
+            "tenants": {
+                **_CONTRACT.tenants,
+                "assured": _CONTRACT.tenants["assured"].model_copy(update={"deadline": deadline}),
+            }
+        }
+    )
+
+
+_CONTRACT = contract_from_mapping(
     {
         "window": 1.0,
         "slots": 4,
@@ -90,17 +104,20 @@ async def _surplus(client: httpx.AsyncClient, url: str, stop: asyncio.Event, don
             await asyncio.sleep(float(r.headers.get("retry-after", "0.2")))
 
 
-async def arm(name: str, engine: str, seconds: float, surplus: int, rate: float, out: Path) -> dict[str, Any]:
+async def arm(
+    name: str, engine: str, seconds: float, surplus: int, rate: float, out: Path, deadline: float
+) -> dict[str, Any]:
     trace = out / f"{name}.jsonl"
     trace.unlink(missing_ok=True)
     extra: dict[str, Any] = {}
-    contract = CONTRACT.model_copy(update={"reserve": 1}) if "reserve" in name else CONTRACT
+    base = contract(deadline)
+    contract_ = base.model_copy(update={"reserve": 1}) if "reserve" in name else base
     if "redline" in name:
         extra = {"redline": REDLINE, "headroom_url": engine + "/metrics", "headroom_interval": 0.05}
     settings = GatewaySettings(
         upstream=engine, keys=KeysConfig(keys=KEYS), trace=trace, timeout=60.0, preempt_grace=0.0, **extra
     )
-    gw = Gateway(contract, settings)
+    gw = Gateway(contract_, settings)
     latencies: list[float | None] = []
     ends = [0, 0]  # [failed or refused, completed]
     async with httpx.AsyncClient(timeout=120.0) as client:
@@ -112,8 +129,8 @@ async def arm(name: str, engine: str, seconds: float, surplus: int, rate: float,
             stop.set()
             await asyncio.gather(*loops)
         after = _preemptions((await client.get(engine + "/metrics")).text)
-    missed = sum(1 for x in latencies if x is None or x > DEADLINE)
-    report = check_trace(str(trace), contract, properties=("AF", "SF", "DR", "WF"))
+    missed = sum(1 for x in latencies if x is None or x > deadline)
+    report = check_trace(str(trace), contract_, properties=("AF", "SF", "DR", "WF"))
     kinds: dict[str, int] = {}
     for line in trace.read_text().splitlines():
         kind = json.loads(line)["kind"]
@@ -142,10 +159,15 @@ async def main() -> None:
     p.add_argument("--surplus", type=int, default=6, help="opportunistic requests kept outstanding")
     p.add_argument("--rate", type=float, default=2.5, help="assured requests per second (floor 3/s)")
     p.add_argument("--out", default="results/redline-vllm")
+    p.add_argument("--deadline", type=float, default=DEADLINE, help="the assured deadline D, s")
+    p.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms to run")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = [await arm(n, args.engine, args.seconds, args.surplus, args.rate, out) for n in ARMS]
+    results = [
+        await arm(n, args.engine, args.seconds, args.surplus, args.rate, out, args.deadline)
+        for n in args.arms.split(",")
+    ]
     (out / "summary.json").write_text(json.dumps(results, indent=2, default=str))
     print(json.dumps(results, indent=2, default=str))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from rvguard.check_parallel import check_partitioned
 from rvguard.cli import main
 from rvguard.contract import load_contract
 from rvguard.errors import TraceProtocolError
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Sample
 
 from .monitors.strategies import small_contract, wellformed_traces
 from .partitioned import write_one, write_partitions
@@ -147,3 +148,25 @@ def test_missing_dask_exits_2_naming_the_extra(
     assert main(["check", str(tmp_path), "--contract", str(SPEC), "--workers", "2"]) == 2
     err = capsys.readouterr().err
     assert "distributed is not installed: pip install 'rvguard[dask]'" in err and "Traceback" not in err
+
+
+def test_runbook_kinds_go_to_the_single_process_check(scheduler: str, tmp_path: Path) -> None:
+    """A trace with DESIGN §10 rows (here a headroom sample) is judged by replay: the same report."""
+    events = [Sample(0.0, "kv_cache", 0.5, 0.0), *_served("x", 0.1), *_served("y", 1.3)]
+    write_partitions(events, [3], tmp_path)
+    marquee = load_contract(SPEC)
+    one = rvguard.check.check_trace(str(tmp_path), marquee)
+    assert _plain(check_partitioned(str(tmp_path), marquee, scheduler=scheduler)) == _plain(one)
+
+
+def test_the_command_takes_a_scheduler_address(
+    scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [ev for k in range(12) for ev in _served(f"r{k}", k * 0.3)]
+    write_partitions(events, [7, 30], tmp_path)
+    assert main(["check", str(tmp_path), "--contract", str(SPEC), "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert main(["check", str(tmp_path), "--contract", str(SPEC), "--json", "--scheduler", scheduler]) == 0
+    parallel = json.loads(capsys.readouterr().out)
+    del single["seconds"], parallel["seconds"]
+    assert parallel == single

@@ -187,3 +187,73 @@ def test_a_reserve_outside_0_to_slots_is_refused_naming_it(reserve: Any, message
 def test_a_reserve_from_0_to_slots_is_accepted(reserve: int) -> None:
     assert contract_from_mapping(base(reserve=reserve)).reserve == reserve
     assert contract_from_mapping(base()).reserve == 0  # the default: no reserve
+
+
+RUNBOOK = {
+    "headroom": {
+        "alpha": 0.25,
+        "horizon": 30,
+        "dwell": 2,
+        "staleness": 20,
+        "resources": {"kv": {"h_min": 0.2}},
+    },
+    "eviction": {"k": 2},
+    "fleet": {"staleness": 5, "engines": {"e0": 4, "e1": 2}},
+}
+
+
+def test_the_runbook_blocks_are_optional_and_map_onto_the_redline() -> None:
+    from rvguard.enforce.redline import redline_config
+
+    plain = contract_from_mapping(base())
+    assert (plain.headroom, plain.eviction, plain.fleet) == (None, None, None)
+    c = contract_from_mapping(base(**RUNBOOK))
+    assert c.eviction is not None and c.eviction.k == 2
+    assert c.fleet is not None and dict(c.fleet.engines) == {"e0": 4, "e1": 2}
+    assert c.headroom is not None
+    config = redline_config(c.headroom)
+    assert (config.alpha, config.horizon, config.dwell) == (0.25, 30.0, 2)
+    [limit] = config.resources
+    assert (limit.name, limit.h_min, limit.margin, limit.hard_floor) == ("kv", 0.2, 0.05, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("update", "field", "message"),
+    [
+        ({"eviction": {"k": 0}}, "eviction.k", "greater than or equal to 1"),
+        ({"eviction": {}}, "eviction.k", "required"),
+        ({"fleet": {"staleness": 5, "engines": {"e0": 0}}}, "fleet.engines.e0", "greater than or equal to 1"),
+        ({"fleet": {"staleness": -1, "engines": {"e0": 1}}}, "fleet.staleness", "greater than 0"),
+        ({"fleet": {"staleness": 1, "engines": {}}}, "fleet.engines", "at least 1"),
+        ({"headroom": {"resources": {"kv": {"h_min": 0.2}}}}, "headroom.staleness", "required"),
+        (
+            {"headroom": {"staleness": 1, "dwell": 0, "resources": {"kv": {"h_min": 0.2}}}},
+            "headroom.dwell",
+            ">",
+        ),
+        (
+            {"headroom": {"staleness": 1, "alpha": 0, "resources": {"kv": {"h_min": 0.2}}}},
+            "headroom.alpha",
+            ">",
+        ),
+        ({"headroom": {"staleness": 1, "resources": {}}}, "headroom.resources", "at least 1"),
+        (
+            {"headroom": {"staleness": 1, "resources": {"kv": {"h_min": 0.2, "hard_floor": 0.3}}}},
+            "headroom.resources.kv",
+            "inverted headroom limits",
+        ),
+        (
+            {"headroom": {"staleness": 1, "resources": {"kv": {"h_min": 0.9, "margin": 0.2}}}},
+            "headroom.resources.kv",
+            "could never clear",
+        ),
+        ({"eviction": {"k": 1, "burst": 2}}, "eviction.burst", "Extra inputs"),
+    ],
+)
+def test_a_bad_runbook_block_is_refused_naming_the_field(
+    update: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(SpecError) as info:
+        contract_from_mapping(base(**update))
+    assert info.value.field == field
+    assert message in str(info.value) or (message == ">" and "greater than" in str(info.value))

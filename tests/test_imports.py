@@ -30,6 +30,7 @@ FLOORS: dict[str, int] = {
     "contract": 1,
     "events": 1,
     "runbook_events": 1,  # the DESIGN §10 records, which events re-exports
+    "runbook_spec": 0,  # the contract's DESIGN §10 blocks (below contract, which holds them)
     "verdict": 1,
     "facts": 1,
     "columnar": 1,
@@ -57,6 +58,7 @@ PURE = (
     "rvguard.exact",
     "rvguard.events",
     "rvguard.runbook_events",
+    "rvguard.runbook_spec",
     "rvguard.contract",
     "rvguard.verdict",
     "rvguard.facts",

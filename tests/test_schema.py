@@ -40,6 +40,9 @@ BASES: list[dict[str, Any]] = [
         "token_weights": {"prompt": 0.5, "output": 1},
         "service": {"s_max": 1, "s_max_opp": 2, "lower": {"base": 0.1, "per_token": 0.01}, "upper": 3},
         "tenants": {"a": {"floor": 2.5, "deadline": 4, "s_max": 0.9}},
+        "headroom": {"staleness": 30, "dwell": 2, "resources": {"kv": {"h_min": 0.2, "hard_floor": 0.05}}},
+        "eviction": {"k": 2},
+        "fleet": {"staleness": 5, "engines": {"e0": 4, "e1": 2}},
     },
 ]
 PATHS = [
@@ -56,6 +59,14 @@ PATHS = [
     ("service", "unknown"),
     ("tenants", "a", "unknown"),
     ("tenants", "new"),
+    # DESIGN §10's optional blocks
+    *[(k,) for k in ("headroom", "eviction", "fleet")],
+    *[("headroom", k) for k in ("alpha", "horizon", "dwell", "staleness", "resources")],
+    *[("headroom", "resources", "kv", k) for k in ("h_min", "margin", "hard_floor", "unknown")],
+    ("eviction", "k"),
+    *[("fleet", k) for k in ("staleness", "engines", "unknown")],
+    ("fleet", "engines", "e0"),
+    ("fleet", "engines", ""),
 ]
 NUMBERS = st.one_of(
     st.integers(-2, 8),
@@ -74,7 +85,7 @@ VALUES = st.one_of(
 )
 DELETE = object()
 #: the marks of the loader's cross-field rules (JSON Schema cannot compare two fields)
-CROSS_FIELD_RULES = ("inverted bounds", "reserve above slots")
+CROSS_FIELD_RULES = ("inverted bounds", "reserve above slots", "inverted headroom limits")
 MUTATIONS = st.lists(st.tuples(st.sampled_from(PATHS), st.one_of(VALUES, st.just(DELETE))), max_size=3)
 
 
@@ -131,6 +142,16 @@ def test_the_schema_accepts_exactly_what_the_loader_accepts(
         ({"reserve": 2}, True),
         ({"reserve": -1}, False),
         ({"reserve": 1.5}, False),
+        ({"eviction": {"k": 1}}, True),
+        ({"eviction": {"k": 0}}, False),
+        ({"fleet": {"staleness": 1, "engines": {"e0": 2}}}, True),
+        ({"fleet": {"staleness": 1, "engines": {}}}, False),
+        ({"fleet": {"staleness": 0, "engines": {"e0": 2}}}, False),
+        ({"fleet": {"staleness": 1, "engines": {"": 2}}}, False),
+        ({"headroom": {"staleness": 1, "resources": {"kv": {"h_min": 0.2}}}}, True),
+        ({"headroom": {"resources": {"kv": {"h_min": 0.2}}}}, False),  # staleness is required
+        ({"headroom": {"staleness": 1, "resources": {"kv": {"h_min": 0}}}}, False),
+        ({"headroom": {"staleness": 1, "alpha": 1.5, "resources": {"kv": {"h_min": 0.2}}}}, False),
     ],
 )
 def test_named_cases(update: dict[str, Any], accepted: bool) -> None:

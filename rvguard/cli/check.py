@@ -44,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--properties",
         default="AF,SF,DR,WF,RB",
-        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB); default AF,SF,DR,WF,RB",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB; PR, RL, EV, FR of the "
+        "runbook: RL, EV, FR need the contract's headroom, eviction, fleet block); default AF,SF,DR,WF,RB",
     )
 
 
@@ -52,7 +53,8 @@ def _properties(text: str) -> list[str]:
     props = [p.strip() for p in text.split(",") if p.strip()]
     if not props:
         raise SpecError(
-            "--properties names no property: give some of AF, SF, DR, WF, ND, RB", field="properties"
+            "--properties names no property: give some of AF, SF, DR, WF, ND, RB, PR, RL, EV, FR",
+            field="properties",
         )
     return props
 

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..contract import Contract
     from ..enforce.redline import RedlineConfig
 
 __all__ = ["add_arguments", "run"]
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> bool:
     return report.holds
 
 
-def _redline(contract: object) -> RedlineConfig | None:
+def _redline(contract: Contract) -> RedlineConfig | None:
     """The redline configuration of the contract's ``headroom`` block, if it has one."""
-    headroom = getattr(contract, "headroom", None)
-    return None if headroom is None else headroom.redline_config()
+    from ..enforce.redline import redline_config
+
+    return None if contract.headroom is None else redline_config(contract.headroom)

@@ -2,8 +2,8 @@
 
 Staged adaptation (DESIGN §10) keeps the contract's parameters fixed and logs every time one
 proves wrong. `AlertLog` is the logging half for the live guard: pass it as the watch's hook,
-``WatchConfig(on_alert=AlertLog("alerts.jsonl"))``, and each `Alert` is appended as
-``{"t", "kind", "detail", "value", "limit"}`` and flushed at once. `rvguard review TRACE LOG`
+``WatchConfig(on_alert=AlertLog("alerts.jsonl"))`` (``rvguard serve --alert-log PATH``), and each
+`Alert` is appended as ``{"t", "kind", "detail", "value", "limit"}``. `rvguard review TRACE LOG`
 counts them beside what the trace itself shows.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TextIO
 
 from .watch import Alert
 
@@ -30,23 +29,15 @@ def alert_record(alert: Alert) -> dict[str, object]:
 
 
 class AlertLog:
-    """Appends each alert to ``path`` as a JSON line (the file is opened on the first alert)."""
+    """Appends each alert to ``path`` as a JSON line (opened, written and closed per alert: alerts
+    are rare, and no file is left open for a Guard that never closes its hooks)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._file: TextIO | None = None
         self.written = 0
 
     def __call__(self, alert: Alert) -> None:
         """Write one alert."""
-        if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across alerts
-        self._file.write(json.dumps(alert_record(alert), allow_nan=False) + "\n")
-        self._file.flush()
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(alert_record(alert), allow_nan=False) + "\n")
         self.written += 1
-
-    def close(self) -> None:
-        """Close the file (a later alert reopens it)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None

@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import SpecError, TelemetryFormatError
+from ..runbook_spec import HeadroomSpec
 
 __all__ = [
     "HardFloorCrossing",
@@ -48,6 +49,7 @@ __all__ = [
     "RedlineConfig",
     "RedlineReading",
     "ResourceLimit",
+    "redline_config",
 ]
 
 
@@ -332,3 +334,15 @@ class Redline:
         return RedlineReading(
             fresh, self._firing, toggled, tr.limit.name, tr.smoothed, tr.projected(h), sample.t, hard
         )
+
+
+def redline_config(spec: HeadroomSpec) -> RedlineConfig:
+    """The redline a contract's ``headroom:`` block states (resources in the block's order).
+
+    ``staleness`` is not the redline's: it bounds how old a cited sample may be (property RL).
+    """
+    limits = tuple(
+        ResourceLimit(name, h_min=r.h_min, margin=r.margin, hard_floor=r.hard_floor)
+        for name, r in spec.resources.items()
+    )
+    return RedlineConfig(limits, alpha=spec.alpha, horizon=spec.horizon, dwell=spec.dwell)

@@ -11,7 +11,10 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..contract import Contract
 
 __all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve"]
 
@@ -70,17 +73,34 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
     )
+    p.add_argument(
+        "--alert-log",
+        metavar="PATH",
+        help="run the assumption watch (service above s_max, capacity below B/W) and append its "
+        "alerts to PATH as JSON lines (`rvguard review TRACE PATH`)",
+    )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
 
-def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
+def _watch(args: argparse.Namespace) -> Any:
+    """The assumption watch writing to ``--alert-log``, or None (no watch)."""
+    if not getattr(args, "alert_log", None):
+        return None
+    from ..enforce.alertlog import AlertLog
+    from ..enforce.watch import WatchConfig
+
+    return WatchConfig(on_alert=AlertLog(args.alert_log))
+
+
+def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..enforce.redline import redline_config
     from ..errors import SpecError
 
     if args.headroom is None:
         return {}
-    block = getattr(contract, "headroom", None)
+    block = contract.headroom
     if block is None:
         raise SpecError("--headroom needs a headroom block in the contract (its limits)", field="headroom")
     upstreams = [args.upstream] if isinstance(args.upstream, str) else list(args.upstream)
@@ -88,7 +108,7 @@ def _headroom(args: argparse.Namespace, contract: Any) -> dict[str, Any]:
         raise SpecError("--headroom guards one engine: give its /metrics URL", field="headroom")
     url = args.headroom or upstreams[0].split("=", 1)[-1].rstrip("/") + "/metrics"
     return {
-        "redline": block.redline_config(),
+        "redline": redline_config(block),
         "headroom_url": url,
         "headroom_interval": args.headroom_interval,
     }
@@ -252,6 +272,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         max_body=args.max_body,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        watch=_watch(args),
         **_headroom(args, contract),
     )
     gateway = Gateway(contract, settings)

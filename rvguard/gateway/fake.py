@@ -33,7 +33,8 @@ It counts what a test needs to see a leak: ``active`` (generating now),
 ``max_active``, ``served``, ``aborted`` (the client went away mid-stream),
 ``connections`` (accepted), ``tokenized`` (``/tokenize`` answers) and the
 JSON ``bodies`` it received. `kill` drops every connection and stops
-listening; `start` listens again on the same port (an upstream restart).
+listening; `start` listens again on the same port (an upstream restart);
+`pause` makes it answer and stream nothing (a hung engine) until `resume`.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class FakeUpstream:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._go = asyncio.Event()  # cleared by `pause`: nothing is answered or streamed
+        self._go.set()
         self._stop = asyncio.Event()
         self._ids = 0
 
@@ -108,6 +111,7 @@ class FakeUpstream:
     async def kill(self) -> None:
         """Stop listening and abort every open connection (a crashed upstream)."""
         self._stop.set()
+        self._go.set()  # a paused engine's handlers end too
         if self._server is not None:
             self._server.close()
         for w in list(self._writers):
@@ -142,7 +146,16 @@ class FakeUpstream:
             self._handlers.discard(task)
             writer.transport.abort()
 
+    def pause(self) -> None:
+        """Answer nothing and stream nothing more (a hung engine), until `resume`."""
+        self._go.clear()
+
+    def resume(self) -> None:
+        """Answer and stream again."""
+        self._go.set()
+
     async def _answer(self, req: _HttpRequest, writer: asyncio.StreamWriter) -> bool:
+        await self._go.wait()
         method, path, headers, raw = req
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             err = {"message": "invalid API key", "type": "AuthenticationError", "param": None, "code": 401}
@@ -246,6 +259,7 @@ class FakeUpstream:
             return await _send_json(writer, 200, {**head, **plan.whole()})
         _start(writer, 200, "text/event-stream", chunked=True)
         for i, choice in enumerate(plan.chunks()):
+            await self._go.wait()
             if self.token_delay and (i or not chat):
                 await asyncio.sleep(self.token_delay)
             if i == 2 + chat and mode.startswith(("midfail", "miderror")):

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["FleetDispatcher", "FleetHooks", "FleetStatistics", "RouteAtDispatch", "build_dispatcher"]
 
 log = logging.getLogger("rvguard.gateway")
+#: seconds an engine's probe may take: under the gateway's own probe time-out (2 s), so a hung
+#: engine is found out rather than the whole probe cancelled
+PROBE_S = 1.5
 
 Render = Callable[[list[int]], Awaitable[str]]
 
@@ -444,10 +447,10 @@ class FleetDispatcher:
 
     async def _probe(self, engine: Engine) -> list[str] | None:
         try:
-            async with asyncio.timeout(2.0):
+            async with asyncio.timeout(PROBE_S):
                 got = await engine.dispatcher.models()
         except (DispatchError, TimeoutError) as err:
-            engine.down(f"probe failed: {err or 'no answer in 2 s'}")
+            engine.down(f"probe failed: {err or f'no answer in {PROBE_S:g} s'}")
             self.wake()
             return None
         engine.up()

@@ -35,7 +35,9 @@ Node headroom (DESIGN §10), from the Guard's ``sample``, ``demote`` and ``evict
 ``rvguard_demotions_total{resource}`` (surplus requests held back by the redline, by the deciding
 resource), ``rvguard_restores_total{resource}``, ``rvguard_evictions_total{reason}``; read at scrape
 time, ``rvguard_headroom_sample_age_seconds{resource}`` (seconds on the Guard's clock since that
-resource's last fresh sample: telemetry that stops arriving shows here), and the slots
+resource's last fresh sample: telemetry that stops arriving shows here),
+``rvguard_redline_firing`` (1 while it fires), ``rvguard_headroom_errors_total`` (failed reads),
+and the slots
 ``rvguard_slots`` (C), ``rvguard_reserve_slots`` (R) and ``rvguard_reserve_occupied`` (slots of the
 reserve held now: in flight beyond C − R).
 
@@ -310,10 +312,27 @@ class MetricsSink:
             "Learner answers past learner_timeout (each rejected the surplus it was asked about)",
             lambda: float(guard.statistics().learner_timeouts),
         )
+        loop = guard.headroom
+        telemetry = (
+            "Headroom reads that failed (unreachable or malformed telemetry)",
+            lambda: 0.0 if loop is None else float(loop.errors),
+        )
         self.registry.register(
-            _LiveCounters({"rvguard_sink_errors": errors, "rvguard_learner_timeouts": late})
+            _LiveCounters(
+                {
+                    "rvguard_sink_errors": errors,
+                    "rvguard_learner_timeouts": late,
+                    "rvguard_headroom_errors": telemetry,
+                }
+            )
         )
         self.registry.register(_SampleAges(self, guard.clock))
+        from prometheus_client import Gauge
+
+        redline = guard.core.redline
+        Gauge(
+            "rvguard_redline_firing", "1 while the physical redline fires", registry=self.registry
+        ).set_function(lambda: float(redline is not None and redline.firing))
 
     def observe_answer(self, tenant: str, response: Response) -> None:
         """Time to first token, upstream latency and token counts of one completed answer."""

@@ -62,8 +62,10 @@ class TraceFile:
         self.errors = 0
 
     def annotate(self, rid: str, fields: Mapping[str, Any]) -> None:
-        """Fields to add to ``rid``'s ``arrive`` record (dropped after it is written)."""
-        self._notes[rid] = fields
+        """Fields to add to ``rid``'s ``arrive`` record, beside those added before (dropped after it
+        is written)."""
+        before = self._notes.get(rid)
+        self._notes[rid] = fields if before is None else {**before, **fields}
 
     def forget(self, rid: str) -> None:
         """Drop ``rid``'s pending annotation (a request that never arrived)."""

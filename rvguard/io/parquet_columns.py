@@ -356,7 +356,7 @@ def _build(c: _Cols, kind_all: npt.NDArray[np.int64], keep: npt.NDArray[np.int64
         basis=basis,
         reason=tuple(r or "" if ok else "" for r, ok in zip(reasons, reasoned, strict=True)),
         line=keep.astype(np.int64) + 1,
-        proposals=tuple(_proposal_at(c, int(i)) for i in keep),
+        proposals=_proposals_kept(c, keep),
     )
 
 
@@ -367,6 +367,14 @@ def _numbers(c: _Cols, name: str, missing: float) -> npt.NDArray[np.float64]:
     return np.where(np.isnan(v), missing, v)
 
 
-def _proposal_at(c: _Cols, i: int) -> Proposal | None:
-    p = c.proposals.get(i)
-    return p if isinstance(p, Proposal) else None
+def _proposals_kept(c: _Cols, keep: npt.NDArray[np.int64]) -> tuple[Proposal | None, ...]:
+    """Each kept row's proposal (None for most): built from the few rows that have one."""
+    out: list[Proposal | None] = [None] * len(keep)
+    found = {i: p for i, p in c.proposals.items() if isinstance(p, Proposal)}
+    if found:
+        rows = np.array(sorted(found), dtype=np.int64)
+        at = np.searchsorted(keep, rows)
+        for j, i in zip(at.tolist(), rows.tolist(), strict=True):
+            if j < len(keep) and keep[j] == i:
+                out[j] = found[i]
+    return tuple(out)

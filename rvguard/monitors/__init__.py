@@ -1,4 +1,4 @@
-"""Timed safety automata for AF, SF, DR, WF, RB (and ND), online and offline."""
+"""Timed safety automata: AF, SF, DR, WF, RB (and ND), and PR, RL, EV, FR of DESIGN §10."""
 
 from __future__ import annotations
 

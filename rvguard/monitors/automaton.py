@@ -203,6 +203,8 @@ class TimedAutomaton:
         strict: a missing ``(location, kind)`` goes bad (protocol automata).
         context: facts reported with a violation (e.g. AF's entitlement count).
         shared: makes the variables all instances share (`Instance.shared`) from the contract.
+        node: updates those shared variables from a node event (a ``sample``, which has no
+            request and so no instance): how RL learns the freshest sample of each resource.
         bad_is_final: an instance in a bad location reacts to nothing more (False: its
             edges are still taken; the violation is reported once, on entering).
         clocks: deprecated and ignored (it was never read): a clock exists
@@ -222,6 +224,7 @@ class TimedAutomaton:
     strict_detail: Detail | None = None
     shared: Callable[[Contract], dict[str, Any]] | None = None
     bad_is_final: bool = True
+    node: Callable[[dict[str, Any], Event], None] | None = None
 
     def __post_init__(self, clocks: tuple[str, ...] | None) -> None:
         if clocks is not None:

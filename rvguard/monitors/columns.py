@@ -42,8 +42,10 @@ from ..lifecycle import (
 from ..lifecycle import CODE as KIND_CODE
 
 __all__ = [
+    "VECTORISED_KINDS",
     "RequestTable",
     "RowIndex",
+    "admission_rows",
     "entitlement_columns",
     "protocol_is_clean",
     "request_table",
@@ -159,6 +161,7 @@ _N_COLUMNS = _LAYOUT[1] if _LAYOUT else 1
 #: the lifecycle's moves as a flat int array (stage index * N_KINDS + code -> next stage index, -1 illegal)
 _NEXT = np.array(NEXT, dtype=np.int64)
 _TERMINAL = min(KIND_CODE[k] for k in TERMINAL_KINDS)  # any terminal kind: they share one column
+_PLAIN_CODES = np.array(sorted(KIND_CODE[k] for k in VECTORISED_KINDS), dtype=np.int64)
 
 
 def _protocol_holds(columns: I64, kind: npt.NDArray[np.int8]) -> bool:
@@ -213,6 +216,24 @@ def row_index(trace: ColumnarTrace) -> RowIndex:
     end_kind[has_end] = kind[end[has_end]]
     clean = unique and _protocol_holds(columns, kind)
     return RowIndex(arrive, admit, dispatch, end, end_kind, np.flatnonzero(kind == ARRIVE), clean)
+
+
+def admission_rows(trace: ColumnarTrace) -> ColumnarTrace:
+    """The trace without its DESIGN §10 rows and without any request's second ``dispatch``.
+
+    What a request's admission and outcome are does not depend on its route, demotions,
+    evictions or relocations: this projection keeps each request's arrive, admit, first
+    dispatch and end, a word of DESIGN §2 for every WF-clean trace, so the vectorised
+    admission judgements (the phase sweep) run on traces with every kind.
+    """
+    if bool(np.isin(trace.kind, _PLAIN_CODES).all()):
+        return trace
+    plain = np.isin(trace.kind, _PLAIN_CODES)
+    dispatch = np.flatnonzero(trace.kind == DISPATCH)
+    first = np.zeros(len(trace), dtype=bool)
+    _, at = np.unique(trace.rid[dispatch], return_index=True)
+    first[dispatch[at]] = True
+    return trace.take(np.flatnonzero(plain & ((trace.kind != DISPATCH) | first)))
 
 
 def protocol_is_clean(trace: ColumnarTrace, rows: RowIndex | None = None) -> bool:

@@ -38,14 +38,26 @@ from . import wf
 from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
+from .ev import EV
+from .fr import FR
 from .metrics import Metrics, MetricsAccumulator
+from .pr import PR
 from .product import CHOICE, ILLEGAL, UNKNOWN, Product
 from .rb import RB
+from .rl import RL
 from .sf import SF
 
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
 
 BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND, "RB": RB}
+BUILTIN |= {"PR": PR, "RL": RL, "EV": EV, "FR": FR}  # DESIGN §10's mechanisms
+#: the contract block each property needs, and what it reads there
+_NEEDS = {
+    "ND": ("service.upper", "an upper bound U: set service.upper in the contract"),
+    "RL": ("headroom", "the contract's headroom block (staleness, dwell, resources)"),
+    "EV": ("eviction", "the contract's eviction block (k)"),
+    "FR": ("fleet", "the contract's fleet block (staleness, engines and their slots)"),
+}
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB")
 
 _WF = wf.WF.compile()
@@ -75,13 +87,18 @@ def resolve_properties(
             raise SpecError(f"unknown property {p!r}: choose from {', '.join(BUILTIN)}", field="properties")
         if any(a.name == auto.name for a in out):
             raise SpecError(f"property {auto.name!r} given twice", field="properties", value=auto.name)
-        if auto is ND and contract.service.upper is None:
-            raise SpecError(
-                "property ND needs an upper bound U: set service.upper in the contract",
-                field="service.upper",
-            )
+        need = _NEEDS.get(auto.name) if BUILTIN.get(auto.name) is auto else None
+        if need is not None and _missing(contract, need[0]):
+            raise SpecError(f"property {auto.name} needs {need[1]}", field=need[0])
         out.append(auto)
     return out
+
+
+def _missing(contract: Contract, field: str) -> bool:
+    node: object = contract
+    for part in field.split("."):
+        node = getattr(node, part)
+    return node is None
 
 
 class Monitor:
@@ -89,7 +106,7 @@ class Monitor:
 
     Args:
         contract: the contract the trace is judged against.
-        properties: names of built-in properties (AF, SF, DR, WF, ND, RB) or
+        properties: names of built-in properties (AF, SF, DR, WF, ND, RB, PR, RL, EV, FR) or
             user-defined `TimedAutomaton` objects. WF's protocol is always
             run (it decides which events are legal); it is *reported* only
             when listed.
@@ -98,7 +115,8 @@ class Monitor:
             with the distinct rids).
 
     Raises:
-        SpecError: an unknown or duplicated property, or ND without U.
+        SpecError: an unknown or duplicated property, or one whose contract block is missing
+            (ND without U; RL, EV, FR without headroom, eviction, fleet).
     """
 
     def __init__(
@@ -123,6 +141,8 @@ class Monitor:
         self._entitlement = Entitlement(contract)
         #: the variables each automaton's instances share (`TimedAutomaton.shared`), by its name
         self._shared = {a.name: a.shared(contract) for a in self._autos if a.shared is not None}
+        #: the automata that learn from node events (`TimedAutomaton.node`), with their shared variables
+        self._node_hooks = [(a.node, self._shared.get(a.name, {})) for a in self._autos if a.node is not None]
         self._live: dict[str, Instance] = {}
         self._finished: set[str] = set()
         self._finished_order: deque[str] = deque()
@@ -236,6 +256,8 @@ class Monitor:
         out: list[Violation] = []
         if ev.t != self._now:
             self._move_time(ev.t, out)
+        for hook, shared in self._node_hooks:
+            hook(shared, ev)
         self._metrics.on_node(ev)
         return out
 

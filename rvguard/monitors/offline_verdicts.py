@@ -16,10 +16,10 @@ import numpy.typing as npt
 
 from ..columnar import BASIS_CODES, ColumnarTrace
 from ..contract import Contract
-from ..events import Basis, Event, is_client_error
+from ..events import PREEMPTED, Basis, Event, is_client_error
 from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
-from . import af, dr, rb, sf
+from . import af, dr, pr, rb, sf
 from .automaton import Instance, TimedAutomaton
 from .columns import RequestTable
 
@@ -222,7 +222,29 @@ def _holders(
     return out
 
 
-_JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd}
+def _pr(reqs: _Requests) -> list[Violation]:
+    """PR on a trace of DESIGN §2's kinds alone: a protected request that failed ``preempted``."""
+    req, ent, trace = reqs.req, reqs.ent, reqs.trace
+    admitted = req.admit_row >= 0
+    floor = np.zeros(len(admitted), dtype=bool)
+    floor[admitted] = trace.basis[req.admit_row[admitted]] == BASIS_CODES[Basis.FLOOR]
+    failed = np.flatnonzero((req.end_kind == FAIL) & (ent[1] | floor))
+    rs = np.array(
+        [r for r in failed.tolist() if trace.reason[int(req.end_row[r])] == PREEMPTED], dtype=np.int64
+    )
+    witnesses = reqs.events(reqs.rows(rs))
+    return _violations(
+        pr.PR, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, pr._failed, triggered=True
+    )
+
+
+def _none(reqs: _Requests) -> list[Violation]:
+    """RL, EV, FR on a trace of DESIGN §2's kinds alone: with no demote, evict or route, nothing to judge
+    (a trace with any DESIGN §10 row is judged by replay, `rvguard.monitors.columns.VECTORISED_KINDS`)."""
+    return []
+
+
+_JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd, "PR": _pr, "RL": _none, "EV": _none, "FR": _none}
 
 
 def offline_violations(

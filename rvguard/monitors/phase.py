@@ -5,7 +5,8 @@ the contract's enforces a different contract, so a trace that attains its
 floor at φ = 0 can fall short at another phase. For each of N phases
 φ_j = j·W/N the sweep recomputes entitlement (vectorised, the same prefix
 rule as `Entitlement`) and reports the floor attainment and the rejected
-requests that the shifted origin makes entitled.
+requests that the shifted origin makes entitled. A trace with DESIGN §10
+rows is swept on its admission rows (`columns.admission_rows`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..columnar import ColumnarTrace
 from ..contract import Contract
 from ..errors import SpecError
 from ..lifecycle import COMPLETE, REJECT
-from .columns import entitlement_columns, protocol_is_clean, request_table, row_index
+from .columns import admission_rows, entitlement_columns, protocol_is_clean, request_table, row_index
 
 __all__ = ["PhaseRow", "PhaseSweep", "phase_sweep"]
 
@@ -64,6 +65,7 @@ def phase_sweep(trace: ColumnarTrace, contract: Contract, steps: int) -> PhaseSw
     """
     if steps < 1:
         raise SpecError(f"--phase-sweep needs at least 1 step, got {steps}", field="phase_sweep", value=steps)
+    trace = admission_rows(trace)  # routes, demotions, evictions change no admission or outcome
     index = row_index(trace)
     if len(trace) == 0 or not protocol_is_clean(trace, index):
         return PhaseSweep((), None, None)

@@ -7,13 +7,14 @@ redline does not know (refused, nothing changes), and long silences. The learner
 anything, rejections included. Past the hard floor every running surplus request is noticed for
 preemption (`Preemption`, with a random grace) and stopped when due, as the Guard's loop does.
 
-After every step: the core's `_check()` (nothing queued as surplus while the redline fires,
-nothing held while it is clear, held requests surplus only), the online `Monitor` finding no AF,
-DR, WF or RB violation (a reserve R is drawn too), and RL and PR read from the trace by the
-plain checkers below (written from DESIGN §10, not from the core): every ``demote`` names a
-resource and a sample time that a ``sample`` event already traced; only a queued request this
-core admitted as surplus (or demoted excess) is demoted, and only a held one restored; no
-surplus is dispatched while the redline fires; a ``fail`` with reason ``preempted`` only for a
+After every step: the core's `_check()` (nothing held while the redline is clear, held requests
+surplus and unprotected only), the online `Monitor` finding no AF, DR, WF, RB, RL or PR
+violation (a reserve R is drawn too; the redline is the contract's headroom block), and RL and
+PR read again from the trace by the plain checkers below (written from DESIGN §10, not from the
+core): every ``demote`` cites a resource and a sample time that a ``sample`` event already
+traced, at most ``staleness`` old; only a queued, unentitled request this core admitted as
+surplus (or demoted excess) is demoted, and only a held one restored; no surplus is dispatched
+while the redline fires; a ``fail`` with reason ``preempted`` only for a
 running surplus request; one terminal event per request. At teardown everything ends, each
 request exactly once.
 """
@@ -29,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.preemption import PREEMPTED, Preemption
-from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
+from rvguard.enforce.redline import HeadroomSample, redline_config
 from rvguard.enforce.request import Request
 from rvguard.errors import TelemetryFormatError
 from rvguard.events import Admit, Arrive, Basis, Demote, Dispatch, Event, Fail, Proposal, Restore, Sample
@@ -118,22 +119,31 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         horizon=st.sampled_from([0.0, 30.0]),
         dwell=st.integers(1, 3),
         grace=st.sampled_from([0.0, 0.5]),
-        staleness=st.sampled_from([math.inf, 5.0, 40.0]),
+        staleness=st.sampled_from([1e6, 5.0, 40.0]),
     )
     def setup(self, slots: int, floor: int, excess: str, reserve: int, drop: bool, both: bool, h_min: float,
               margin: float, alpha: float, horizon: float, dwell: int, grace: float,
               staleness: float) -> None:  # fmt: skip
-        self.contract = make_contract(
-            slots=slots, floor=floor, excess=excess, reserve=min(reserve, slots - 1)
-        )
-        limits = [ResourceLimit("kv_cache", h_min=h_min, margin=margin, hard_floor=h_min / 2)]
+        base = make_contract(slots=slots, floor=floor, excess=excess, reserve=min(reserve, slots - 1))
+        resources: dict[str, dict[str, float]] = {
+            "kv_cache": {"h_min": h_min, "margin": margin, "hard_floor": h_min / 2}
+        }
         if both:
-            limits.append(ResourceLimit("seqs", h_min=0.3, margin=0.1))
-        config = RedlineConfig(tuple(limits), alpha=alpha, horizon=horizon, dwell=dwell)
-        self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config, staleness=staleness)
+            resources["seqs"] = {"h_min": 0.3, "margin": 0.1}
+        block = {
+            "alpha": alpha,
+            "horizon": horizon,
+            "dwell": dwell,
+            "staleness": staleness,
+            "resources": resources,
+        }
+        self.contract = Contract.model_validate({**base.model_dump(), "headroom": block})
+        assert self.contract.headroom is not None
+        config = redline_config(self.contract.headroom)  # the core reads staleness from the block
+        self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config)
         self.staleness = staleness
         self.pre = Preemption(self.core, grace=grace, retry_after=1.0)
-        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB"))
+        self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB", "RL", "PR"))
 
     def _take(self, events: list[Event]) -> None:
         firing = self.core.redline is not None and self.core.redline.firing

@@ -169,6 +169,8 @@ async def test_two_replicas_share_the_floor(redis_url: str, tmp_path: Path, caps
     traces, statuses, metrics = await run(redis_url, tmp_path, "up", {}, windows=5)
     judge(traces, statuses, outage=False)
     assert statuses.count(200) == 5 * FLOOR  # the pool grants B per window, fleet-wide
+    arrives = [json.loads(x) for t in traces for x in t.read_text().splitlines() if '"arrive"' in x]
+    assert all({"request_id", "credit", "pool_arrived"} <= set(a) for a in arrives)  # both notes kept
     spec = tmp_path / "contract.json"
     spec.write_text(fleet_contract().model_dump_json())
     assert main(["check", *map(str, traces), "--contract", str(spec)]) == 0  # the CLI merges them

@@ -52,7 +52,11 @@ def _tail(path: Path, n: int = 40) -> str:
 class Engine:
     """A vLLM OpenAI-compatible server in its own process group."""
 
-    def __init__(self, log: Path, *, key: str | None = None) -> None:
+    def __init__(
+        self, log: Path, *, key: str | None = None, max_model_len: int = 2048, extra: tuple[str, ...] = ()
+    ) -> None:
+        self.max_model_len = max_model_len
+        self.extra = extra  # more server arguments (a small KV cache: --num-gpu-blocks-override ...)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -82,7 +86,8 @@ class Engine:
             "--scheduling-policy",
             "priority",
             "--max-model-len",
-            "2048",
+            str(self.max_model_len),
+            *self.extra,
             "-O0",
             "--enforce-eager",
             *(["--api-key", self.key] if self.key else []),
@@ -135,6 +140,11 @@ class Engine:
             if line.startswith("vllm:num_requests_running")
         ]
         return sum(vals)
+
+
+def ensure_env() -> None:
+    """Build ``.venv-vllm`` if its stamp is missing (fails the run when it cannot)."""
+    _ensure_env()
 
 
 def _ensure_env() -> None:

@@ -357,3 +357,35 @@ async def test_relocations_are_bounded_by_k(tmp_path: Path) -> None:
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
     assert len([e for e in events if e["kind"] == "fail"]) == 1
+
+
+async def test_a_hung_engine_leaves_rotation_and_its_requests_fail_once(tmp_path: Path) -> None:
+    """A paused engine: its probe times out (out of rotation), its requests end at the read time-out."""
+    c = contract(slots=2)
+    ups = [FakeUpstream(token_delay=0.02) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=5, probe_interval=0.2, read_timeout=1.0)
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            first = [asyncio.ensure_future(_complete(client, url, "sk-opp")) for _ in range(2)]
+            while not (ups[0].active and ups[1].active):
+                await asyncio.sleep(0.01)
+            ups[0].pause()
+            answers = await asyncio.gather(*first)
+            assert gw.fleet is not None
+            async with asyncio.timeout(10):
+                while gw.fleet.engines[0].alive:  # the next probe times out (1.5 s)
+                    await asyncio.sleep(0.05)
+            after = await asyncio.gather(*(_complete(client, url, "sk-opp") for _ in range(3)))
+            ups[0].resume()
+    finally:
+        for up in ups:
+            await up.close()
+    assert sorted(a.status_code for a in answers) == [200, 504]
+    assert all(a.status_code == 200 for a in after) and ups[1].served == 4
+    events = read_trace(tmp_path / "t.jsonl")
+    assert set(terminal_counts(events).values()) == {1}
+    assert [e["reason"] for e in events if e["kind"] == "fail"] == [
+        "DispatchError: upstream timeout: ReadTimeout"
+    ]

@@ -4,6 +4,7 @@ while the KV cache is nearly full, restored after, preempted past the hard floor
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import httpx
@@ -49,6 +50,8 @@ async def test_surplus_is_demoted_while_the_cache_is_nearly_full_and_restored_af
             await _until(lambda: gw.guard.core.held == 1, "the surplus request held")
             ok = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
             assert ok.status_code == 200  # floor work is served while surplus waits
+            firing = (await client.get(url + "/metrics")).text
+            assert "rvguard_redline_firing 1.0" in firing
             assert not opp.done()
             up.kv_usage = 0.2
             assert (await opp).status_code == 200
@@ -84,3 +87,43 @@ async def test_past_the_hard_floor_a_running_surplus_request_gets_503(tmp_path: 
 def test_headroom_without_a_redline_is_refused() -> None:
     with pytest.raises(SpecError, match="headroom block"):
         settings("http://127.0.0.1:9", None, headroom_url="http://127.0.0.1:9/metrics")
+
+
+def test_serve_headroom_reads_the_contracts_block() -> None:
+    import argparse
+
+    from rvguard.gateway.cli import _headroom
+
+    block = {"staleness": 5.0, "alpha": 0.4, "resources": {"kv_cache": {"h_min": 0.2, "hard_floor": 0.05}}}
+    with_block = contract(headroom=block)
+    args = argparse.Namespace(headroom="", upstream=["http://127.0.0.1:8000/"], headroom_interval=0.5)
+    got = _headroom(args, with_block)
+    assert got["headroom_url"] == "http://127.0.0.1:8000/metrics" and got["headroom_interval"] == 0.5
+    assert got["redline"].alpha == 0.4 and got["redline"].resources[0].hard_floor == 0.05
+    assert _headroom(argparse.Namespace(headroom=None), with_block) == {}
+    with pytest.raises(SpecError, match="headroom block"):
+        _headroom(args, contract())
+    two = argparse.Namespace(headroom="", upstream=["a=http://h:1", "b=http://h:2"], headroom_interval=1.0)
+    with pytest.raises(SpecError, match="one engine"):
+        _headroom(two, with_block)
+
+
+async def test_the_alert_log_of_serve_feeds_review(tmp_path: Path) -> None:
+    """--alert-log: the watch's alerts as JSON lines; `rvguard review TRACE LOG` counts them."""
+    import argparse
+
+    from rvguard.cli import main
+    from rvguard.gateway.cli import _watch
+
+    trace, log = tmp_path / "t.jsonl", tmp_path / "alerts.jsonl"
+    assert _watch(argparse.Namespace(alert_log=None)) is None
+    async with FakeUpstream(token_delay=0.01) as up:
+        s = settings(up.url, trace, watch=_watch(argparse.Namespace(alert_log=str(log))))
+        async with gateway(contract(), s) as (_gw, url), httpx.AsyncClient(timeout=30) as client:
+            slow = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
+            assert slow.status_code == 200  # 90 tokens × 10 ms: above s_max = 0.4 s
+    spec = tmp_path / "c.json"
+    spec.write_text(contract().model_dump_json())
+    assert main(["review", str(trace), str(log), "--contract", str(spec)]) == 1
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines and lines[0]["kind"] == "service" and lines[0]["limit"] == 0.4

@@ -119,3 +119,4 @@ def test_the_headroom_events_and_the_sample_age_are_exported() -> None:
     assert value("rvguard_restores", resource="kv_cache") == 1.0
     assert value("rvguard_evictions", reason="emergency") == 1.0
     assert value("rvguard_headroom_sample_age_seconds", resource="kv_cache") == 30.0  # Guard clock 31 − 1
+    assert value("rvguard_redline_firing") == 0.0 and value("rvguard_headroom_errors") == 0.0  # no redline

@@ -28,7 +28,18 @@ from rvguard.events import (
 STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
 
 
-def small_contract(credit: str = "count", epoch: float = 0.0, reserve: int = 0) -> Contract:
+#: the DESIGN §10 blocks of a small contract: short staleness, k = 1, two small engines
+RUNBOOK_BLOCKS = {
+    "headroom": {"staleness": 0.5, "dwell": 1, "resources": {"kv": {"h_min": 0.2}, "seqs": {"h_min": 0.1}}},
+    "eviction": {"k": 1},
+    "fleet": {"staleness": 0.25, "engines": {"e0": 1, "e1": 2}},
+}
+
+
+def small_contract(
+    credit: str = "count", epoch: float = 0.0, reserve: int = 0, *, runbook: bool = True
+) -> Contract:
+    """The test contract; ``runbook``: with the DESIGN §10 blocks (`RUNBOOK_BLOCKS`)."""
     return contract_from_mapping(
         {
             "epoch": epoch,  # an origin off 0 moves every window edge away from the steps' grid
@@ -43,6 +54,7 @@ def small_contract(credit: str = "count", epoch: float = 0.0, reserve: int = 0) 
                 "b": {"floor": 1 if credit == "count" else 6, "deadline": 0.5, "tier": 1},
                 "o": {"floor": 0, "deadline": 2.0, "tier": 2},
             },
+            **(RUNBOOK_BLOCKS if runbook else {}),
         }
     )
 
@@ -87,8 +99,9 @@ def _event(kind: str, t: float, rid: str, basis: Basis = Basis.SURPLUS, reason: 
     return Fail(t, rid, reason)
 
 
-def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str) -> Event:
-    """A DESIGN §10 event of a request, its fields drawn (times at or before ``t``)."""
+def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dict[str, float]) -> Event:
+    """A DESIGN §10 event of a request, its fields drawn (times at or before ``t``); a demotion or
+    restore cites the freshest sample of its resource (``freshest``) more often than not."""
     back = draw(st.sampled_from([0.0, 0.0, 0.125, 0.5, 2.0]))
     if kind == "route":
         mode = draw(st.sampled_from(list(RouteMode)))
@@ -96,7 +109,13 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str) -> Event:
         return Route(t, rid, draw(st.sampled_from(ENGINES)), view, mode)
     if kind in ("demote", "restore"):
         cls = Demote if kind == "demote" else Restore
-        return cls(t, rid, draw(st.sampled_from(RESOURCES)), max(0.0, t - back))
+        # mostly the resource sampled last (what a redline acting on a reading cites)
+        known = list(freshest)[-1:] if freshest and draw(st.integers(0, 3)) else list(RESOURCES)
+        resource = draw(st.sampled_from(known))
+        cited = freshest.get(resource)
+        if cited is None or draw(st.integers(0, 2)) == 0:
+            cited = max(0.0, t - back)
+        return cls(t, rid, resource, cited)
     if kind == "evict":
         return Evict(t, rid, draw(st.integers(0, 4096)), draw(st.sampled_from(["emergency", "voluntary"])))
     return Relocate(t, rid, draw(st.sampled_from(ENGINES)))
@@ -115,6 +134,8 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = F
     ``runbook``: DESIGN §10's kinds too (routes, demote/restore, evict/relocate, node samples).
     """
     table = _NEXT_RUNBOOK if runbook else _NEXT
+    freshest: dict[str, float] = {}
+    tenants: dict[str, str] = {}
     t = 0.0
     events: list[Event] = []
     live: dict[str, str] = {}
@@ -122,7 +143,10 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = F
     for _ in range(draw(st.integers(1, max_steps))):
         t += draw(STEPS)
         if runbook and draw(st.integers(0, 5)) == 0:
-            events.append(_sample(draw, t))
+            sample = _sample(draw, t)
+            events.append(sample)
+            newest = max(freshest.pop(sample.resource, sample.sample_time), sample.sample_time)
+            freshest[sample.resource] = newest  # (re-inserted last: the resource sampled last)
             continue
         if not live or draw(st.booleans()):
             rid = f"r{n}"
@@ -134,15 +158,25 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = F
             max_tokens = draw(st.one_of(st.none(), st.integers(0, 12)))
             events.append(Arrive(t, rid, tenant, deadline=deadline, max_tokens=max_tokens, prompt_tokens=3))
             live[rid] = "arrive"
+            tenants[rid] = tenant
             continue
         rid = draw(st.sampled_from(sorted(live)))
         kind = draw(st.sampled_from(table[live[rid]]))
+        if kind in ("demote", "evict") and tenants[rid] != "o" and draw(st.integers(0, 3)):
+            kind = "dispatch" if kind == "demote" else "complete"  # mostly surplus work is shed
+        if kind == "demote" and draw(st.booleans()):  # the redline acts on a sample just read
+            sample = Sample(t, draw(st.sampled_from(RESOURCES)), 0.05, t)
+            events.append(sample)
+            freshest.pop(sample.resource, None)  # (re-inserted last: the resource sampled last)
+            freshest[sample.resource] = t
         if kind in ("route", "demote", "restore", "evict", "relocate"):
-            events.append(_runbook_event(draw, kind, t, rid))
+            events.append(_runbook_event(draw, kind, t, rid, freshest))
             if kind != "route":  # a self-loop: the request stays where it was
                 live[rid] = kind
             continue
         basis = draw(st.sampled_from(list(Basis))) if kind == "admit" else Basis.SURPLUS
+        if runbook and kind == "admit" and tenants[rid] == "o" and draw(st.integers(0, 3)):
+            basis = Basis.SURPLUS  # mostly surplus work, which the runbook's mechanisms may shed
         reason = draw(st.sampled_from(FAIL_REASONS)) if kind == "fail" else "err"
         events.append(_event(kind, t, rid, basis, reason))
         if kind in ("complete", "fail", "drop", "reject"):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 
 from rvguard.columnar import ColumnarTrace
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Route, Sample
 from rvguard.monitors.partition import rid_hashes, summarise, take
 
 from .strategies import small_contract
@@ -65,10 +70,23 @@ def test_a_partition_bad_by_itself_is_a_problem() -> None:
     assert not empty.problem and empty.events == 0
 
 
-def test_rid_hashes_are_stable_blake2b() -> None:
-    """Not Python's salted hash(): workers in other processes must agree."""
-    want = sorted(int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest()) for r in ("a", "b"))
-    assert rid_hashes(["b", "a"]).tolist() == want
+RIDS = ["a", "b", "ab", "ba", "r10", "r01", "é", "x" * 64]
+
+
+def test_rid_hashes_agree_across_processes() -> None:
+    """Not Python's salted hash(): workers in other processes (other hash seeds) must agree."""
+    code = f"from rvguard.monitors.partition import rid_hashes; print(rid_hashes({RIDS!r}).tolist())"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == str(rid_hashes(RIDS).tolist())
+    assert len(set(rid_hashes(RIDS).tolist())) == len(RIDS)  # no collision among these
+
+
+def test_long_rids_are_hashed_by_blake2b() -> None:
+    long = ["y" * 65, "z" * 70]
+    want = sorted(int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest()) for r in long)
+    assert rid_hashes(long).tolist() == want
+    assert rid_hashes([]).size == 0
 
 
 def test_take_keeps_names_codes_and_lines() -> None:
@@ -76,3 +94,28 @@ def test_take_keeps_names_codes_and_lines() -> None:
     part = take(trace, np.array([4, 7]))
     assert part.rid_names == trace.rid_names and part.rid.tolist() == [1, 1]
     assert part.line.tolist() == [5, 8] and [e.kind.value for e in part.events()] == ["arrive", "complete"]
+
+
+def test_a_summary_pickles_with_the_c_pickler_and_round_trips() -> None:
+    """Dask ships summaries between processes; extras on the events survive."""
+    noted = dataclasses.replace(Complete(0.7, "early"), extra={"note": "kept"})
+    events = [Admit(0.5, "old", Basis.FLOOR), *_served("early", 0.6)[:3], noted, *_served("late", 1.2)]
+    s = summarise(
+        ColumnarTrace.from_events(events),
+        CONTRACT,
+        ["AF", "SF"],
+        index=0,
+        path="p",
+        records=lambda rows: [events[i] for i in rows],  # the record path keeps extras
+    )
+    back = pickle.loads(pickle.dumps(s))
+    assert back.rows == s.rows and [ev.extra for ev in back.rows] == [ev.extra for ev in s.rows]
+    assert back.rows[-1].extra == {"note": "kept"}
+    assert back.deferred == s.deferred and back.busy.tolist() == s.busy.tolist()
+
+
+def test_rows_of_the_runbook_kinds_are_left_to_the_single_process_check() -> None:
+    """sample/route/demote…: the offline checker replays such traces, so the fold does not take them."""
+    events = [Sample(0.0, "kv_cache", 0.5, 0.0), *_served("x", 0.1), Route(0.3, "y", "e1")]
+    assert _summary(events[:1]).problem.startswith("rows of the DESIGN §10 kinds")
+    assert _summary([*_served("x", 0.1)[:2], Route(0.3, "x", "e1")]).problem.startswith("rows of the DESIGN")

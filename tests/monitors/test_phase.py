@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
 
 from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.errors import SpecError
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Reject
+from rvguard.monitors import Monitor
 from rvguard.monitors.phase import phase_sweep
+
+from .strategies import small_contract, wellformed_traces
 
 
 def straddle(marquee: Contract) -> ColumnarTrace:
@@ -54,3 +58,32 @@ def test_rejections_entitled_only_at_another_phase_are_listed() -> None:
 def test_steps_must_be_positive(marquee: Contract) -> None:
     with pytest.raises(SpecError, match="at least 1"):
         phase_sweep(straddle(marquee), marquee, 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(wellformed_traces(runbook=True))
+def test_a_trace_with_the_runbook_kinds_is_swept_on_its_admissions(events: list[Event]) -> None:
+    """Routes, demotions, evictions, relocations and samples change no admission nor outcome: the
+    sweep is that of the trace without them (and without a relocated request's second dispatch,
+    filtered here by hand), and at φ = 0 it counts what the online monitor counts."""
+    c = small_contract()
+    seen: set[str] = set()
+    plain = []
+    for e in events:
+        if e.kind.value not in ("arrive", "admit", "reject", "dispatch", "complete", "drop", "fail"):
+            continue
+        if isinstance(e, Dispatch) and e.rid in seen:
+            continue
+        if isinstance(e, Dispatch):
+            seen.add(e.rid)
+        plain.append(e)
+    sweep = phase_sweep(ColumnarTrace.from_events(events), c, 3)
+    assert sweep == phase_sweep(ColumnarTrace.from_events(plain), c, 3)
+    monitor = Monitor(c)
+    monitor.feed_all(events)
+    summary = monitor.summary()
+    if plain:
+        first = sweep.rows[0]
+        assert (first.entitled, first.attained) == (summary.entitled, summary.entitled_attained)
+    else:
+        assert sweep.rows == ()

@@ -58,7 +58,6 @@ def test_the_alert_log_is_counted_beside_the_trace(
     log = AlertLog(tmp_path / "alerts.jsonl")
     log(Alert(0.7, "service", "assured service 0.7s above ceiling", 0.7, 0.5))
     log(Alert(3.0, "clear", "assumptions hold again"))
-    log.close()
     with open(log.path, "a") as f:
         f.write(json.dumps({"event": "startup", "kind": "service"}) + "\n\n")
     assert main(["review", trace, str(log.path), "--contract", spec, "--json"]) == 1
@@ -92,3 +91,19 @@ def test_gateway_log_lines_count_only_when_they_are_alerts(tmp_path: Path) -> No
     ]
     log.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert count_alerts(log) == {"capacity": 1, "other": 2}
+
+
+def test_the_contracts_headroom_block_reviews_the_redline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rvguard.events import Sample
+
+    values = [0.6] * 5 + [0.0] + [0.6] * 5  # one glitch: at alpha 0.9 a false trigger
+    events = [Sample(15.0 * i, "kv_cache", v, 15.0 * i) for i, v in enumerate(values)]
+    trace, spec = _files(tmp_path, events)
+    block = {"alpha": 0.9, "staleness": 30.0, "resources": {"kv_cache": {"h_min": 0.2, "margin": 0.05}}}
+    Path(spec).write_text(json.dumps({**CONTRACT, "headroom": block}))
+    assert main(["review", trace, "--contract", spec, "--json"]) == 1
+    (f,) = json.loads(capsys.readouterr().out)["findings"]
+    assert f["parameter"] == "headroom.alpha" and f["recalibrate"] == {"headroom.alpha": 0.65}
+    assert main(["review", trace, "--contract", spec, "--confirm", "0"]) == 2

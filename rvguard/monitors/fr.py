@@ -1,0 +1,161 @@
+"""FR — fleet routing: no request routed on a stale view; per-engine in flight ≤ C_e (DESIGN §10).
+
+Theory of operation
+-------------------
+A ``route`` with mode ``p2c`` decides on the fleet's headroom view read at
+``view_time``: it is a bad prefix when that view is older than the
+contract's ``fleet.staleness`` (t − view_time > staleness) or missing. A
+``siloed`` route uses no shared view and is not judged on its age.
+
+A request's engine is the one its last ``route`` or ``relocate`` named. Its
+``dispatch`` takes one of that engine's C_e slots (``fleet.engines``) until
+it ends or is evicted; a dispatch that finds C_e already taken, or that
+goes to an engine the contract does not list, is a bad prefix. A request
+never routed (a single-engine trace) holds no engine's slot, and FR takes
+none of its moves (they stay on the monitor's cached fast path). FR's shared
+variable is the requests holding each engine's slots, in dispatch order.
+Bad locations are not final: the count stays exact after a violation.
+
+Cost: O(1) per event; memory O(requests in flight).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from ..contract import Contract
+from ..errors import SpecError
+from ..events import Event, EventKind, Relocate, Route, RouteMode
+from .automaton import Edge, Instance, TimedAutomaton
+
+__all__ = ["FR", "SHOWN", "TRANSITIONS", "Loc"]
+
+#: how many of the engine's other holders a violation names
+SHOWN = 16
+
+
+class Loc(Enum):
+    """FR locations of one request."""
+
+    IDLE = "idle"  # never routed: it holds no engine's slot, and FR takes none of its moves
+    ROUTED = "routed"  # routed (or relocated), not holding its engine's slot
+    RUNNING = "running"
+    STALE = "stale"  # bad: routed on a stale view (routed otherwise)
+    OVER = "over"  # bad: dispatched beyond its engine's C_e (running otherwise)
+    DONE = "done"
+
+
+K = EventKind
+
+
+def _shared(contract: Contract) -> dict[str, Any]:
+    if contract.fleet is None:  # pragma: no cover - resolve_properties refuses FR first
+        raise SpecError("property FR needs the contract's fleet block", field="fleet")
+    fleet = contract.fleet
+    return {"staleness": fleet.staleness, "slots": dict(fleet.engines), "holding": {}}
+
+
+def _fresh(inst: Instance, ev: Event) -> bool:
+    assert isinstance(ev, Route)
+    if ev.mode is RouteMode.SILOED:
+        return True
+    return ev.view_time is not None and ev.t - ev.view_time <= inst.shared["FR"]["staleness"]
+
+
+def _place(inst: Instance, ev: Event) -> None:
+    assert isinstance(ev, Route | Relocate)
+    inst.vars["fr_engine"] = ev.engine
+    if isinstance(ev, Route):
+        inst.vars["fr_view_time"] = ev.view_time
+
+
+def _room(inst: Instance, ev: Event) -> bool:
+    engine = inst.vars["fr_engine"]
+    state = inst.shared["FR"]
+    slots = state["slots"].get(engine)
+    return slots is not None and len(state["holding"].get(engine, ())) < slots
+
+
+def _take(inst: Instance, ev: Event) -> None:
+    engine = inst.vars["fr_engine"]
+    state = inst.shared["FR"]
+    holding: dict[str, None] = state["holding"].setdefault(engine, {})
+    inst.vars.update(
+        fr_limit=state["slots"].get(engine),
+        fr_in_flight=len(holding) + 1,
+        fr_others=tuple(itertools.islice(holding, SHOWN)),
+    )
+    holding[inst.rid] = None
+    inst.vars["fr_holding"] = engine
+
+
+def _release(inst: Instance, ev: Event) -> None:
+    engine = inst.vars.pop("fr_holding", None)
+    if engine is not None:
+        inst.shared["FR"]["holding"][engine].pop(inst.rid, None)
+
+
+def _stale(inst: Instance, ev: Event | None, now: float) -> str:
+    view = inst.vars.get("fr_view_time")
+    if view is None:
+        return "a p2c route with no view_time: routed on no view at all"
+    limit = inst.shared["FR"]["staleness"]
+    return f"a p2c route decided on a view {now - view:g} s old > staleness {limit:g} s"
+
+
+def _over(inst: Instance, ev: Event | None, now: float) -> str:
+    v = inst.vars
+    if v["fr_limit"] is None:
+        return f"dispatched on engine {v['fr_engine']!r}, which the contract's fleet does not list"
+    return f"dispatch made {v['fr_in_flight']} in flight on engine {v['fr_engine']!r} > C_e = {v['fr_limit']}"
+
+
+_ENDS = (K.COMPLETE, K.FAIL, K.DROP)
+_PLACED = (Loc.IDLE, Loc.ROUTED, Loc.STALE)  # where a route or a relocation may come
+_ROUTED = (Loc.ROUTED, Loc.STALE)
+_RUNNING = (Loc.RUNNING, Loc.OVER)
+TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
+    **{
+        (loc, K.ROUTE): (
+            Edge(Loc.ROUTED, _fresh, "siloed, or view_time within staleness", update=_place),
+            Edge(Loc.STALE, label="p2c on a stale or missing view", update=_place, detail=_stale),
+        )
+        for loc in _PLACED
+    },
+    **{(loc, K.RELOCATE): (Edge(Loc.ROUTED, update=_place),) for loc in _PLACED},
+    **{
+        (loc, K.DISPATCH): (
+            Edge(Loc.RUNNING, _room, "fewer than C_e on its engine", update=_take),
+            Edge(Loc.OVER, label="C_e taken, or an unlisted engine", update=_take, detail=_over),
+        )
+        for loc in _ROUTED
+    },
+    **{(loc, K.EVICT): (Edge(Loc.ROUTED, update=_release),) for loc in _RUNNING},
+    **{(loc, k): (Edge(Loc.DONE, update=_release),) for loc in _RUNNING for k in _ENDS},
+}
+
+
+def _context(inst: Instance) -> Mapping[str, Any]:
+    v = inst.vars
+    out: dict[str, Any] = {"engine": v.get("fr_engine")}
+    if "fr_in_flight" in v:
+        out.update(limit=v["fr_limit"], in_flight=v["fr_in_flight"], others=list(v["fr_others"]))
+    if "fr_view_time" in v:
+        out["view_time"] = v["fr_view_time"]
+    return out
+
+
+FR = TimedAutomaton(
+    name="FR",
+    description="no p2c route on a view older than the staleness bound; per-engine in flight ≤ C_e",
+    locations=Loc,
+    initial=Loc.IDLE,
+    bad=frozenset({Loc.STALE, Loc.OVER}),
+    transitions=TRANSITIONS,
+    context=_context,
+    shared=_shared,
+    bad_is_final=False,
+)

@@ -1,0 +1,95 @@
+"""The redline end to end on the real vLLM CPU engine with a small KV cache.
+
+An engine whose KV cache holds 384 tokens (12 blocks of 32) for C = 4 sequences of up to 250
+tokens queues and preempts on its own under long surplus generations. Through the gateway, with
+the contract's headroom block and ``/metrics`` read every 50 ms, the guard traces the engine's
+KV headroom, demotes queued surplus while it is low and restores it after; the trace passes AF,
+DR, WF, RB, RL and PR (SF is not claimed: on this shared machine a 16-token answer can take
+longer than any deadline worth stating). The engine runs under ``/tmp/rvguard-engine.lock`` and
+is killed at the end; the test fails, never skips, when it cannot start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rvguard.check import check_trace
+from rvguard.enforce.redline import redline_config
+
+from ._support import auth, contract, gateway, settings
+from .conftest import Engine, ensure_env
+
+LOCK = Path("/tmp/rvguard-engine.lock")
+SMALL_KV = ("--num-gpu-blocks-override", "12", "--block-size", "32")
+HEADROOM = {
+    "alpha": 0.5,
+    "dwell": 1,
+    "staleness": 3.0,
+    "resources": {"kv_cache": {"h_min": 0.35, "margin": 0.15, "hard_floor": 0.0}},
+}
+LONG = {"model": "tiny", "prompt": "long answer", "max_tokens": 250, "ignore_eos": True}
+SHORT = {"model": "tiny", "prompt": "assured", "max_tokens": 16, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def small_kv_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    if not sys.platform.startswith("linux"):
+        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
+    ensure_env()
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one engine run at a time on this machine
+        eng = Engine(tmp_path_factory.mktemp("vllm-kv") / "server.log", max_model_len=256, extra=SMALL_KV)
+        try:
+            eng.start()
+            yield eng
+        finally:
+            eng.kill()
+
+
+async def _surplus(client: httpx.AsyncClient, url: str, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-opp"))
+
+
+async def test_the_redline_demotes_surplus_on_the_engines_kv_headroom(
+    small_kv_engine: Engine, tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    c = contract(output_cap=250, headroom=HEADROOM, service={"s_max": 5.0, "s_max_opp": 5.0, "lower": 0.0})
+    assert c.headroom is not None
+    s = settings(
+        small_kv_engine.url,
+        trace,
+        redline=redline_config(c.headroom),
+        headroom_url=small_kv_engine.url + "/metrics",
+        headroom_interval=0.05,
+        timeout=60.0,
+    )
+    async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=120.0) as client:
+        stop = asyncio.Event()
+        loops = [asyncio.ensure_future(_surplus(client, url, stop)) for _ in range(6)]
+        answers = []
+        for _ in range(20):  # assured at 1.4/s, below the floor of 2 per window
+            answers.append(
+                asyncio.ensure_future(
+                    client.post(url + "/v1/completions", json=SHORT, headers=auth("sk-assured"))
+                )
+            )
+            await asyncio.sleep(0.7)
+        done = await asyncio.gather(*answers)
+        stop.set()
+        await asyncio.gather(*loops)
+    assert all(a.status_code == 200 for a in done)  # every assured request served
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("sample") >= 10 and kinds.count("demote") >= 1, {k: kinds.count(k) for k in set(kinds)}
+    report = check_trace(str(trace), c, properties=("AF", "DR", "WF", "RB", "RL", "PR"))
+    assert report.holds, [v.to_dict() for v in report.violations][:3]

@@ -1,0 +1,163 @@
+"""Plain, independent checkers for PR, RL, EV and FR, written from DESIGN §10's sentences.
+
+Each recomputes its facts from the trace prefix at every event that could violate (O(n²) on
+purpose) and shares no code with rvguard.monitors: entitlement is the contract's window formula,
+the toggle bound is written out, and every field is read from the events themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from rvguard.contract import Contract, window_index
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Demote,
+    Dispatch,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Relocate,
+    Restore,
+    Route,
+    RouteMode,
+    Sample,
+)
+
+Found = set[tuple[str, str, float]]
+
+
+def _entitled(events: list[Event], c: Contract) -> dict[str, bool]:
+    used: dict[tuple[str, int], float] = defaultdict(float)
+    out = {}
+    for a in events:
+        if isinstance(a, Arrive):
+            key = (a.tenant, window_index(a.t, c.epoch, c.window))
+            used[key] += c.weight(a.prompt_tokens, a.max_tokens)
+            floor = c.tenants[a.tenant].floor
+            out[a.rid] = floor > 0 and used[key] <= floor
+    return out
+
+
+def _protected(events: list[Event], c: Contract) -> set[str]:
+    """Floor-entitled, or admitted with basis floor (the assured class): never to be preempted."""
+    entitled = _entitled(events, c)
+    floor = {e.rid for e in events if isinstance(e, Admit) and e.basis is Basis.FLOOR}
+    return {rid for rid, yes in entitled.items() if yes} | floor
+
+
+def preemption(events: list[Event], c: Contract) -> Found:
+    """PR: a protected request's every eviction, and its fail with reason preempted."""
+    guarded = _protected(events, c)
+    return {
+        ("PR", e.rid, e.t)
+        for e in events
+        if e.rid in guarded and (isinstance(e, Evict) or (isinstance(e, Fail) and e.reason == "preempted"))
+    }
+
+
+def eviction(events: list[Event], c: Contract) -> Found:
+    """EV: at each evict, the evictions in flight before it (evicted, not relocated nor ended) must be
+    fewer than k, and the request must not be protected."""
+    assert c.eviction is not None
+    guarded = _protected(events, c)
+    out = set()
+    for i, e in enumerate(events):
+        if not isinstance(e, Evict):
+            continue
+        state: dict[str, bool] = {}
+        for x in events[:i]:
+            if isinstance(x, Evict):
+                state[x.rid] = True
+            elif isinstance(x, Relocate | Fail):
+                state[x.rid] = False
+        if sum(state.values()) >= c.eviction.k or e.rid in guarded:
+            out.add(("EV", e.rid, e.t))
+    return out
+
+
+def routing(events: list[Event], c: Contract) -> Found:
+    """FR: a p2c route on no view or one older than the staleness; a dispatch onto an engine that
+    already holds C_e (or that the contract does not list). An unrouted request holds no engine."""
+    assert c.fleet is not None
+    out = set()
+    for i, e in enumerate(events):
+        stale = isinstance(e, Route) and (e.view_time is None or e.t - e.view_time > c.fleet.staleness)
+        if isinstance(e, Route) and e.mode is RouteMode.P2C and stale:
+            out.add(("FR", e.rid, e.t))
+        if isinstance(e, Dispatch):
+            engine = _engine_of(events[:i], e.rid)
+            if engine is None:
+                continue
+            held = [rid for rid, eng in _holders(events[:i]).items() if eng == engine]
+            if engine not in c.fleet.engines or len(held) >= c.fleet.engines[engine]:
+                out.add(("FR", e.rid, e.t))
+    return out
+
+
+def _engine_of(prefix: list[Event], rid: str) -> str | None:
+    engine = None
+    for x in prefix:
+        if x.rid == rid and isinstance(x, Route | Relocate):
+            engine = x.engine
+    return engine
+
+
+def _holders(prefix: list[Event]) -> dict[str, str | None]:
+    """Each request holding an engine's slot at the end of ``prefix``, and that engine."""
+    out: dict[str, str | None] = {}
+    for i, x in enumerate(prefix):
+        if isinstance(x, Dispatch):
+            engine = _engine_of(prefix[:i], x.rid)
+            if engine is not None:
+                out[x.rid] = engine
+        elif isinstance(x, Evict | Complete | Fail | Drop):
+            out.pop(x.rid, None)
+    return out
+
+
+def redline(events: list[Event], c: Contract) -> Found:
+    """RL: each demote cites a recorded sample of its resource at most `staleness` old and demotes a
+    surplus request; at each demote or restore, the resource's toggles so far (direction changes of
+    its demote/restore events, the first demote included) ≤ 2·ceil(n / (dwell + 1)) for n fresh samples
+    (each newer than every earlier one of that resource) recorded before it."""
+    assert c.headroom is not None
+    h = c.headroom
+    guarded = _protected(events, c)
+    out = set()
+    for i, e in enumerate(events):
+        if not isinstance(e, Demote | Restore):
+            continue
+        samples = [x for x in events[:i] if isinstance(x, Sample) and x.resource == e.resource]
+        n, freshest = _fresh(samples)
+        if isinstance(e, Demote):
+            stale = freshest is None or e.sample_time > freshest or e.t - e.sample_time > h.staleness
+            if stale or e.rid in guarded:
+                out.add(("RL", e.rid, e.t))
+        acts = [x for x in events[: i + 1] if isinstance(x, Demote | Restore) and x.resource == e.resource]
+        if _flips(acts) > 2 * math.ceil(n / (h.dwell + 1)):
+            out.add(("RL", e.rid, e.t))
+    return out
+
+
+def _fresh(samples: list[Any]) -> tuple[int, float | None]:
+    n, freshest = 0, None
+    for s in samples:
+        if freshest is None or s.sample_time > freshest:
+            n, freshest = n + 1, s.sample_time
+    return n, freshest
+
+
+def _flips(acts: list[Any]) -> int:
+    flips, last = 0, "restore"  # before any action the redline is off
+    for a in acts:
+        now = "demote" if isinstance(a, Demote) else "restore"
+        flips += now != last
+        last = now
+    return flips

@@ -1,0 +1,228 @@
+"""PR, RL, EV and FR: online = offline = an independent brute force; each violation caught with a witness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rvguard.cli import main
+from rvguard.columnar import ColumnarTrace
+from rvguard.contract import Contract
+from rvguard.errors import SpecError
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Demote,
+    Dispatch,
+    Event,
+    Evict,
+    Fail,
+    Relocate,
+    Restore,
+    Route,
+    RouteMode,
+    Sample,
+)
+from rvguard.io import write_events
+from rvguard.monitors import Monitor
+from rvguard.monitors.offline import check_offline
+from rvguard.monitors.rl import toggle_bound
+
+from .brute_force_runbook import eviction, preemption, redline, routing
+from .strategies import small_contract, wellformed_traces
+
+PROPS = ("PR", "RL", "EV", "FR")
+CONTRACTS = {"count": small_contract("count"), "tokens": small_contract("tokens", epoch=0.3)}
+TRACES = st.booleans().flatmap(lambda runbook: wellformed_traces(runbook=runbook, max_steps=50))
+ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "FR": routing}
+
+
+def _online(events: list[Event], c: Contract, props: tuple[str, ...] = PROPS) -> Monitor:
+    m = Monitor(c, ("WF", *props))
+    m.feed_all(events)
+    return m
+
+
+def _key(v: object) -> tuple[object, ...]:
+    w = [(e.kind.value, e.rid, e.t) for e in v.witness]  # type: ignore[attr-defined]
+    return (v.property, v.rid, v.t, v.detail, dict(v.context), w)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=400, deadline=None)
+@given(TRACES, st.sampled_from(sorted(CONTRACTS)))
+def test_online_is_the_brute_force_statement(events: list[Event], credit: str) -> None:
+    c = CONTRACTS[credit]
+    found = {(v.property, v.rid, v.t) for v in _online(events, c).violations()}
+    assert not {f for f in found if f[0] == "WF"}
+    expected = set().union(*(oracle(events, c) for oracle in ORACLES.values()))
+    assert found == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(TRACES, st.sampled_from(sorted(CONTRACTS)))
+def test_online_and_offline_agree_with_witnesses(events: list[Event], credit: str) -> None:
+    c = CONTRACTS[credit]
+    props = ("AF", "SF", "DR", "RB", *PROPS)
+    online = _online(events, c, props)
+    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", *props))
+    assert offline.vectorised == all(e.kind.value in _DESIGN2 for e in events)
+    assert [_key(v) for v in online.violations()] == [_key(v) for v in offline.violations]
+    for v in online.violations():  # a witness is the request's own events; PR, RL, EV, FR: the bad one last
+        assert all(e.rid == v.rid for e in v.witness)
+        if v.property in PROPS:
+            assert v.witness[-1].t == v.t
+
+
+_DESIGN2 = {"arrive", "admit", "reject", "dispatch", "complete", "drop", "fail"}
+
+
+def _served(rid: str, t: float, tenant: str, basis: Basis) -> list[Event]:
+    return [Arrive(t, rid, tenant), Admit(t, rid, basis), Dispatch(t, rid)]
+
+
+C = small_contract()
+
+
+@pytest.mark.parametrize(
+    ("events", "prop", "detail"),
+    [
+        # PR: an entitled (floor-admitted) request evicted, or failed 'preempted'
+        ([*_served("a", 0.0, "a", Basis.FLOOR), Evict(0.1, "a", 9)], "PR", "was evicted"),
+        ([*_served("a", 0.0, "a", Basis.FLOOR), Fail(0.1, "a", "preempted")], "PR", "'preempted'"),
+        # EV: k = 1, a second eviction in flight
+        (
+            _served("o1", 0.0, "o", Basis.SURPLUS)
+            + _served("o2", 0.0, "o", Basis.SURPLUS)
+            + [Evict(0.1, "o1", 5), Evict(0.2, "o2", 7)],
+            "EV",
+            "2 evictions in flight > k = 1",
+        ),
+        # FR: a p2c route on a view 1 s old (staleness 0.25), and e0 (C_e = 1) taken twice
+        ([Arrive(1.0, "o", "o"), Route(1.0, "o", "e1", 0.0)], "FR", "1 s old > staleness 0.25"),
+        (
+            [
+                Arrive(0.0, "o1", "o"),
+                Route(0.0, "o1", "e0", 0.0),
+                Admit(0.0, "o1"),
+                Dispatch(0.0, "o1"),
+                Arrive(0.1, "o2", "o"),
+                Route(0.1, "o2", "e0", 0.1),
+                Admit(0.1, "o2"),
+                Dispatch(0.1, "o2"),
+            ],
+            "FR",
+            "2 in flight on engine 'e0' > C_e = 1",
+        ),
+        # RL: a demotion on a stale sample, a demotion of a floor request, too many toggles
+        (
+            [
+                Sample(0.0, "kv", 0.1, 0.0),
+                Arrive(1.0, "o", "o"),
+                Admit(1.0, "o"),
+                Demote(1.0, "o", "kv", 0.0),
+            ],
+            "RL",
+            "1 s old > staleness 0.5",
+        ),
+        (
+            [
+                Sample(0.0, "kv", 0.1, 0.0),
+                Arrive(0.0, "a", "a"),
+                Admit(0.0, "a", Basis.FLOOR),
+                Demote(0.1, "a", "kv", 0.0),
+            ],
+            "RL",
+            "assured request was demoted",
+        ),
+        (
+            [
+                Sample(0.0, "kv", 0.1, 0.0),
+                Arrive(0.0, "o", "o"),
+                Admit(0.0, "o"),
+                Demote(0.0, "o", "kv", 0.0),
+                Restore(0.1, "o", "kv", 0.0),
+                Demote(0.2, "o", "kv", 0.0),
+            ],
+            "RL",
+            "3 toggles of 'kv' in 1 fresh samples > 2⌈n/(dwell+1)⌉ = 2",
+        ),
+    ],
+)
+def test_each_violation_is_caught_with_its_witness(events: list[Event], prop: str, detail: str) -> None:
+    [v] = [v for v in _online(events, C).violations() if v.property == prop]
+    assert v.property == prop and detail in v.detail
+    assert v.witness[-1] == events[-1]  # the bad prefix ends with the violating event
+    assert list(v.witness) == [e for e in events if e.rid == v.rid]
+    assert ORACLES[prop](events, C) == {(prop, v.rid, v.t)}
+    offline = check_offline(ColumnarTrace.from_events(events), C, ("WF", prop))
+    assert [_key(x) for x in offline.violations] == [_key(v)]
+
+
+def test_surplus_preemption_eviction_and_fresh_routes_hold() -> None:
+    events = [
+        Sample(0.0, "kv", 0.1, 0.0),
+        Arrive(0.0, "o", "o"),
+        Route(0.0, "o", "e0", 0.0, RouteMode.P2C),
+        Admit(0.0, "o"),
+        Demote(0.1, "o", "kv", 0.0),
+        Restore(0.2, "o", "kv", 0.0),
+        Dispatch(0.2, "o"),
+        Evict(0.3, "o", 40, "emergency"),
+        Relocate(0.3, "o", "e1"),
+        Dispatch(0.3, "o"),
+        Complete(0.4, "o"),
+        Arrive(0.5, "p", "o"),
+        Route(0.5, "p", "e0", None, RouteMode.SILOED),
+        Admit(0.5, "p"),
+        Dispatch(0.5, "p"),
+        Fail(0.6, "p", "preempted"),
+    ]
+    assert _online(events, C).violations() == []
+
+
+def test_the_toggle_bound() -> None:
+    assert [toggle_bound(n, 1) for n in range(6)] == [0, 2, 2, 4, 4, 6]
+    assert [toggle_bound(n, 3) for n in (0, 1, 4, 5)] == [0, 2, 2, 4]
+
+
+@pytest.mark.parametrize(("prop", "block"), [("RL", "headroom"), ("EV", "eviction"), ("FR", "fleet")])
+def test_a_property_without_its_contract_block_is_refused_naming_it(prop: str, block: str) -> None:
+    with pytest.raises(SpecError, match=f"property {prop} needs the contract's {block} block") as info:
+        Monitor(small_contract(runbook=False), (prop,))
+    assert info.value.field == block
+    Monitor(small_contract(runbook=False), ("PR",))  # PR needs nothing more
+
+
+def test_the_cli_selects_them_and_reports_the_witness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.parquet"
+    write_events(
+        trace, [*_served("a", 0.0, "a", Basis.FLOOR), Evict(0.1, "a", 9), Fail(0.2, "a", "preempted")]
+    )
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        "window: 1\nslots: 2\nservice: {s_max: 0.5, lower: 0.1}\n"
+        "tenants: {a: {floor: 2, deadline: 1}}\neviction: {k: 1}\n",
+        encoding="utf-8",
+    )
+    assert main(["check", str(trace), "--contract", str(spec), "--properties", "PR,EV,WF", "--json"]) == 1
+    out = capsys.readouterr().out
+    assert out.count('"property": "PR"') == 2 and out.count('"property": "EV"') == 1
+
+
+def test_merged_replica_traces_leave_rl_and_ev_to_each_replica(tmp_path: Path) -> None:
+    """Each replica's redline reads its own engines and keeps its own k: judged per replica trace."""
+    from rvguard.check import check_traces
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_events(a, [Sample(0.0, "kv", 0.1, 0.0), *_served("A/o1", 0.0, "o", Basis.SURPLUS)])
+    write_events(b, [*_served("B/o1", 0.0, "o", Basis.SURPLUS), Evict(0.1, "B/o1", 4)])
+    report = check_traces([str(a), str(b)], C, properties=["AF", "WF", "PR", "RL", "EV"])
+    assert "RL" not in report.properties and "EV" not in report.properties and "PR" in report.properties
+    assert check_traces([str(b)], C, properties=["EV", "RL"]).properties == ("EV", "RL")
