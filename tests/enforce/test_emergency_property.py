@@ -2,11 +2,12 @@
 duplicated, jittered sample times), the Guard's trace with the emergency channel never violates
 EV, PR, AF, DR or WF.
 
-AF, DR and WF are judged by the online monitors and by the harness's brute-force checks; EV by an
-independent brute force (`check_ev_credited`, which re-derives the smoothed headroom from the
-trace's samples and never imports the channel or the planner): at most k evictions in flight (from
-``evict`` until a fresh sample taken after it), none issued while the credited headroom already
-reaches the target, none of a request admitted on the floor; PR by `check_pr`."""
+AF, DR, WF, PR and EV are judged by the online monitors; AF, DR and WF also by the harness's
+brute-force checks, PR by `check_pr`, and EV, with the credited-headroom rule the trace-only
+monitor cannot judge, by an independent brute force (`check_ev_credited`: it re-derives the
+smoothed headroom from the trace's samples and never imports the channel or the planner): at
+most k evictions in flight (from ``evict`` until a fresh sample taken after it), none issued while
+the credited headroom already reaches the target, none of a request admitted on the floor."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rvguard.clock import ManualClock
+from rvguard.contract import Contract
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.eviction import EvictionConfig
 from rvguard.enforce.guard import Guard, MonitorSink
@@ -24,6 +26,7 @@ from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Event, Evict, Sample
 from rvguard.monitors import Monitor
+from rvguard.runbook_spec import EvictionSpec
 
 from ._harness import check_af, check_dr, check_wf, make_contract, terminal_counts
 from .test_emergency import check_ev
@@ -90,15 +93,19 @@ OPS = st.lists(
 ).map(lambda rounds: [op for a, p, s, f in rounds for op in (*a, *p, s, *f)])
 
 
+def _contract(k: int) -> Contract:
+    return make_contract(slots=4, floor=2).model_copy(update={"eviction": EvictionSpec(k=k)})
+
+
 async def _settle() -> None:
     for _ in range(4):
         await asyncio.sleep(0)
 
 
 async def _run(ops: list[tuple[object, ...]], k: int, alpha: float, target: float) -> list[Event]:
-    contract = make_contract(slots=4, floor=2)
+    contract = _contract(k)
     engine, clock, source, trace = Engine(), ManualClock(), Script(), []
-    monitor = Monitor(contract, properties=("AF", "DR", "WF"))
+    monitor = Monitor(contract, properties=("AF", "DR", "WF", "PR", "EV"))
     violations: list[object] = []
     redline = RedlineConfig(
         (ResourceLimit("kv_cache", h_min=0.2, margin=0.1, hard_floor=0.05),), alpha=alpha, horizon=1.0
@@ -157,7 +164,7 @@ def test_the_guards_trace_keeps_ev_pr_af_dr_wf(
     ops: list[tuple[object, ...]], k: int, alpha: float, target: float
 ) -> None:
     trace = asyncio.run(_run(ops, k, alpha, target))
-    contract = make_contract(slots=4, floor=2)
+    contract = _contract(k)
     requests = [e for e in trace if e.rid]
     assert check_ev_credited(trace, k, alpha, target) == []
     assert check_ev(requests, k) == []
