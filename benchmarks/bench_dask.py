@@ -7,8 +7,9 @@ window admitted on the floor, the rest rejected; ~0.1 % of services long enough 
 deadline, so SF reports violations) is written as P Parquet partitions cut by time. In the same
 run it is checked by the single-process streaming check (``rvguard check DIR``) and by
 ``--workers N`` for each N (a LocalCluster of N single-threaded worker processes, its start
-included: the command's own cost); medians of R runs, wall time (the point is parallelism),
-and each run's report must equal the single-process one. ``--large M`` then writes an M-event
+included: the command's own cost, and without it), with the worker processes' CPU time; medians
+of R runs, wall time (the point is parallelism), and each run's report must equal the
+single-process one. ``--large M`` then writes an M-event
 corpus and checks it with the largest N only, reporting the time, events/s and the peak
 resident memory of each worker process (``ru_maxrss``) and of the client.
 """
@@ -148,14 +149,49 @@ def timed(fn: Any, repeats: int) -> tuple[float, Any]:
     return statistics.median(times), out
 
 
+def _cpu() -> float:
+    return time.process_time()
+
+
+def _parallel(root: Path, workers: int, contract: Contract) -> tuple[float, float, float, Any]:
+    """One ``--workers`` run: (seconds with the cluster's start, without it, workers' CPU s, report)."""
+    import distributed
+
+    started = time.perf_counter()
+    with (
+        distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        before = sum(client.run(_cpu).values())
+        t = time.perf_counter()
+        report = check_partitioned(str(root), contract, scheduler=cluster.scheduler_address)
+        checked = time.perf_counter() - t
+        cpu = sum(client.run(_cpu).values()) - before
+    return time.perf_counter() - started, checked, cpu, report
+
+
 def scaling(root: Path, n: int, workers: list[int], repeats: int, contract: Contract) -> None:
+    """Single process, then each worker count: medians of wall time; the reports must agree."""
     single, reference = timed(lambda: check_trace(str(root), contract), repeats)
-    print(f"  single process (streaming)  {single:7.2f} s  {n / single / 1e3:8.1f} k events/s   1.00x")
+    print(f"  single process (streaming)   {single:7.2f} s   {n / single / 1e3:7.1f} k ev/s   1.00x")
+    # worker counts interleaved run by run, so that each meets the shared machine's load alike
+    runs: dict[int, list[tuple[float, float, float, Any]]] = {w: [] for w in workers}
+    for _ in range(repeats):
+        for w in workers:
+            runs[w].append(_parallel(root, w, contract))
+            assert _plain(runs[w][-1][3]) == _plain(reference), "the Dask report differs"
     for w in workers:
-        took, report = timed(lambda w=w: check_partitioned(str(root), contract, workers=w), repeats)
-        assert _plain(report) == _plain(reference), "the Dask report differs from the single-process one"
-        rate = n / took / 1e3
-        print(f"  --workers {w}                 {took:7.2f} s  {rate:8.1f} k events/s  {single / took:5.2f}x")
+        total, checked, cpu = (statistics.median(r[i] for r in runs[w]) for i in range(3))
+        print(
+            f"  --workers {w}  {total:7.2f} s   {n / total / 1e3:7.1f} k ev/s  {single / total:5.2f}x"
+            f"   (without the cluster's start {checked:6.2f} s, {single / checked:5.2f}x;"
+            f" workers' CPU {cpu:6.2f} s, {cpu / n * 1e6:4.2f} µs/event)"
+        )
 
 
 def _peak_rss_mb() -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 import tempfile
@@ -156,3 +157,16 @@ def test_runbook_kinds_go_to_the_single_process_check(scheduler: str, tmp_path: 
     marquee = load_contract(SPEC)
     one = rvguard.check.check_trace(str(tmp_path), marquee)
     assert _plain(check_partitioned(str(tmp_path), marquee, scheduler=scheduler)) == _plain(one)
+
+
+def test_the_command_takes_a_scheduler_address(
+    scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [ev for k in range(12) for ev in _served(f"r{k}", k * 0.3)]
+    write_partitions(events, [7, 30], tmp_path)
+    assert main(["check", str(tmp_path), "--contract", str(SPEC), "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert main(["check", str(tmp_path), "--contract", str(SPEC), "--json", "--scheduler", scheduler]) == 0
+    parallel = json.loads(capsys.readouterr().out)
+    del single["seconds"], parallel["seconds"]
+    assert parallel == single

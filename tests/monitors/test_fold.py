@@ -165,3 +165,11 @@ def test_seen_rids_catch_a_repeat_in_any_run() -> None:
     assert not seen.add(np.array([5, 1000], dtype=np.uint64))
     assert not seen.add(np.array([1000, 1000], dtype=np.uint64))
     assert seen.add(np.array([1000], dtype=np.uint64))
+
+
+def test_empty_partitions_only() -> None:
+    """No event at all: the monitor's empty report (no first or last time, no utilisation)."""
+    monitor = _reference([], CONTRACTS[0])
+    assert monitor is not None
+    fold = _fold([], [0, 0, 0], CONTRACTS[0])
+    _assert_same(fold, monitor)
