@@ -45,17 +45,16 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
-from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
-from ..verdict import Violation
+from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
+from .eviction import EvictionConfig
 from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
@@ -63,6 +62,7 @@ from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
+from .sinks import JsonlSink, MonitorSink
 from .watch import WatchConfig
 
 __all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
@@ -112,37 +112,6 @@ class GuardStatistics:
     sink_errors: int
     uncertain: int
     learner_timeouts: int = 0
-
-
-class JsonlSink:
-    """Writes each event as one JSON object a line (uses `rvguard.io.jsonl.JsonlWriter`)."""
-
-    def __init__(self, path: str | Path) -> None:
-        from ..io.jsonl import JsonlWriter
-
-        self._writer = JsonlWriter(path)
-
-    def __call__(self, event: Event) -> None:
-        """Append ``event``."""
-        self._writer.write(event)
-
-    def close(self) -> None:
-        """Flush and close the file."""
-        self._writer.close()
-
-
-class MonitorSink:
-    """Feeds an online `rvguard.monitors.Monitor`; calls ``on_violation`` for each violation."""
-
-    def __init__(self, monitor: Any, *, on_violation: Callable[[Violation], object] | None = None) -> None:
-        self.monitor = monitor
-        self._on_violation = on_violation
-
-    def __call__(self, event: Event) -> None:
-        """Feed ``event``; report what it revealed."""
-        for v in self.monitor.feed(event):
-            if self._on_violation is not None:
-                self._on_violation(v)
 
 
 _STATUS: dict[int, Status] = {
@@ -213,6 +182,8 @@ class Guard:
         retry_after: the retry hint (seconds) a preempted caller gets.
         headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
             s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
+        eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
+            needs ``headroom``); ``None``: every running surplus request is preempted there.
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
@@ -242,6 +213,7 @@ class Guard:
         redline: RedlineConfig | None = None,
         headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
+        eviction: EvictionConfig | None = None,
     ) -> None:
         self.contract = contract
         self._credits = credits
@@ -272,6 +244,10 @@ class Guard:
         self._calling = 0
         #: the telemetry loop (``None`` without a headroom source)
         self.headroom = None if headroom is None else HeadroomLoop(self, headroom, interval=headroom_interval)
+        if eviction is not None:
+            if self.headroom is None:
+                raise EnforcementError("an eviction channel needs a headroom source to act on")
+            self.headroom.evict_with(eviction)
 
     async def __aenter__(self) -> Guard:
         self._open = True
@@ -360,6 +336,19 @@ class Guard:
             delay = notice.stop_at - notice.at
             call.stop_timer = asyncio.get_running_loop().call_later(delay, self._stop_preempted, call)
         return notice.stop_at
+
+    def request(self, rid: str) -> Request | None:
+        """Live ``rid``'s request as the core took it (``None`` once it has ended)."""
+        call = self._calls.get(rid)
+        return None if call is None else call.request
+
+    def evict_now(self, rid: str, state: int, reason: str) -> None:
+        """Evict running surplus ``rid``: its ``evict`` event, then its preemption with no grace,
+        in one step (nothing ends it in between). Raises as `preempt`, before writing anything."""
+        now = self._clock.now()
+        self.preemption.notice(rid, now, grace=0.0)
+        self._handle([Evict(now, rid, state, reason)])
+        self._stop_preempted(self._calls[rid])
 
     def observe_headroom(self, sample: HeadroomSample) -> None:
         """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""

@@ -8,9 +8,12 @@ surplus queue back (``demote``) and releases it when the redline clears (``resto
 is the runtime around that: every ``interval`` seconds it reads the `HeadroomSource` (never more
 often: a loop faster than its exporter would only feed duplicates), hands each sample to
 `DecisionCore.observe` through the Guard (so the events reach every sink and wake whoever they
-concern), and, while the core reports its hard floor crossed, asks the Guard to preempt every
-running surplus request (bare preemption: grace, then stop, the caller gets its retry signal;
-`Guard.preempt` refuses floor work, so PR holds by construction). Nothing is evicted here.
+concern), and, while the core reports its hard floor crossed, acts on the running surplus: with
+an eviction configuration (`evict_with`), the emergency channel (`rvguard.enforce.emergency`)
+evicts the few the planner picks (S descending, credited headroom, at most k in flight, behind
+the link bucket); without one, it asks the Guard to preempt every running surplus request (bare
+preemption: grace, then stop, the caller gets its retry signal). Either way `Guard.preempt`'s test
+refuses floor work, so PR holds by construction.
 
 A telemetry error (unreachable, malformed) is counted and kept (`errors`, `last_error`) and the
 loop goes on: the redline keeps its last state, the samples' age shows in ``/metrics``
@@ -24,6 +27,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, TelemetryError
+from .emergency import EmergencyChannel
+from .eviction import EvictionConfig
 from .headroom import HeadroomSource
 
 if TYPE_CHECKING:
@@ -40,7 +45,8 @@ class HeadroomLoop:
         samples: samples handed to the core (fresh or not: the core decides).
         errors: reads that raised a `TelemetryError`.
         last_error: the last of them.
-        preempted: preemptions asked for past the hard floor.
+        preempted: preemptions asked for past the hard floor (without an eviction channel).
+        emergency: the emergency eviction channel (`evict_with`), or ``None``.
     """
 
     def __init__(self, guard: Guard, source: HeadroomSource, *, interval: float) -> None:
@@ -57,6 +63,12 @@ class HeadroomLoop:
         self.errors = 0
         self.last_error: TelemetryError | None = None
         self.preempted = 0
+        self.emergency: EmergencyChannel | None = None
+
+    def evict_with(self, config: EvictionConfig) -> EmergencyChannel:
+        """Past the hard floor, evict through the planner with ``config`` instead of preempting all."""
+        self.emergency = EmergencyChannel(self._guard, config, now=self._guard.clock.now())
+        return self.emergency
 
     def start(self) -> None:
         """Run the loop as a task of the running event loop."""
@@ -88,7 +100,12 @@ class HeadroomLoop:
             self.errors += 1
             self.last_error = exc
             return 0
-        if self._guard.core.hard_floor_crossed() is not None:
+        crossing = self._guard.core.hard_floor_crossed()
+        if self.emergency is not None:
+            self.emergency.land()
+            if crossing is not None:
+                self.emergency.act(crossing, self._guard.clock.now())
+        elif crossing is not None:
             self._preempt_surplus()
         return len(samples)
 
