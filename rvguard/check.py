@@ -55,7 +55,8 @@ CLAIMS = {
     "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
     "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
     "bounded by the redline's hysteresis (by construction)",
-    "EV": "monitored only: the core does not evict (the fleet gateway moves requests off a dead engine)",
+    "EV": "monitored; the Guard's emergency channel keeps it by construction (at most k in flight, "
+    "surplus only); the fleet gateway's moves off a dead engine are checked only",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "

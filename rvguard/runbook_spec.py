@@ -8,7 +8,10 @@ frozen pydantic model; a bad value is a `SpecError` naming the field):
   via `rvguard.enforce.redline.redline_config`) and property RL: ``alpha``,
   ``horizon``, ``dwell``, ``staleness`` (how old a sample may be when a
   demotion cites it) and per resource ``h_min``, ``margin``, ``hard_floor``;
-* ``eviction`` — ``k``, the evictions in flight at most (property EV);
+* ``eviction`` — ``k``, the evictions in flight at most (property EV), and
+  optionally the emergency channel's ``capacity`` (KV tokens), ``target``
+  (headroom to restore), ``overhead`` (s per eviction), ``link_rate`` and
+  ``link_burst`` (the relocation link's token bucket);
 * ``fleet`` — ``staleness`` of a routing view and each engine's slots C_e
   (property FR).
 
@@ -67,9 +70,22 @@ class HeadroomSpec(BaseModel, frozen=True, extra="forbid"):
 
 
 class EvictionSpec(BaseModel, frozen=True, extra="forbid"):
-    """The eviction channel's bound: at most ``k`` evictions in flight."""
+    """The eviction channel's bound, at most ``k`` evictions in flight (EV), and the emergency
+    channel's parameters (`rvguard.enforce.eviction.eviction_config`): with ``capacity`` and
+    ``target`` both given the Guard evicts past the hard floor, else it preempts (EV still judged)."""
 
     k: int = Field(ge=1, le=MAX_SLOTS, description="evictions in flight at most")
+    capacity: int | None = Field(default=None, ge=1, description="the node's KV capacity in tokens")
+    target: float | None = Field(default=None, gt=0.0, le=1.0, description="headroom to restore")
+    overhead: float = Field(default=0.0, ge=0.0, le=MAX_SPAN, description="seconds per eviction")
+    link_rate: float | None = Field(default=None, gt=0.0, description="state tokens/s the link moves")
+    link_burst: float | None = Field(default=None, gt=0.0, description="the link bucket's depth")
+
+    @model_validator(mode="after")
+    def _check_pair(self) -> EvictionSpec:
+        if (self.capacity is None) != (self.target is None):
+            raise ValueError("capacity and target come together (the emergency channel needs both)")
+        return self
 
 
 class FleetSpec(BaseModel, frozen=True, extra="forbid"):

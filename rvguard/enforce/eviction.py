@@ -53,6 +53,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..runbook_spec import EvictionSpec
 
 __all__ = [
     "Candidate",
@@ -63,6 +64,7 @@ __all__ = [
     "EvictionPlanner",
     "LinkBucket",
     "crossover",
+    "eviction_config",
     "rank",
 ]
 
@@ -356,6 +358,16 @@ class EvictionPlanner:
         """Assert the planner's invariants (tests call it after every step)."""
         assert len(self._flight) <= self.config.k
         assert all(e.rid == rid for rid, e in self._flight.items())
+
+
+def eviction_config(spec: EvictionSpec | None) -> EvictionConfig | None:
+    """The emergency channel a contract's ``eviction:`` block states, or ``None`` when the block
+    (or its ``capacity`` and ``target``) is absent: then only EV's ``k`` is stated."""
+    if spec is None or spec.capacity is None or spec.target is None:
+        return None
+    rate = math.inf if spec.link_rate is None else spec.link_rate
+    burst = math.inf if spec.link_burst is None else spec.link_burst
+    return EvictionConfig(spec.k, spec.capacity, spec.target, spec.overhead, rate, burst)
 
 
 def _warning(lands_at: float, deadline: float, needed: int) -> str:

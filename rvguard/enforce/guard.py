@@ -183,7 +183,8 @@ class Guard:
         headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
             s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
-            needs ``headroom``); ``None``: every running surplus request is preempted there.
+            needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
+            else every running surplus request is preempted there.
         dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
@@ -243,11 +244,13 @@ class Guard:
         self._sink_errors = 0
         self._calling = 0
         #: the telemetry loop (``None`` without a headroom source)
-        self.headroom = None if headroom is None else HeadroomLoop(self, headroom, interval=headroom_interval)
-        if eviction is not None:
-            if self.headroom is None:
-                raise EnforcementError("an eviction channel needs a headroom source to act on")
-            self.headroom.evict_with(eviction)
+        if eviction is not None and headroom is None:
+            raise EnforcementError("an eviction channel needs a headroom source to act on")
+        self.headroom = (
+            None
+            if headroom is None
+            else HeadroomLoop(self, headroom, interval=headroom_interval, eviction=eviction)
+        )
 
     async def __aenter__(self) -> Guard:
         self._open = True

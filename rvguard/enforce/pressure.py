@@ -26,9 +26,9 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from ..errors import EnforcementError, TelemetryError
+from ..errors import EnforcementError, SpecError, TelemetryError
 from .emergency import EmergencyChannel
-from .eviction import EvictionConfig
+from .eviction import EvictionConfig, eviction_config
 from .headroom import HeadroomSource
 
 if TYPE_CHECKING:
@@ -49,7 +49,9 @@ class HeadroomLoop:
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
     """
 
-    def __init__(self, guard: Guard, source: HeadroomSource, *, interval: float) -> None:
+    def __init__(
+        self, guard: Guard, source: HeadroomSource, *, interval: float, eviction: EvictionConfig | None = None
+    ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
         if guard.core.redline is None:
@@ -64,9 +66,23 @@ class HeadroomLoop:
         self.last_error: TelemetryError | None = None
         self.preempted = 0
         self.emergency: EmergencyChannel | None = None
+        config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
+        if config is not None:
+            self.evict_with(config)
 
     def evict_with(self, config: EvictionConfig) -> EmergencyChannel:
-        """Past the hard floor, evict through the planner with ``config`` instead of preempting all."""
+        """Past the hard floor, evict through the planner with ``config`` instead of preempting all.
+
+        Raises:
+            SpecError: ``config.k`` exceeds the contract's ``eviction.k`` (the k EV judges against).
+        """
+        block = self._guard.contract.eviction
+        if block is not None and config.k > block.k:
+            raise SpecError(
+                f"the eviction channel's k = {config.k} exceeds the contract's eviction.k = {block.k}",
+                field="eviction.k",
+                value=config.k,
+            )
         self.emergency = EmergencyChannel(self._guard, config, now=self._guard.clock.now())
         return self.emergency
 

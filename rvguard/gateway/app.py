@@ -63,7 +63,7 @@ from .replica import GatewayPool, register_fleet_series
 from .server import KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
 from .trace import TraceFile
-from .upstream import END, Channel
+from .upstream import END, Channel, UpstreamDispatcher
 from .wire import ForwardedContext, error_body, error_response, forwarded_context, relayed
 
 __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
@@ -147,6 +147,9 @@ class Gateway:
             sinks.insert(0, RouteAtDispatch(self.fleet))
         self.guard = self._guard(slots, sinks)
         self.metrics.watch_guard(self.guard)
+        emergency = None if self.guard.headroom is None else self.guard.headroom.emergency
+        if emergency is not None and isinstance(self.dispatcher, UpstreamDispatcher):
+            self.dispatcher.progress = emergency.progress  # S(t) grows with each streamed token
         if self.trace is not None:
             trace = self.trace
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
@@ -187,6 +190,7 @@ class Gateway:
             headroom=self._headroom_source(),
             redline=s.redline,
             headroom_interval=s.headroom_interval,
+            eviction=s.eviction,
         )
 
     def _headroom_source(self) -> MetricsHeadroomSource | None:

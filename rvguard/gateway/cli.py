@@ -95,6 +95,7 @@ def _watch(args: argparse.Namespace) -> Any:
 
 def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     """The redline settings from ``--headroom`` and the contract's headroom block."""
+    from ..enforce.eviction import eviction_config
     from ..enforce.redline import redline_config
     from ..errors import SpecError
 
@@ -111,6 +112,7 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
         "redline": redline_config(block),
         "headroom_url": url,
         "headroom_interval": args.headroom_interval,
+        "eviction": eviction_config(contract.eviction),
     }
 
 

@@ -44,7 +44,9 @@ reserve held now: in flight beyond C − R).
 Read at scrape time (`watch_guard`): ``rvguard_in_flight``, ``rvguard_queue_depth``,
 ``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total``,
 ``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``,
-``rvguard_learner_timeouts_total`` (answers past ``learner_timeout``). The gateway adds
+``rvguard_learner_timeouts_total`` (answers past ``learner_timeout``),
+``rvguard_eviction_deadline_warnings_total`` (emergency-eviction plans whose k-bounded, serialized
+relief cannot land before the node's deadline: `rvguard.enforce.emergency`). The gateway adds
 ``rvguard_unauthenticated_total``, ``rvguard_invalid_requests_total{code}`` (refused at the
 edge, before admission), ``rvguard_upstream_up`` and ``rvguard_trace_failing``.
 """
@@ -313,6 +315,10 @@ class MetricsSink:
             lambda: float(guard.statistics().learner_timeouts),
         )
         loop = guard.headroom
+        warned = (
+            "Emergency-eviction plans whose k-bounded relief cannot land before the node's deadline",
+            lambda: 0.0 if loop is None or loop.emergency is None else float(loop.emergency.warnings),
+        )
         telemetry = (
             "Headroom reads that failed (unreachable or malformed telemetry)",
             lambda: 0.0 if loop is None else float(loop.errors),
@@ -323,6 +329,7 @@ class MetricsSink:
                     "rvguard_sink_errors": errors,
                     "rvguard_learner_timeouts": late,
                     "rvguard_headroom_errors": telemetry,
+                    "rvguard_eviction_deadline_warnings": warned,
                 }
             )
         )

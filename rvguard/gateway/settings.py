@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
 from ..enforce.core import DispatchPolicy
+from ..enforce.eviction import EvictionConfig
 from ..enforce.learners import Learner
 from ..enforce.redline import RedlineConfig
 from ..enforce.watch import WatchConfig
@@ -65,6 +66,9 @@ class GatewaySettings:
         headroom_url: one engine's Prometheus ``/metrics`` (`MetricsHeadroomSource`); needs
             ``redline`` and a single engine (the redline guards one node).
         headroom_interval: seconds between two scrapes of ``headroom_url`` (at least).
+        eviction: the emergency eviction channel past the hard floor (the contract's ``eviction``
+            block, `rvguard.enforce.eviction.eviction_config`); needs ``headroom_url``. ``None``:
+            the contract's block decides (no channel stated: running surplus is preempted).
     """
 
     upstream: str | tuple[str, ...]
@@ -97,6 +101,7 @@ class GatewaySettings:
     redline: RedlineConfig | None = None
     headroom_url: str | None = None
     headroom_interval: float = 1.0
+    eviction: EvictionConfig | None = None
 
     @property
     def engines(self) -> tuple[tuple[str, str], ...]:
@@ -107,6 +112,8 @@ class GatewaySettings:
         if self.headroom_url is not None and (self.redline is None or engines != 1):
             why = "a headroom block in the contract" if self.redline is None else "a single engine"
             raise SpecError(f"headroom telemetry needs {why} (the redline guards one node)", field="headroom")
+        if self.eviction is not None and self.headroom_url is None:
+            raise SpecError("an eviction channel needs headroom telemetry (headroom_url)", field="eviction")
 
     def __post_init__(self) -> None:
         engines = self.engines

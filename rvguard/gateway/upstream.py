@@ -27,7 +27,7 @@ request id).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -114,6 +114,17 @@ def forced_body(body: Mapping[str, Any], *, max_tokens: int, priority: int | Non
     return out
 
 
+def _tokens(chunk: Mapping[str, Any]) -> int:
+    """Tokens one streamed chunk carries: its ``token_ids`` when the engine sends them, else one
+    per choice with text (vLLM streams a token a chunk)."""
+    n = 0
+    for choice in chunk.get("choices") or ():
+        ids = choice.get("token_ids")
+        delta = choice.get("delta") or {}
+        n += len(ids) if isinstance(ids, list) else int(bool(choice.get("text") or delta.get("content")))
+    return n
+
+
 def upstream_url(url: str) -> str:
     """``url`` without a trailing slash, if it is an http(s) URL with a host; else `SpecError`.
 
@@ -183,6 +194,8 @@ class UpstreamDispatcher:
             {"authorization": f"Bearer {api_key}"} if api_key else {}
         )
         self.channels: dict[str, Channel] = {}
+        #: told ``(rid, tokens generated so far)`` as each chunk arrives (the emergency channel's S)
+        self.progress: Callable[[str, int], None] | None = None
 
     async def aclose(self) -> None:
         """Close the HTTP client if this dispatcher created it."""
@@ -220,9 +233,13 @@ class UpstreamDispatcher:
     async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
         answer = Assembly()
         first: float | None = None
+        generated = 0
         async for data, chunk in sse_chunks(resp):  # malformed, {"error": …}, no [DONE]: DispatchError
             if answer.add(chunk) and first is None:
                 first = self._clock.now() - start
+            if self.progress is not None and chunk.get("choices"):
+                generated += _tokens(chunk)
+                self.progress(rid, generated)
             channel = self.channels.get(rid)
             if channel is not None:
                 channel.put(Chunk(data, not chunk.get("choices")))
