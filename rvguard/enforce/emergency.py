@@ -39,6 +39,12 @@ requests to evict now:
   begins or changes (`warnings`; the gateway's
   ``rvguard_eviction_deadline_warnings_total``).
 
+Units: the planner's headroom is the crossing resource's Ĥ and a request's
+relief is S / ``capacity``, so ``capacity`` is that resource's size in state
+tokens: the KV cache's for ``kv_cache`` (the resource a hard floor is meant
+for; a hard floor on a resource S does not measure, such as free sequence
+slots, is answered in KV terms all the same).
+
 What holds by construction: at most k evictions in flight (the planner's
 bound; the trace's in-flight span, ``evict`` to ``fail``, lies inside the
 planner's); no eviction while credited headroom reaches the target; no
