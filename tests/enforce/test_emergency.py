@@ -194,3 +194,29 @@ def test_node_deadline_reads_the_trend() -> None:
 def test_an_eviction_channel_needs_a_headroom_source() -> None:
     with pytest.raises(EnforcementError, match="needs a headroom source"):
         Guard(make_contract(), MockDispatcher(Engine().serve), eviction=EvictionConfig(1, 100, 0.5))
+
+
+def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
+    from rvguard.enforce.eviction import eviction_config
+    from rvguard.enforce.headroom import CallableHeadroomSource as Source
+    from rvguard.errors import SpecError
+    from rvguard.runbook_spec import EvictionSpec
+
+    spec = EvictionSpec(k=2, capacity=4096, target=0.3, overhead=0.5, link_rate=1e4, link_burst=2048)
+    assert eviction_config(spec) == EvictionConfig(2, 4096, 0.3, 0.5, 1e4, 2048)
+    assert eviction_config(EvictionSpec(k=2)) is None and eviction_config(None) is None
+    with pytest.raises(ValueError, match="capacity and target come together"):
+        EvictionSpec(k=2, capacity=4096)
+    contract = make_contract().model_copy(update={"eviction": spec})
+    clock = ManualClock()
+    guard = Guard(contract, MockDispatcher(Engine().serve), headroom=Source(dict, clock), redline=CONFIG)
+    assert guard.headroom is not None and guard.headroom.emergency is not None  # from the block
+    assert guard.headroom.emergency.planner.config.capacity == 4096
+    with pytest.raises(SpecError, match=r"k = 3 exceeds the contract's eviction.k = 2"):
+        Guard(
+            contract,
+            MockDispatcher(Engine().serve),
+            headroom=Source(dict, clock),
+            redline=CONFIG,
+            eviction=EvictionConfig(3, 100, 0.5),
+        )

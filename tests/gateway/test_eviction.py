@@ -120,3 +120,12 @@ def test_serve_reads_the_eviction_block_and_needs_headroom() -> None:
     assert _headroom(args, contract(headroom=block, eviction={"k": 2}))["eviction"] is None  # EV alone
     with pytest.raises(SpecError, match="needs headroom telemetry"):
         settings("http://127.0.0.1:9", None, eviction=EvictionConfig(1, 100, 0.5))
+
+
+def test_a_chunks_tokens_are_its_ids_or_one_per_choice_with_text() -> None:
+    from rvguard.gateway.upstream import _tokens
+
+    assert _tokens({"choices": [{"text": "a", "token_ids": [1, 2, 3]}]}) == 3
+    assert _tokens({"choices": [{"text": "a"}, {"text": ""}]}) == 1
+    assert _tokens({"choices": [{"delta": {"content": "x"}}]}) == 1
+    assert _tokens({"choices": [], "usage": {}}) == 0
