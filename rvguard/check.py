@@ -38,7 +38,7 @@ from .progress import display, showing, task
 from .verdict import Violation
 
 if TYPE_CHECKING:
-    from .fleet.judge import FleetCreditsSummary
+    from .fleet.judge import FleetCredits, FleetCreditsSummary
 
 __all__ = ["BadLine", "CheckReport", "check_trace", "check_traces"]
 
@@ -286,6 +286,19 @@ def check_trace(
     )
 
 
+def _feed_merged(run: _Run, contract: Contract, paths: Sequence[str], fleet: FleetCredits | None) -> None:
+    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR."""
+    from .fleet.merge import merge_traces
+
+    routing = {p: Monitor(contract, ["FR"], retain_finished=None) for p in paths}  # C_e: one replica's
+    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
+        run.path = path
+        if run.take(line, item) and not isinstance(item, TraceError):
+            run.violations.extend(routing[path].feed(item))
+            if fleet is not None:
+                run.violations.extend(fleet.feed(item))
+
+
 #: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
 _PER_REPLICA = ("RB", "RL", "EV")
 
@@ -319,7 +332,6 @@ def check_traces(
             paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
         )
     from .fleet.judge import FleetCredits
-    from .fleet.merge import merge_traces
 
     started = time.monotonic()
     properties = [p for p in properties if p not in _PER_REPLICA]
@@ -335,13 +347,7 @@ def check_traces(
         dataset=True,
     )
     fleet = FleetCredits(contract) if "AF" in properties else None
-    routing = {p: Monitor(contract, ["FR"], retain_finished=None) for p in paths}  # FR per replica
-    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
-        run.path = path
-        if run.take(line, item) and not isinstance(item, TraceError):
-            run.violations.extend(routing[path].feed(item))
-            if fleet is not None:
-                run.violations.extend(fleet.feed(item))
+    _feed_merged(run, contract, paths, fleet)
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
