@@ -37,6 +37,7 @@ from .monitors import DEFAULT_PROPERTIES
 from .monitors.fold import Fold
 from .monitors.monitor import resolve_properties
 from .monitors.partition import PartitionSummary, summarise
+from .progress import task
 
 __all__ = ["check_partitioned", "summarise_file"]
 
@@ -107,14 +108,16 @@ def _fold(client: Any, parts: list[str], contract: Contract, names: list[str], a
 
     for _ in range(ahead):
         submit()
-    while queue:
-        future = queue.popleft()
-        summary = future.result()
-        future.release()
-        if not fold.add(summary):
-            client.cancel(list(queue))
-            break
-        submit()
+    with task(f"checking {len(parts)} partitions", total=len(parts), unit="partition") as advance:
+        while queue:
+            future = queue.popleft()
+            summary = future.result()
+            future.release()
+            advance(1)
+            if not fold.add(summary):
+                client.cancel(list(queue))
+                break
+            submit()
     return fold
 
 
