@@ -29,7 +29,6 @@ from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
-from .fleet.fr import FleetRouting
 from .io import iter_records
 from .io.dataset import is_dataset, partitions
 from .lifecycle import INITIAL, Stage
@@ -39,7 +38,7 @@ from .progress import display, showing, task
 from .verdict import Violation
 
 if TYPE_CHECKING:
-    from .fleet.judge import FleetCreditsSummary
+    from .fleet.judge import FleetCredits, FleetCreditsSummary
 
 __all__ = ["BadLine", "CheckReport", "check_trace", "check_traces"]
 
@@ -49,8 +48,8 @@ CLAIMS = {
     "WF": "monitored; the guard's output is well-formed by construction",
     "SF": "monitored; the guard ensures it only under the contract's preconditions (see rvguard verify)",
     "ND": "monitored; optional, needs the upper bound U",
-    "FR": "monitored when the trace routes (or on the contract's fleet block); the gateway routes on views "
-    "within its staleness bound and at most C_e per engine by construction",
+    "FR": "monitored whenever the trace routes (bounds: the contract's fleet block, else each route's own); "
+    "the gateway routes on views within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
     "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
     "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
@@ -182,10 +181,7 @@ class _Run:
         self.kept: list[Event] = []
         self.lines: list[int] = []
         self.violations: list[Violation] = []
-        # FR from the route records' own bounds when the trace routes (a gateway over several engines),
-        # unless the monitor judges FR on the contract's fleet block
-        self.routing = None if "FR" in monitor.properties else FleetRouting()
-        self.source = ""  # the trace an event comes from, when several are merged
+        self.routes = 0  # route records accepted: FR is reported when the trace routes
 
     def take(self, line: int, item: Event | TraceError) -> bool:
         """Feed one record; True when the monitor accepted it as an event."""
@@ -209,14 +205,12 @@ class _Run:
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
-        if not wf_found and self.routing is not None:
-            self.violations.extend(self.routing.feed(item, self.source))
+        self.routes += not wf_found and item.kind is EventKind.ROUTE
         return not wf_found
 
     def properties(self, asked: Sequence[str]) -> tuple[str, ...]:
         """The properties judged: those asked, and FR when the trace routes."""
-        routes = self.routing is not None and self.routing.routes
-        return (*asked, "FR") if routes and "FR" not in asked else tuple(asked)
+        return (*asked, "FR") if self.routes and "FR" not in asked else tuple(asked)
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -226,10 +220,10 @@ class _Run:
             self.take(line, item)
 
 
-def _monitored(contract: Contract, properties: Sequence[str]) -> list[str]:
-    """The properties the monitor runs besides WF: FR only on a contract with a fleet block (else
-    a routed trace's records carry FR's bounds, judged by `FleetRouting`)."""
-    return [p for p in properties if p != "WF" and not (p == "FR" and contract.fleet is None)]
+def _monitored(properties: Sequence[str]) -> list[str]:
+    """The properties the monitor runs besides WF: those asked, and FR always (it takes no move of
+    a request never routed, and is reported when the trace routes)."""
+    return [p for p in properties if p not in ("WF", "FR")] + ["FR"]
 
 
 def check_trace(
@@ -260,7 +254,7 @@ def check_trace(
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
     started = time.monotonic()
-    monitor = Monitor(contract, ["WF", *_monitored(contract, properties)], retain_finished=None)
+    monitor = Monitor(contract, ["WF", *_monitored(properties)], retain_finished=None)
     parts = partitions(path) if records is None and is_dataset(path) else None
     run = _Run(
         monitor,
@@ -292,6 +286,19 @@ def check_trace(
     )
 
 
+def _feed_merged(run: _Run, contract: Contract, paths: Sequence[str], fleet: FleetCredits | None) -> None:
+    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR."""
+    from .fleet.merge import merge_traces
+
+    routing = {p: Monitor(contract, ["FR"], retain_finished=None) for p in paths}  # C_e: one replica's
+    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
+        run.path = path
+        if run.take(line, item) and not isinstance(item, TraceError):
+            run.violations.extend(routing[path].feed(item))
+            if fleet is not None:
+                run.violations.extend(fleet.feed(item))
+
+
 #: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
 _PER_REPLICA = ("RB", "RL", "EV")
 
@@ -313,7 +320,9 @@ def check_traces(
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
     trace alone; so are RL (each replica's redline reads its own engines'
-    samples) and EV (each its own k). Errors are pinned to their own file and line.
+    samples) and EV (each its own k). FR is judged on each replica's events by a monitor of its
+    own (C_e is one replica's allowance on an engine), fed alongside the merge, and reported when a
+    trace routes. Errors are pinned to their own file and line.
 
     Raises:
         TraceError: strict mode, at the first bad line (with file, line, field).
@@ -323,7 +332,6 @@ def check_traces(
             paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
         )
     from .fleet.judge import FleetCredits
-    from .fleet.merge import merge_traces
 
     started = time.monotonic()
     properties = [p for p in properties if p not in _PER_REPLICA]
@@ -339,10 +347,7 @@ def check_traces(
         dataset=True,
     )
     fleet = FleetCredits(contract) if "AF" in properties else None
-    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
-        run.path = run.source = path
-        if run.take(line, item) and fleet is not None and not isinstance(item, TraceError):
-            run.violations.extend(fleet.feed(item))
+    _feed_merged(run, contract, paths, fleet)
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)

@@ -379,10 +379,16 @@ def _problem(item: Mapping[str, Any], where: str) -> SpecError:
 INT_MAX = 2**63 - 1  # pydantic reads a whole float into an int field only up to here; so does the schema
 
 
+def _bare(annotation: Any) -> Any:
+    """``annotation`` without its ``Annotated[...]`` metadata (``Annotated[int, Field(ge=1)]`` is int)."""
+    return typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
+
+
 def _numbers(annotation: Any) -> tuple[type, ...]:
     """The number types a field annotated ``annotation`` holds (() when it holds something else)."""
+    annotation = _bare(annotation)
     union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
-    args = typing.get_args(annotation) if union else (annotation,)
+    args = tuple(map(_bare, typing.get_args(annotation))) if union else (annotation,)
     kinds = tuple(a for a in args if a in (int, float))
     return kinds if kinds and all(a in (int, float, type(None)) for a in args) else ()
 

@@ -47,7 +47,13 @@ def test_a_single_error_reads_as_before() -> None:
 
 @pytest.mark.parametrize(
     ("update", "field"),
-    [({"slots": "4"}, "slots"), ({"window": "1.0"}, "window"), ({"epoch": "0"}, "epoch")],
+    [
+        ({"slots": "4"}, "slots"),
+        ({"window": "1.0"}, "window"),
+        ({"epoch": "0"}, "epoch"),
+        ({"fleet": {"staleness": 5, "engines": {"e0": "4"}}}, "fleet.engines.e0"),  # Annotated[int, ...]
+        ({"eviction": {"k": "2"}}, "eviction.k"),
+    ],
 )
 def test_a_quoted_number_is_refused_not_coerced(update: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError, match=f"{field}: expected a number, got the string '") as info:

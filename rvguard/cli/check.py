@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--properties",
         default="AF,SF,DR,WF,RB",
         help="comma-separated properties to report (AF, SF, DR, WF, ND, RB; PR, RL, EV, FR of the "
-        "runbook: RL, EV, FR need the contract's headroom, eviction, fleet block); default AF,SF,DR,WF,RB",
+        "runbook: RL, EV need the contract's headroom, eviction block); default AF,SF,DR,WF,RB, and FR "
+        "whenever the trace routes",
     )
 
 

@@ -122,11 +122,13 @@ def _add_fleet(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=N",
-        help="C_e of one engine (default: the contract's C for each); NAME is the engine's "
-        "(its host:port unless given as NAME=URL)",
+        help="C_e of one engine (default: the contract's fleet block's, else its C); NAME is the "
+        "engine's (its host:port unless given as NAME=URL)",
     )
     p.add_argument(
-        "--staleness", type=float, default=2.0, help="seconds an engine's view may age (siloed after)"
+        "--staleness",
+        type=float,
+        help="seconds an engine's view may age (siloed after; default: the contract's fleet block's, else 2)",
     )
     p.add_argument("--telemetry-interval", type=float, default=0.5, help="seconds between /metrics scrapes")
     p.add_argument("--route-seed", type=int, help="seed of the router's random choices (reproducible runs)")
@@ -176,6 +178,22 @@ def _engine_slots(args: argparse.Namespace) -> dict[str, int]:
         k: int(_number(v, "--engine-slots", int))
         for k, v in _pairs(args.engine_slots, "--engine-slots").items()
     }
+
+
+def _fleet_slots(contract: Any, args: argparse.Namespace) -> dict[str, int]:
+    """C_e per engine: the contract's fleet block for the engines served, ``--engine-slots`` over it."""
+    from .settings import engine_names
+
+    block = contract.fleet.engines if contract.fleet else {}
+    served = {name for name, _ in engine_names(tuple(args.upstream))}
+    return {**{k: n for k, n in block.items() if k in served}, **_engine_slots(args)}
+
+
+def _staleness(contract: Any, args: argparse.Namespace) -> float:
+    """``--staleness``, else the contract's fleet block's, else 2 s."""
+    if args.staleness is not None:
+        return float(args.staleness)
+    return float(contract.fleet.staleness) if contract.fleet else 2.0
 
 
 def _credits(args: argparse.Namespace) -> Any:
@@ -255,8 +273,8 @@ def run_serve(args: argparse.Namespace) -> bool:
         raise SpecError(f"--port must be in 0..65535, got {args.port}", field="port", value=args.port)
     settings = GatewaySettings(
         upstream=tuple(args.upstream),
-        engine_slots=_engine_slots(args),
-        staleness=args.staleness,
+        engine_slots=_fleet_slots(contract, args),
+        staleness=_staleness(contract, args),
         telemetry_interval=args.telemetry_interval,
         route_seed=args.route_seed,
         relocations=args.relocations,

@@ -4,8 +4,9 @@
 lifecycle allows them (`rvguard.lifecycle.MOVES`):
 
 * ``route`` (rid, engine, view_time, mode; and ``staleness``, ``slots``: the
-  bounds FR judges it against, `rvguard.fleet.fr`) — each request's engine,
-  decided at its dispatch event and written just before it (the request is
+  bounds FR judges it against when the contract has no fleet block,
+  `rvguard.monitors.fr`) — each request's engine, decided at its dispatch
+  event and written just before it (the request is
   still admitted); ``view_time`` is when the view it was decided on was read
   (none when siloed). A dispatch that had to wait for a slot (only while an
   engine is out of rotation) is routed after its dispatch record and has no

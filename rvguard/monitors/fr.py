@@ -4,13 +4,21 @@ Theory of operation
 -------------------
 A ``route`` with mode ``p2c`` decides on the fleet's headroom view read at
 ``view_time``: it is a bad prefix when that view is older than the
-contract's ``fleet.staleness`` (t − view_time > staleness) or missing. A
-``siloed`` route uses no shared view and is not judged on its age.
+staleness bound (t − view_time > staleness) or missing. A ``siloed`` route
+uses no shared view and is not judged on its age.
 
 A request's engine is the one its last ``route`` or ``relocate`` named. Its
-``dispatch`` takes one of that engine's C_e slots (``fleet.engines``) until
-it ends or is evicted; a dispatch that finds C_e already taken, or that
-goes to an engine the contract does not list, is a bad prefix. A request
+``dispatch`` takes one of that engine's C_e slots until it ends or is
+evicted; a dispatch that finds C_e already taken is a bad prefix.
+
+The bounds are the contract's ``fleet`` block (``staleness``; C_e from
+``engines``, where a dispatch to an engine it does not list is a bad
+prefix) when it has one; otherwise each ``route`` record's own
+``staleness`` and ``slots`` (what the gateway held it to, written by
+`rvguard.gateway.fleet_trace`). A route carrying neither, with no block, is
+judged on what it carries: nothing. Counts are per event stream: merged
+replica traces are judged each on its own (`rvguard.check.check_traces`),
+C_e being one replica's allowance. A request
 never routed (a single-engine trace) holds no engine's slot, and FR takes
 none of its moves (they stay on the monitor's cached fast path). FR's shared
 variable is the requests holding each engine's slots, in dispatch order.
@@ -27,7 +35,6 @@ from enum import Enum
 from typing import Any
 
 from ..contract import Contract
-from ..errors import SpecError
 from ..events import Event, EventKind, Relocate, Route, RouteMode
 from .automaton import Edge, Instance, TimedAutomaton
 
@@ -52,31 +59,57 @@ K = EventKind
 
 
 def _shared(contract: Contract) -> dict[str, Any]:
-    if contract.fleet is None:  # pragma: no cover - resolve_properties refuses FR first
-        raise SpecError("property FR needs the contract's fleet block", field="fleet")
+    """The contract's bounds (None without a fleet block: each route's own) and the slots held."""
     fleet = contract.fleet
+    if fleet is None:
+        return {"staleness": None, "slots": None, "holding": {}}
     return {"staleness": fleet.staleness, "slots": dict(fleet.engines), "holding": {}}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _staleness(inst: Instance, ev: Route) -> float | None:
+    block = inst.shared["FR"]["staleness"]
+    return _number(ev.extra.get("staleness")) if block is None else block
+
+
+def _limit(inst: Instance, engine: str) -> float | None:
+    """C_e: the block's (None for an engine it does not list), else the request's route's own."""
+    slots = inst.shared["FR"]["slots"]
+    return inst.vars.get("fr_slots") if slots is None else slots.get(engine)
 
 
 def _fresh(inst: Instance, ev: Event) -> bool:
     assert isinstance(ev, Route)
-    if ev.mode is RouteMode.SILOED:
+    staleness = _staleness(inst, ev)
+    if ev.mode is RouteMode.SILOED or staleness is None:
         return True
-    return ev.view_time is not None and ev.t - ev.view_time <= inst.shared["FR"]["staleness"]
+    return ev.view_time is not None and ev.t - ev.view_time <= staleness
 
 
 def _place(inst: Instance, ev: Event) -> None:
     assert isinstance(ev, Route | Relocate)
     inst.vars["fr_engine"] = ev.engine
+    inst.vars["fr_slots"] = None  # a relocation's engine has its bound on the route that follows
     if isinstance(ev, Route):
-        inst.vars["fr_view_time"] = ev.view_time
+        inst.vars.update(
+            fr_view_time=ev.view_time,
+            fr_staleness=_staleness(inst, ev),
+            fr_slots=_number(ev.extra.get("slots")),
+        )
 
 
 def _room(inst: Instance, ev: Event) -> bool:
     engine = inst.vars["fr_engine"]
     state = inst.shared["FR"]
-    slots = state["slots"].get(engine)
-    return slots is not None and len(state["holding"].get(engine, ())) < slots
+    slots = _limit(inst, engine)
+    if slots is None:
+        return state["slots"] is None  # no bound carried: judged on nothing; with a block: unlisted
+    return len(state["holding"].get(engine, ())) < slots
 
 
 def _take(inst: Instance, ev: Event) -> None:
@@ -84,7 +117,7 @@ def _take(inst: Instance, ev: Event) -> None:
     state = inst.shared["FR"]
     holding: dict[str, None] = state["holding"].setdefault(engine, {})
     inst.vars.update(
-        fr_limit=state["slots"].get(engine),
+        fr_limit=_limit(inst, engine),
         fr_in_flight=len(holding) + 1,
         fr_others=tuple(itertools.islice(holding, SHOWN)),
     )
@@ -102,7 +135,7 @@ def _stale(inst: Instance, ev: Event | None, now: float) -> str:
     view = inst.vars.get("fr_view_time")
     if view is None:
         return "a p2c route with no view_time: routed on no view at all"
-    limit = inst.shared["FR"]["staleness"]
+    limit = inst.vars["fr_staleness"]
     return f"a p2c route decided on a view {now - view:g} s old > staleness {limit:g} s"
 
 
@@ -110,7 +143,9 @@ def _over(inst: Instance, ev: Event | None, now: float) -> str:
     v = inst.vars
     if v["fr_limit"] is None:
         return f"dispatched on engine {v['fr_engine']!r}, which the contract's fleet does not list"
-    return f"dispatch made {v['fr_in_flight']} in flight on engine {v['fr_engine']!r} > C_e = {v['fr_limit']}"
+    return (
+        f"dispatch made {v['fr_in_flight']} in flight on engine {v['fr_engine']!r} > C_e = {v['fr_limit']:g}"
+    )
 
 
 _ENDS = (K.COMPLETE, K.FAIL, K.DROP)

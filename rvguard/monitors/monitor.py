@@ -56,7 +56,6 @@ _NEEDS = {
     "ND": ("service.upper", "an upper bound U: set service.upper in the contract"),
     "RL": ("headroom", "the contract's headroom block (staleness, dwell, resources)"),
     "EV": ("eviction", "the contract's eviction block (k)"),
-    "FR": ("fleet", "the contract's fleet block (staleness, engines and their slots)"),
 }
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB")
 
@@ -116,7 +115,8 @@ class Monitor:
 
     Raises:
         SpecError: an unknown or duplicated property, or one whose contract block is missing
-            (ND without U; RL, EV, FR without headroom, eviction, fleet).
+            (ND without U; RL, EV without headroom, eviction). FR reads the contract's
+            fleet block when it has one, else each route record's own bounds.
     """
 
     def __init__(

@@ -71,6 +71,7 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
         trace=tmp_path / "t.jsonl",
         route_seed=3,
         probe_interval=0.5,
+        engine_slots={"e0": 1, "e1": 1},  # one stream per engine whatever the views (a scrape may time out)
     )
     gw = Gateway(c, s)
     try:

@@ -67,7 +67,12 @@ class Engine:
         self.headers = {"authorization": f"Bearer {key}"} if key else {}
 
     def start(self) -> None:
-        """Start the server and wait until it lists its model (fails the test run if it does not)."""
+        """Start the server and wait until it lists its model (fails the test run if it does not).
+
+        A server still running is left as it is (a test that failed before killing it restarts it).
+        """
+        if self.proc is not None and self.proc.poll() is None:
+            return
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         cmd = [
             str(VENV / "bin" / "python"),

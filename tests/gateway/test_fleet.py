@@ -389,3 +389,26 @@ async def test_a_hung_engine_leaves_rotation_and_its_requests_fail_once(tmp_path
     assert [e["reason"] for e in events if e["kind"] == "fail"] == [
         "DispatchError: upstream timeout: ReadTimeout"
     ]
+
+
+def test_serve_takes_the_contract_fleet_block_as_defaults_and_flags_override() -> None:
+    """The block's staleness and the served engines' C_e are the defaults; a flag wins; others C."""
+    from argparse import Namespace
+
+    from rvguard.contract import contract_from_mapping
+    from rvguard.gateway.cli import _fleet_slots, _staleness
+
+    base = {
+        "window": 1,
+        "slots": 4,
+        "service": {"s_max": 0.5, "lower": 0.1},
+        "tenants": {"a": {"floor": 1, "deadline": 1}},
+    }
+    block = contract_from_mapping({**base, "fleet": {"staleness": 0.75, "engines": {"e0": 2, "e9": 3}}})
+    ups = ["e0=http://127.0.0.1:1", "e1=http://127.0.0.1:2"]
+    bare = Namespace(upstream=ups, engine_slots=[], staleness=None)
+    assert _staleness(block, bare) == 0.75 and _fleet_slots(block, bare) == {"e0": 2}  # e9 serves nothing
+    flags = Namespace(upstream=ups, engine_slots=["e0=1", "e1=5"], staleness=0.5)
+    assert _staleness(block, flags) == 0.5 and _fleet_slots(block, flags) == {"e0": 1, "e1": 5}
+    plain = contract_from_mapping(base)
+    assert _staleness(plain, bare) == 2.0 and _fleet_slots(plain, bare) == {}

@@ -190,12 +190,12 @@ def test_the_toggle_bound() -> None:
     assert [toggle_bound(n, 3) for n in (0, 1, 4, 5)] == [0, 2, 2, 4]
 
 
-@pytest.mark.parametrize(("prop", "block"), [("RL", "headroom"), ("EV", "eviction"), ("FR", "fleet")])
+@pytest.mark.parametrize(("prop", "block"), [("RL", "headroom"), ("EV", "eviction")])
 def test_a_property_without_its_contract_block_is_refused_naming_it(prop: str, block: str) -> None:
     with pytest.raises(SpecError, match=f"property {prop} needs the contract's {block} block") as info:
         Monitor(small_contract(runbook=False), (prop,))
     assert info.value.field == block
-    Monitor(small_contract(runbook=False), ("PR",))  # PR needs nothing more
+    Monitor(small_contract(runbook=False), ("PR", "FR"))  # PR needs nothing more; FR reads the routes' bounds
 
 
 def test_the_cli_selects_them_and_reports_the_witness(
