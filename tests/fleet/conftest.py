@@ -147,9 +147,13 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def two_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Engine]]:
-    """Two real vLLM CPU servers (started side by side), for the session; fails loudly if they cannot."""
+    """Two real vLLM CPU servers (started side by side), for tests/fleet; fails loudly if they cannot.
+
+    Package scope: they stop before tests/gateway's engine tests, which share the machine's cores
+    (with these two still running, the gateway's floor test lost requests to connect timeouts once).
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     if not sys.platform.startswith("linux"):
