@@ -1,4 +1,4 @@
-"""Event records (DESIGN §2): one frozen, slotted dataclass per kind.
+"""Event records (DESIGN §2): one slotted record per kind, frozen to the type checker.
 
 A trace is a sequence of events in non-decreasing time. Every event has
 ``t`` (float seconds), ``rid`` and its ``kind``; the other fields depend on
@@ -19,6 +19,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
+from ._record import record
 from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
 from .lifecycle import (
@@ -83,14 +84,17 @@ class Basis(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    """What an untrusted learner proposes for a request: it is only a proposal."""
+    """What an untrusted learner proposes for a request: it is only a proposal.
+
+    Frozen at run time (unlike the event records): the learner that built it is untrusted.
+    """
 
     admit: bool = True
     objective: str | None = None
     priority_hint: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Arrive:
     """A request arrives; ``tenant`` is bound from authenticated identity.
 
@@ -109,7 +113,7 @@ class Arrive:
     code: ClassVar[int] = ARRIVE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Admit:
     """The guard admits a request, on a ``basis``."""
 
@@ -121,7 +125,7 @@ class Admit:
     code: ClassVar[int] = ADMIT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reject:
     """The guard rejects a request at admission (terminal)."""
 
@@ -133,7 +137,7 @@ class Reject:
     code: ClassVar[int] = REJECT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Dispatch:
     """A request takes one of the C backend slots."""
 
@@ -144,7 +148,7 @@ class Dispatch:
     code: ClassVar[int] = DISPATCH
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Complete:
     """The backend finished the request (terminal)."""
 
@@ -155,7 +159,7 @@ class Complete:
     code: ClassVar[int] = COMPLETE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Drop:
     """The guard drops an admitted request as doomed (terminal)."""
 
@@ -167,7 +171,7 @@ class Drop:
     code: ClassVar[int] = DROP
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fail:
     """The backend (or the client) failed the request (terminal)."""
 

@@ -10,11 +10,12 @@ request's rid is empty). Each record keeps unknown fields in ``extra``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from ._record import record
 from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, EventKind
 
 __all__ = ["RECORD_FIELDS", "Demote", "Evict", "Relocate", "Restore", "Route", "RouteMode", "Sample"]
@@ -26,7 +27,7 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sample:
     """A headroom reading of one engine resource (DESIGN §10): a node event, no request.
 
@@ -52,7 +53,7 @@ class RouteMode(StrEnum):
     SILOED = "siloed"  # the fallback: a fixed engine by a stated rule, no shared view
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Route:
     """The fleet sends a request to ``engine``, decided on the view read at ``view_time``."""
 
@@ -66,7 +67,7 @@ class Route:
     code: ClassVar[int] = ROUTE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Demote:
     """The redline holds a queued request back, on ``resource``'s sample taken at ``sample_time``."""
 
@@ -79,7 +80,7 @@ class Demote:
     code: ClassVar[int] = DEMOTE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Restore:
     """The redline cleared: a held request is queued again (on the sample taken at ``sample_time``)."""
 
@@ -92,7 +93,7 @@ class Restore:
     code: ClassVar[int] = RESTORE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Evict:
     """A running request is taken off its engine; ``state`` is its accumulated tokens S(t)."""
 
@@ -105,7 +106,7 @@ class Evict:
     code: ClassVar[int] = EVICT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Relocate:
     """An evicted request is queued again on ``engine`` (it resumes from its prompt and output so far)."""
 
