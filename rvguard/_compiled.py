@@ -56,7 +56,8 @@ class PureFinder(importlib.abc.MetaPathFinder):
             package = os.path.join(entry, leaf, "__init__.py")
             if os.path.isfile(package):
                 where = [os.path.dirname(package)]
-                return importlib.util.spec_from_file_location(fullname, package, submodule_search_locations=where)
+                spec = importlib.util.spec_from_file_location
+                return spec(fullname, package, submodule_search_locations=where)
             module = os.path.join(entry, leaf + ".py")
             if os.path.isfile(module):
                 return importlib.util.spec_from_file_location(fullname, module)
