@@ -20,7 +20,9 @@ requests to evict now:
   is below the target, at most ``k`` in flight, each behind the link token
   bucket;
 * each eviction is written first, as an ``evict`` event (rid, state, reason
-  ``emergency``) to every sink, then acted on at once: the request is
+  ``emergency``, and what it was decided on: the crossing resource, its
+  headroom Ĥ, the target and the capacity, so EV can judge the credited-headroom
+  rule from the trace) to every sink, then acted on at once: the request is
   preempted with no grace (the hard threshold evicts immediately, as the
   kubelet's does) — it ends with ``fail(preempted)`` and its caller gets the
   retry signal (`Guard.preempt`'s outcome). Written and stopped in one
@@ -61,6 +63,7 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
+from ..runbook_events import EMERGENCY
 from .eviction import Candidate, EmergencyPlan, EvictionConfig, EvictionPlanner
 from .redline import HardFloorCrossing
 
@@ -68,9 +71,6 @@ if TYPE_CHECKING:
     from .guard import Guard
 
 __all__ = ["EMERGENCY", "EmergencyChannel", "node_deadline"]
-
-#: the ``evict`` reason of an eviction past the hard floor
-EMERGENCY = "emergency"
 
 log = logging.getLogger("rvguard.enforce")
 
@@ -152,8 +152,17 @@ class EmergencyChannel:
             )
         self.last_warning = plan.warning
         seen = -math.inf if core.redline is None else core.redline.last_sample_time(crossing.resource)
+        config = self.planner.config
         for ev in plan.evict:
-            self._guard.evict_now(ev.rid, ev.state, EMERGENCY)
+            self._guard.evict_now(
+                ev.rid,
+                ev.state,
+                EMERGENCY,
+                resource=crossing.resource,
+                headroom=crossing.smoothed,
+                target=config.target,
+                capacity=config.capacity,
+            )
             self._stopped[ev.rid] = (crossing.resource, max(now, seen))
             self.evicted += 1
         return plan

@@ -74,15 +74,24 @@ class HeadroomLoop:
         """Past the hard floor, evict through the planner with ``config`` instead of preempting all.
 
         Raises:
-            SpecError: ``config.k`` exceeds the contract's ``eviction.k`` (the k EV judges against).
+            SpecError: ``config.k`` exceeds the contract's ``eviction.k``, or ``config.target`` or
+                ``config.capacity`` its ``eviction.target`` or ``eviction.capacity`` when stated (the
+                bounds EV judges against: a larger target or capacity credits less and evicts more).
         """
         block = self._guard.contract.eviction
-        if block is not None and config.k > block.k:
-            raise SpecError(
-                f"the eviction channel's k = {config.k} exceeds the contract's eviction.k = {block.k}",
-                field="eviction.k",
-                value=config.k,
-            )
+        if block is not None:
+            for name, mine, stated in (
+                ("k", config.k, block.k),
+                ("target", config.target, block.target),
+                ("capacity", config.capacity, block.capacity),
+            ):
+                if stated is not None and mine > stated:
+                    raise SpecError(
+                        f"the eviction channel's {name} = {mine} exceeds the contract's "
+                        f"eviction.{name} = {stated}",
+                        field=f"eviction.{name}",
+                        value=mine,
+                    )
         self.emergency = EmergencyChannel(self._guard, config, now=self._guard.clock.now())
         return self.emergency
 
