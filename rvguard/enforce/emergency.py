@@ -64,7 +64,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..runbook_events import EMERGENCY
-from .eviction import Candidate, EmergencyPlan, EvictionConfig, EvictionPlanner
+from .eviction import Candidate, EmergencyPlan, Eviction, EvictionConfig, EvictionPlanner
 from .redline import HardFloorCrossing
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class EmergencyChannel:
 
     Attributes:
         planner: the pure planner (its ``in_flight``, ``issued``).
-        evicted: requests evicted (written and stopped).
+        evicted: requests evicted (written and stopped), by either channel (`stop`).
         warnings: warnings raised: a plan whose relief cannot land before the node's deadline,
             counted (and logged) when the warning begins or changes, not on every poll it lasts.
         last_warning: the last plan's warning (``""``: it lands in time).
@@ -151,21 +151,26 @@ class EmergencyChannel:
                 extra={"event": "eviction-deadline", "resource": crossing.resource},
             )
         self.last_warning = plan.warning
-        seen = -math.inf if core.redline is None else core.redline.last_sample_time(crossing.resource)
-        config = self.planner.config
         for ev in plan.evict:
-            self._guard.evict_now(
-                ev.rid,
-                ev.state,
-                EMERGENCY,
-                resource=crossing.resource,
-                headroom=crossing.smoothed,
-                target=config.target,
-                capacity=config.capacity,
-            )
-            self._stopped[ev.rid] = (crossing.resource, max(now, seen))
-            self.evicted += 1
+            self.stop(ev, EMERGENCY, crossing.resource, crossing.smoothed, now)
         return plan
+
+    def stop(self, ev: Eviction, reason: str, resource: str, headroom: float, now: float) -> None:
+        """Trace the planner's eviction ``ev`` (with what it was decided on: ``resource``, its
+        ``headroom``, the target and capacity) and stop the request; credited until it lands."""
+        core, config = self._guard.core, self.planner.config
+        self._guard.evict_now(
+            ev.rid,
+            ev.state,
+            reason,
+            resource=resource,
+            headroom=headroom,
+            target=config.target,
+            capacity=config.capacity,
+        )
+        seen = -math.inf if core.redline is None else core.redline.last_sample_time(resource)
+        self._stopped[ev.rid] = (resource, max(now, seen))
+        self.evicted += 1
 
     def land(self) -> None:
         """Stop crediting each eviction a fresh sample has measured: one that came after its stop
