@@ -65,7 +65,7 @@ class Loc(Enum):
     READY = "ready"  # admitted, surplus
     GUARDED = "guarded"  # admitted, protected: never to be evicted
     EVICTED = "evicted"
-    OVER = "over"  # bad: evicted beyond k, or a protected request evicted (it still relocates or ends)
+    OVER = "over"  # bad: beyond k, a protected request, or redundant (it still relocates or ends)
     DONE = "done"
 
 
