@@ -25,7 +25,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_verify.py"],
         ["bench_cli.py", *([] if full else ["--reps", "7"])],
         ["bench_enforce.py"],
-        ["bench_redline.py", *([] if full else ["--samples", "20000"])],
+        ["bench_redline.py", *([] if full else ["--samples", "20000", "--guard-requests", "5000"])],
         ["bench_sim.py"],
         ["bench_monitors.py", *monitors],
         ["bench_rid_memory.py", *([] if full else ["--requests", "50000"])],

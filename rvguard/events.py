@@ -247,7 +247,7 @@ _KNOWN: dict[str, frozenset[str]] = {
     "route": frozenset({"t", "kind", "rid", "engine", "view_time", "mode"}),
     "demote": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
     "restore": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
-    "evict": frozenset({"t", "kind", "rid", "state", "reason"}),
+    "evict": frozenset({"t", "kind", "rid", "state", "reason", "resource", "headroom", "target", "capacity"}),
     "relocate": frozenset({"t", "kind", "rid", "engine"}),
 }
 
@@ -416,7 +416,24 @@ def _redline(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any
 
 def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
     reason = _text(rec.get("reason"), "reason", required=False)
-    return Evict(t=t, rid=rid, state=_count(rec.get("state"), "state"), reason=reason, extra=extra)
+    resource, headroom, target, capacity = (
+        rec.get(k) for k in ("resource", "headroom", "target", "capacity")
+    )
+    if target is not None and _fraction(target, "target") == 0:
+        raise TraceFormatError("must be a number in (0, 1], got 0", field="target")
+    if capacity is not None and _count(capacity, "capacity") < 1:
+        raise TraceFormatError(f"must be a whole number ≥ 1, got {shown(capacity)}", field="capacity")
+    return Evict(
+        t=t,
+        rid=rid,
+        state=_count(rec.get("state"), "state"),
+        reason=reason,
+        resource=None if resource is None else _text(resource, "resource", required=True),
+        headroom=None if headroom is None else _fraction(headroom, "headroom"),
+        target=None if target is None else float(target),
+        capacity=None if capacity is None else int(capacity),
+        extra=extra,
+    )
 
 
 def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:

@@ -18,7 +18,23 @@ from typing import Any, ClassVar
 from ._record import record
 from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, EventKind
 
-__all__ = ["RECORD_FIELDS", "Demote", "Evict", "Relocate", "Restore", "Route", "RouteMode", "Sample"]
+__all__ = [
+    "EMERGENCY",
+    "RECORD_FIELDS",
+    "VOLUNTARY",
+    "Demote",
+    "Evict",
+    "Relocate",
+    "Restore",
+    "Route",
+    "RouteMode",
+    "Sample",
+]
+
+#: the ``evict`` reason of an eviction past the hard floor (EV judges its credited headroom)
+EMERGENCY = "emergency"
+#: the ``evict`` reason of an eviction the crossover rule chose (keeping costs more than moving)
+VOLUNTARY = "voluntary"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -95,12 +111,23 @@ class Restore:
 
 @record
 class Evict:
-    """A running request is taken off its engine; ``state`` is its accumulated tokens S(t)."""
+    """A running request is taken off its engine; ``state`` is its accumulated tokens S(t).
+
+    An eviction channel also records what it decided on, so EV can judge its credited-headroom
+    rule from the trace: ``resource`` (whose fresh sample lands the eviction's relief),
+    ``headroom`` (that resource's measured headroom fraction the channel acted on), ``target``
+    (the headroom fraction it restores) and ``capacity`` (the resource's size in state tokens:
+    an eviction's relief is state / capacity). ``None``: not recorded (a move off a dead engine).
+    """
 
     t: float
     rid: str
     state: int
     reason: str = ""
+    resource: str | None = None
+    headroom: float | None = None
+    target: float | None = None
+    capacity: int | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.EVICT
     code: ClassVar[int] = EVICT
@@ -125,7 +152,7 @@ RECORD_FIELDS: Mapping[int, tuple[str, ...]] = MappingProxyType(
         ROUTE: ("engine", "view_time", "mode"),
         DEMOTE: ("resource", "sample_time"),
         RESTORE: ("resource", "sample_time"),
-        EVICT: ("state", "reason"),
+        EVICT: ("state", "reason", "resource", "headroom", "target", "capacity"),
         RELOCATE: ("engine",),
     }
 )
