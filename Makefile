@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck engine promtool redis unit bench clean
+.PHONY: demo test lint typecheck engine promtool redis unit bench compiled bench-compiled clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,15 @@ test: lint typecheck engine promtool redis unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# The optional compiled build of the hot paths (mypyc; needs a C compiler) in build/compiled, beside
+# the editable install, which keeps running the .py sources; RVGUARD_PURE=1 runs it pure.
+compiled: $(STAMP)
+	rm -rf build/compiled build/lib.* build/temp.*
+	RVGUARD_COMPILE=strict $(PY) -m pip install -q --no-build-isolation --no-deps --target build/compiled .
+
+bench-compiled: compiled
+	PYTHONPATH=build/compiled $(PY) -m benchmarks
 
 clean:
 	rm -rf $(VENV) build *.egg-info

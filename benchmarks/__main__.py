@@ -3,7 +3,8 @@
 Each script measures its baseline in the same run and prints the ratios; this
 runner only sequences them (quick sizes by default, ``--full`` for the sizes
 quoted in docs/performance.md). Machines here are shared and noisy: compare
-within one run, quote medians.
+within one run, quote medians. The compiled build (docs/performance.md, "Compiled hot paths") is
+measured by putting it first: ``PYTHONPATH=build/compiled python -m benchmarks``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_verify.py"],
         ["bench_cli.py", *([] if full else ["--reps", "7"])],
         ["bench_enforce.py"],
-        ["bench_redline.py", *([] if full else ["--samples", "20000"])],
+        ["bench_redline.py", *([] if full else ["--samples", "20000", "--guard-requests", "5000"])],
         ["bench_sim.py"],
         ["bench_monitors.py", *monitors],
         ["bench_rid_memory.py", *([] if full else ["--requests", "50000"])],
@@ -34,11 +35,20 @@ def commands(full: bool) -> list[list[str]]:
     ]
 
 
+#: says which build of the hot paths the benchmarks measure (`rvguard._compiled`)
+_BUILD = (
+    "import rvguard.enforce.core, rvguard.monitors.monitor, rvguard.sim.engine;"
+    "from rvguard._compiled import compiled_modules as c;"
+    "print('rvguard build:', f'compiled ({len(c())} modules)' if c() else 'pure Python')"
+)
+
+
 def main() -> int:
     """Run every benchmark; exit non-zero if any of them failed to run."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--full", action="store_true", help="the documented sizes (minutes, not seconds)")
     args = parser.parse_args()
+    subprocess.run([sys.executable, "-c", _BUILD], check=False)
     failed = []
     for script, *rest in commands(args.full):
         print(f"\n=== {script} {' '.join(rest)}", flush=True)

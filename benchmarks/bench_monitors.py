@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script from anywhere; an rvguard on PYTHONPATH (a compiled
+    sys.path.append(str(ROOT))  # build) or installed comes first
 
 from rvguard.columnar import ColumnarTrace  # noqa: E402
 from rvguard.contract import Contract, load_contract  # noqa: E402

@@ -11,7 +11,8 @@ their own arrivals inside the timed region. Ours is measured two ways:
 * ``sim+judge`` — `run_once`: the same plus the online `Monitor` judging
   AF/SF/DR/WF on the trace (what every experiment run pays).
 
-Medians over ``REPEATS`` runs; the ratio to ciw is printed (target ≥ 10×).
+Medians over ``REPEATS`` runs; the ratio to ciw is printed (target ≥ 1.5×, issue 16: the
+earlier 10× is retired, no Python design driving the real core reaches it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import ciw
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a compiled build there wins
 
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.enforce.core import DecisionCore

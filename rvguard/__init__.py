@@ -8,9 +8,15 @@ imports none of them: each loads on first use (`rvguard._lazy`).
 
 from __future__ import annotations
 
+import os
 import typing
 
 from ._lazy import attach as _attach
+
+if os.environ.get("RVGUARD_PURE") == "1":  # run the .py sources even in a compiled build
+    from ._compiled import force_pure
+
+    force_pure()
 
 if typing.TYPE_CHECKING:
     from .contract import Contract as Contract

@@ -55,7 +55,8 @@ CLAIMS = {
     "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
     "bounded by the redline's hysteresis (by construction)",
     "EV": "monitored; the Guard's emergency channel keeps it by construction (at most k in flight, "
-    "surplus only); the fleet gateway's moves off a dead engine are checked only",
+    "no eviction while credited headroom reaches the target, surplus only); the fleet gateway's "
+    "moves off a dead engine are checked only",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "

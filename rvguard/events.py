@@ -1,4 +1,4 @@
-"""Event records (DESIGN §2): one frozen, slotted dataclass per kind.
+"""Event records (DESIGN §2): one slotted record per kind, frozen to the type checker.
 
 A trace is a sequence of events in non-decreasing time. Every event has
 ``t`` (float seconds), ``rid`` and its ``kind``; the other fields depend on
@@ -19,6 +19,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
+from ._record import record
 from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
 from .lifecycle import (
@@ -83,14 +84,17 @@ class Basis(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    """What an untrusted learner proposes for a request: it is only a proposal."""
+    """What an untrusted learner proposes for a request: it is only a proposal.
+
+    Frozen at run time (unlike the event records): the learner that built it is untrusted.
+    """
 
     admit: bool = True
     objective: str | None = None
     priority_hint: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Arrive:
     """A request arrives; ``tenant`` is bound from authenticated identity.
 
@@ -109,7 +113,7 @@ class Arrive:
     code: ClassVar[int] = ARRIVE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Admit:
     """The guard admits a request, on a ``basis``."""
 
@@ -121,7 +125,7 @@ class Admit:
     code: ClassVar[int] = ADMIT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reject:
     """The guard rejects a request at admission (terminal)."""
 
@@ -133,7 +137,7 @@ class Reject:
     code: ClassVar[int] = REJECT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Dispatch:
     """A request takes one of the C backend slots."""
 
@@ -144,7 +148,7 @@ class Dispatch:
     code: ClassVar[int] = DISPATCH
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Complete:
     """The backend finished the request (terminal)."""
 
@@ -155,7 +159,7 @@ class Complete:
     code: ClassVar[int] = COMPLETE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Drop:
     """The guard drops an admitted request as doomed (terminal)."""
 
@@ -167,7 +171,7 @@ class Drop:
     code: ClassVar[int] = DROP
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fail:
     """The backend (or the client) failed the request (terminal)."""
 
@@ -243,7 +247,7 @@ _KNOWN: dict[str, frozenset[str]] = {
     "route": frozenset({"t", "kind", "rid", "engine", "view_time", "mode"}),
     "demote": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
     "restore": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
-    "evict": frozenset({"t", "kind", "rid", "state", "reason"}),
+    "evict": frozenset({"t", "kind", "rid", "state", "reason", "resource", "headroom", "target", "capacity"}),
     "relocate": frozenset({"t", "kind", "rid", "engine"}),
 }
 
@@ -412,7 +416,24 @@ def _redline(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any
 
 def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
     reason = _text(rec.get("reason"), "reason", required=False)
-    return Evict(t=t, rid=rid, state=_count(rec.get("state"), "state"), reason=reason, extra=extra)
+    resource, headroom, target, capacity = (
+        rec.get(k) for k in ("resource", "headroom", "target", "capacity")
+    )
+    if target is not None and _fraction(target, "target") == 0:
+        raise TraceFormatError("must be a number in (0, 1], got 0", field="target")
+    if capacity is not None and _count(capacity, "capacity") < 1:
+        raise TraceFormatError(f"must be a whole number ≥ 1, got {shown(capacity)}", field="capacity")
+    return Evict(
+        t=t,
+        rid=rid,
+        state=_count(rec.get("state"), "state"),
+        reason=reason,
+        resource=None if resource is None else _text(resource, "resource", required=True),
+        headroom=None if headroom is None else _fraction(headroom, "headroom"),
+        target=None if target is None else float(target),
+        capacity=None if capacity is None else int(capacity),
+        extra=extra,
+    )
 
 
 def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:

@@ -10,14 +10,31 @@ request's rid is empty). Each record keeps unknown fields in ``extra``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from ._record import record
 from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, EventKind
 
-__all__ = ["RECORD_FIELDS", "Demote", "Evict", "Relocate", "Restore", "Route", "RouteMode", "Sample"]
+__all__ = [
+    "EMERGENCY",
+    "RECORD_FIELDS",
+    "VOLUNTARY",
+    "Demote",
+    "Evict",
+    "Relocate",
+    "Restore",
+    "Route",
+    "RouteMode",
+    "Sample",
+]
+
+#: the ``evict`` reason of an eviction past the hard floor (EV judges its credited headroom)
+EMERGENCY = "emergency"
+#: the ``evict`` reason of an eviction the crossover rule chose (keeping costs more than moving)
+VOLUNTARY = "voluntary"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -26,7 +43,7 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sample:
     """A headroom reading of one engine resource (DESIGN §10): a node event, no request.
 
@@ -52,7 +69,7 @@ class RouteMode(StrEnum):
     SILOED = "siloed"  # the fallback: a fixed engine by a stated rule, no shared view
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Route:
     """The fleet sends a request to ``engine``, decided on the view read at ``view_time``."""
 
@@ -66,7 +83,7 @@ class Route:
     code: ClassVar[int] = ROUTE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Demote:
     """The redline holds a queued request back, on ``resource``'s sample taken at ``sample_time``."""
 
@@ -79,7 +96,7 @@ class Demote:
     code: ClassVar[int] = DEMOTE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Restore:
     """The redline cleared: a held request is queued again (on the sample taken at ``sample_time``)."""
 
@@ -92,20 +109,31 @@ class Restore:
     code: ClassVar[int] = RESTORE
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Evict:
-    """A running request is taken off its engine; ``state`` is its accumulated tokens S(t)."""
+    """A running request is taken off its engine; ``state`` is its accumulated tokens S(t).
+
+    An eviction channel also records what it decided on, so EV can judge its credited-headroom
+    rule from the trace: ``resource`` (whose fresh sample lands the eviction's relief),
+    ``headroom`` (that resource's measured headroom fraction the channel acted on), ``target``
+    (the headroom fraction it restores) and ``capacity`` (the resource's size in state tokens:
+    an eviction's relief is state / capacity). ``None``: not recorded (a move off a dead engine).
+    """
 
     t: float
     rid: str
     state: int
     reason: str = ""
+    resource: str | None = None
+    headroom: float | None = None
+    target: float | None = None
+    capacity: int | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.EVICT
     code: ClassVar[int] = EVICT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Relocate:
     """An evicted request is queued again on ``engine`` (it resumes from its prompt and output so far)."""
 
@@ -124,7 +152,7 @@ RECORD_FIELDS: Mapping[int, tuple[str, ...]] = MappingProxyType(
         ROUTE: ("engine", "view_time", "mode"),
         DEMOTE: ("resource", "sample_time"),
         RESTORE: ("resource", "sample_time"),
-        EVICT: ("state", "reason"),
+        EVICT: ("state", "reason", "resource", "headroom", "target", "capacity"),
         RELOCATE: ("engine",),
     }
 )

@@ -11,7 +11,8 @@ frozen pydantic model; a bad value is a `SpecError` naming the field):
 * ``eviction`` — ``k``, the evictions in flight at most (property EV), and
   optionally the emergency channel's ``capacity`` (KV tokens), ``target``
   (headroom to restore), ``overhead`` (s per eviction), ``link_rate`` and
-  ``link_burst`` (the relocation link's token bucket);
+  ``link_burst`` (the relocation link's token bucket), and the voluntary
+  channel's crossover prices (``voluntary``: off unless given);
 * ``fleet`` — ``staleness`` of a routing view and each engine's slots C_e
   (property FR).
 
@@ -28,7 +29,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from .bounds import MAX_SLOTS, MAX_SPAN
 
-__all__ = ["EvictionSpec", "FleetSpec", "HeadroomSpec", "ResourceSpec"]
+__all__ = ["EvictionSpec", "FleetSpec", "HeadroomSpec", "ResourceSpec", "VoluntarySpec"]
 
 #: an engine's slot count C_e
 Slots = Annotated[int, Field(ge=1, le=MAX_SLOTS)]
@@ -69,6 +70,17 @@ class HeadroomSpec(BaseModel, frozen=True, extra="forbid"):
     resources: dict[Name, ResourceSpec] = Field(min_length=1)
 
 
+class VoluntarySpec(BaseModel, frozen=True, extra="forbid"):
+    """The voluntary channel's crossover rule (`rvguard.enforce.eviction.crossover`): evict a running
+    surplus request when its expected remaining seconds (tokens still allowed × ``token_seconds``)
+    × ``opportunity_rate`` exceeds ``fixed`` + ``per_token`` × its state S, strictly."""
+
+    opportunity_rate: float = Field(gt=0.0, le=1e12, description="cost per second of keeping a request")
+    fixed: float = Field(default=0.0, ge=0.0, le=1e12, description="cost of one move, whatever its size")
+    per_token: float = Field(default=0.0, ge=0.0, le=1e12, description="cost of moving one state token")
+    token_seconds: float = Field(gt=0.0, le=MAX_SPAN, description="expected seconds per generated token")
+
+
 class EvictionSpec(BaseModel, frozen=True, extra="forbid"):
     """The eviction channel's bound, at most ``k`` evictions in flight (EV), and the emergency
     channel's parameters (`rvguard.enforce.eviction.eviction_config`): with ``capacity`` and
@@ -80,11 +92,16 @@ class EvictionSpec(BaseModel, frozen=True, extra="forbid"):
     overhead: float = Field(default=0.0, ge=0.0, le=MAX_SPAN, description="seconds per eviction")
     link_rate: float | None = Field(default=None, gt=0.0, description="state tokens/s the link moves")
     link_burst: float | None = Field(default=None, gt=0.0, description="the link bucket's depth")
+    voluntary: VoluntarySpec | None = Field(
+        default=None, description="the voluntary channel's crossover prices (absent: no voluntary eviction)"
+    )
 
     @model_validator(mode="after")
     def _check_pair(self) -> EvictionSpec:
         if (self.capacity is None) != (self.target is None):
             raise ValueError("capacity and target come together (the emergency channel needs both)")
+        if self.voluntary is not None and self.capacity is None:
+            raise ValueError("the voluntary channel needs capacity and target (it shares the planner)")
         return self
 
 

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import MISSING, field, fields, make_dataclass, replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rvguard.errors import TraceFormatError
-from rvguard.events import Arrive, event_from_dict, event_to_dict
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Fail,
+    Reject,
+    event_from_dict,
+    event_to_dict,
+)
 
 
 @pytest.mark.parametrize(
@@ -93,3 +107,41 @@ def test_runbook_records_round_trip_and_a_sample_has_no_rid() -> None:
     assert route == Route(1.0, "a", "e1", None, RouteMode.P2C)  # absent or null mode: p2c
     assert event_to_dict(route) == {"t": 1.0, "kind": "route", "rid": "a", "engine": "e1", "mode": "p2c"}
     assert PREEMPTED == "preempted"
+
+
+_FIELD_VALUES = {
+    "t": st.floats(0, 1e6),
+    "rid": st.sampled_from(["a", "b"]),
+    "tenant": st.sampled_from(["x", "y"]),
+    "reason": st.sampled_from(["", "doomed"]),
+    "deadline": st.none() | st.floats(0, 1e6),
+    "max_tokens": st.none() | st.integers(0, 9),
+    "basis": st.sampled_from(list(Basis)),
+}
+
+
+def _frozen_twin(cls: type) -> type:
+    """The same fields as a frozen dataclass: the reference the cheap records must behave as."""
+    specs = []
+    for f in fields(cls):
+        default = {} if f.default is MISSING else {"default": f.default}
+        if f.default_factory is not MISSING:
+            default = {"default_factory": f.default_factory}
+        specs.append((f.name, f.type, field(compare=f.compare, hash=f.hash, repr=f.repr, **default)))
+    return make_dataclass("Frozen" + cls.__name__, specs, frozen=True)
+
+
+@given(data=st.data(), cls=st.sampled_from([Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail]))
+def test_records_compare_hash_and_print_as_frozen_dataclasses(data: st.DataObject, cls: type) -> None:
+    """Records are plain slotted dataclasses at run time (cheap to build, `rvguard._record`): value
+    equality, a field hash and the repr are those of a frozen dataclass; ``extra`` is not compared."""
+    names = [f.name for f in fields(cls) if f.name in _FIELD_VALUES]
+    a = {n: data.draw(_FIELD_VALUES[n], label=n) for n in names}
+    b = {n: data.draw(_FIELD_VALUES[n], label=n) for n in names}
+    twin = _frozen_twin(cls)
+    x, y = cls(**a), cls(**b, extra={"note": 1})
+    tx, ty = twin(**a), twin(**b, extra={"note": 1})
+    assert (x == y) == (tx == ty) == (a == b)
+    assert hash(x) == hash(tx) and hash(y) == hash(ty)
+    assert repr(x) == repr(tx).replace("Frozen" + cls.__name__, cls.__name__, 1)
+    assert replace(y, extra={}) == y and not hasattr(x, "__dict__")

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ("rvguard", "tests", "specs", "proofs", "examples", "benchmarks", "deploy", "docs", "scripts", ".ci")
-TOP = ("README.md", "LICENSE", "NOTICE", "pyproject.toml", "Makefile", "MANIFEST.in")
+TOP = ("README.md", "LICENSE", "NOTICE", "pyproject.toml", "setup.py", "Makefile", "MANIFEST.in")
 INSTALLED = re.compile(r"<!-- installed:.*?-->\s*```sh\n(.*?)```", re.S)
 
 

@@ -20,7 +20,9 @@ requests to evict now:
   is below the target, at most ``k`` in flight, each behind the link token
   bucket;
 * each eviction is written first, as an ``evict`` event (rid, state, reason
-  ``emergency``) to every sink, then acted on at once: the request is
+  ``emergency``, and what it was decided on: the crossing resource, its
+  headroom Ĥ, the target and the capacity, so EV can judge the credited-headroom
+  rule from the trace) to every sink, then acted on at once: the request is
   preempted with no grace (the hard threshold evicts immediately, as the
   kubelet's does) — it ends with ``fail(preempted)`` and its caller gets the
   retry signal (`Guard.preempt`'s outcome). Written and stopped in one
@@ -61,16 +63,14 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
-from .eviction import Candidate, EmergencyPlan, EvictionConfig, EvictionPlanner
+from ..runbook_events import EMERGENCY
+from .eviction import Candidate, EmergencyPlan, Eviction, EvictionConfig, EvictionPlanner
 from .redline import HardFloorCrossing
 
 if TYPE_CHECKING:
     from .guard import Guard
 
 __all__ = ["EMERGENCY", "EmergencyChannel", "node_deadline"]
-
-#: the ``evict`` reason of an eviction past the hard floor
-EMERGENCY = "emergency"
 
 log = logging.getLogger("rvguard.enforce")
 
@@ -94,7 +94,7 @@ class EmergencyChannel:
 
     Attributes:
         planner: the pure planner (its ``in_flight``, ``issued``).
-        evicted: requests evicted (written and stopped).
+        evicted: requests evicted (written and stopped), by either channel (`stop`).
         warnings: warnings raised: a plan whose relief cannot land before the node's deadline,
             counted (and logged) when the warning begins or changes, not on every poll it lasts.
         last_warning: the last plan's warning (``""``: it lands in time).
@@ -151,12 +151,26 @@ class EmergencyChannel:
                 extra={"event": "eviction-deadline", "resource": crossing.resource},
             )
         self.last_warning = plan.warning
-        seen = -math.inf if core.redline is None else core.redline.last_sample_time(crossing.resource)
         for ev in plan.evict:
-            self._guard.evict_now(ev.rid, ev.state, EMERGENCY)
-            self._stopped[ev.rid] = (crossing.resource, max(now, seen))
-            self.evicted += 1
+            self.stop(ev, EMERGENCY, crossing.resource, crossing.smoothed, now)
         return plan
+
+    def stop(self, ev: Eviction, reason: str, resource: str, headroom: float, now: float) -> None:
+        """Trace the planner's eviction ``ev`` (with what it was decided on: ``resource``, its
+        ``headroom``, the target and capacity) and stop the request; credited until it lands."""
+        core, config = self._guard.core, self.planner.config
+        self._guard.evict_now(
+            ev.rid,
+            ev.state,
+            reason,
+            resource=resource,
+            headroom=headroom,
+            target=config.target,
+            capacity=config.capacity,
+        )
+        seen = -math.inf if core.redline is None else core.redline.last_sample_time(resource)
+        self._stopped[ev.rid] = (resource, max(now, seen))
+        self.evicted += 1
 
     def land(self) -> None:
         """Stop crediting each eviction a fresh sample has measured: one that came after its stop

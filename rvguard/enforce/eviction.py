@@ -53,7 +53,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from ..runbook_spec import EvictionSpec
+from ..runbook_spec import EvictionSpec, VoluntarySpec
 
 __all__ = [
     "Candidate",
@@ -63,9 +63,11 @@ __all__ = [
     "EvictionConfig",
     "EvictionPlanner",
     "LinkBucket",
+    "VoluntaryConfig",
     "crossover",
     "eviction_config",
     "rank",
+    "voluntary_config",
 ]
 
 
@@ -179,6 +181,26 @@ class CrossoverCost:
     opportunity_rate: float
     fixed: float
     per_token: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class VoluntaryConfig:
+    """The voluntary channel in the Guard: the crossover prices, and the expected seconds per
+    generated token that turn a request's tokens still allowed into its expected remaining time."""
+
+    cost: CrossoverCost
+    token_seconds: float
+
+    def __post_init__(self) -> None:
+        c = self.cost
+        _require(0.0 < c.opportunity_rate < math.inf, "voluntary.opportunity_rate", c.opportunity_rate, "> 0")
+        _require(0.0 <= c.fixed < math.inf, "voluntary.fixed", c.fixed, "finite, >= 0")
+        _require(0.0 <= c.per_token < math.inf, "voluntary.per_token", c.per_token, "finite, >= 0")
+        _require(0.0 < self.token_seconds < math.inf, "voluntary.token_seconds", self.token_seconds, "> 0 s")
+
+    def expected_remaining(self, remaining_tokens: int) -> float:
+        """Expected seconds a request with ``remaining_tokens`` still allowed keeps its slot."""
+        return max(0, remaining_tokens) * self.token_seconds
 
 
 def crossover(cost: CrossoverCost, state: int, expected_remaining: float) -> bool:
@@ -368,6 +390,14 @@ def eviction_config(spec: EvictionSpec | None) -> EvictionConfig | None:
     rate = math.inf if spec.link_rate is None else spec.link_rate
     burst = math.inf if spec.link_burst is None else spec.link_burst
     return EvictionConfig(spec.k, spec.capacity, spec.target, spec.overhead, rate, burst)
+
+
+def voluntary_config(spec: EvictionSpec | None) -> VoluntaryConfig | None:
+    """The voluntary channel a contract's ``eviction.voluntary`` block states (``None``: off)."""
+    v: VoluntarySpec | None = None if spec is None else spec.voluntary
+    if v is None:
+        return None
+    return VoluntaryConfig(CrossoverCost(v.opportunity_rate, v.fixed, v.per_token), v.token_seconds)
 
 
 def _warning(lands_at: float, deadline: float, needed: int) -> str:

@@ -345,12 +345,13 @@ class Guard:
         call = self._calls.get(rid)
         return None if call is None else call.request
 
-    def evict_now(self, rid: str, state: int, reason: str) -> None:
-        """Evict running surplus ``rid``: its ``evict`` event, then its preemption with no grace,
-        in one step (nothing ends it in between). Raises as `preempt`, before writing anything."""
+    def evict_now(self, rid: str, state: int, reason: str, **decided: Any) -> None:
+        """Evict running surplus ``rid``: its ``evict`` event (``decided``: the channel's
+        ``resource``, ``headroom``, ``target``, ``capacity``, for EV), then its preemption with no
+        grace, in one step (nothing ends it in between). Raises as `preempt`, before writing anything."""
         now = self._clock.now()
         self.preemption.notice(rid, now, grace=0.0)
-        self._handle([Evict(now, rid, state, reason)])
+        self._handle([Evict(now, rid, state, reason, **decided)])
         self._stop_preempted(self._calls[rid])
 
     def observe_headroom(self, sample: HeadroomSample) -> None:

@@ -12,8 +12,10 @@ concern), and, while the core reports its hard floor crossed, acts on the runnin
 an eviction configuration (`evict_with`), the emergency channel (`rvguard.enforce.emergency`)
 evicts the few the planner picks (S descending, credited headroom, at most k in flight, behind
 the link bucket); without one, it asks the Guard to preempt every running surplus request (bare
-preemption: grace, then stop, the caller gets its retry signal). Either way `Guard.preempt`'s test
-refuses floor work, so PR holds by construction.
+preemption: grace, then stop, the caller gets its retry signal). With the contract's
+``eviction.voluntary`` block (or `voluntary_with`), every poll also asks the voluntary channel
+(`rvguard.enforce.voluntary`: the crossover rule, through the same planner, k and link
+bucket). Either way `Guard.preempt`'s test refuses floor work, so PR holds by construction.
 
 A telemetry error (unreachable, malformed) is counted and kept (`errors`, `last_error`) and the
 loop goes on: the redline keeps its last state, the samples' age shows in ``/metrics``
@@ -28,8 +30,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, SpecError, TelemetryError
 from .emergency import EmergencyChannel
-from .eviction import EvictionConfig, eviction_config
+from .eviction import EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
 from .headroom import HeadroomSource
+from .voluntary import VoluntaryChannel
 
 if TYPE_CHECKING:
     from .guard import Guard
@@ -47,6 +50,7 @@ class HeadroomLoop:
         last_error: the last of them.
         preempted: preemptions asked for past the hard floor (without an eviction channel).
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
+        voluntary: the voluntary eviction channel (`voluntary_with`), or ``None``.
     """
 
     def __init__(
@@ -66,25 +70,50 @@ class HeadroomLoop:
         self.last_error: TelemetryError | None = None
         self.preempted = 0
         self.emergency: EmergencyChannel | None = None
+        self.voluntary: VoluntaryChannel | None = None
         config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
         if config is not None:
             self.evict_with(config)
+            crossing = voluntary_config(guard.contract.eviction)
+            if crossing is not None:
+                self.voluntary_with(crossing)
 
     def evict_with(self, config: EvictionConfig) -> EmergencyChannel:
         """Past the hard floor, evict through the planner with ``config`` instead of preempting all.
 
         Raises:
-            SpecError: ``config.k`` exceeds the contract's ``eviction.k`` (the k EV judges against).
+            SpecError: ``config.k`` exceeds the contract's ``eviction.k``, or ``config.target`` or
+                ``config.capacity`` its ``eviction.target`` or ``eviction.capacity`` when stated (the
+                bounds EV judges against: a larger target or capacity credits less and evicts more).
         """
         block = self._guard.contract.eviction
-        if block is not None and config.k > block.k:
-            raise SpecError(
-                f"the eviction channel's k = {config.k} exceeds the contract's eviction.k = {block.k}",
-                field="eviction.k",
-                value=config.k,
-            )
+        if block is not None:
+            for name, mine, stated in (
+                ("k", config.k, block.k),
+                ("target", config.target, block.target),
+                ("capacity", config.capacity, block.capacity),
+            ):
+                if stated is not None and mine > stated:
+                    raise SpecError(
+                        f"the eviction channel's {name} = {mine} exceeds the contract's "
+                        f"eviction.{name} = {stated}",
+                        field=f"eviction.{name}",
+                        value=mine,
+                    )
         self.emergency = EmergencyChannel(self._guard, config, now=self._guard.clock.now())
         return self.emergency
+
+    def voluntary_with(self, config: VoluntaryConfig) -> VoluntaryChannel:
+        """On every poll, also evict what the crossover rule picks (`rvguard.enforce.voluntary`),
+        through the emergency channel's planner (its k, link bucket and credit).
+
+        Raises:
+            EnforcementError: there is no emergency channel (`evict_with`) to share the planner of.
+        """
+        if self.emergency is None:
+            raise EnforcementError("the voluntary channel shares the emergency channel's planner: none set")
+        self.voluntary = VoluntaryChannel(self._guard, self.emergency, config)
+        return self.voluntary
 
     def start(self) -> None:
         """Run the loop as a task of the running event loop."""
@@ -119,8 +148,11 @@ class HeadroomLoop:
         crossing = self._guard.core.hard_floor_crossed()
         if self.emergency is not None:
             self.emergency.land()
+            now = self._guard.clock.now()
             if crossing is not None:
-                self.emergency.act(crossing, self._guard.clock.now())
+                self.emergency.act(crossing, now)
+            if self.voluntary is not None:
+                self.voluntary.act(now)
         elif crossing is not None:
             self._preempt_surplus()
         return len(samples)

@@ -2,8 +2,8 @@
 
 Columns: ``t,kind,rid,tenant,deadline,prompt_tokens,max_tokens,proposal_admit,
 proposal_objective,proposal_priority_hint,basis,reason``, then the DESIGN §10
-fields ``resource,value,sample_time,state,engine,view_time,mode``; any other
-column is an unknown field kept in the event's ``extra``. Only ``t``, ``kind`` and
+fields ``resource,value,sample_time,state,engine,view_time,mode,headroom,target,
+capacity``; any other column is an unknown field kept in the event's ``extra``. Only ``t``, ``kind`` and
 ``rid`` are required in the header. An empty cell means "absent". Numeric
 columns (and extra columns) are parsed as numbers when they read as one;
 text columns stay text (a rid ``007`` stays ``"007"``). Line numbers are
@@ -51,6 +51,9 @@ COLUMNS: tuple[str, ...] = (
     "engine",
     "view_time",
     "mode",
+    "headroom",
+    "target",
+    "capacity",
 )
 _REQUIRED = ("t", "kind", "rid")
 _TEXT = frozenset(

@@ -40,6 +40,9 @@ _TYPES = {
     "sample_time": "float64",
     "state": "int64",
     "view_time": "float64",
+    "headroom": "float64",
+    "target": "float64",
+    "capacity": "int64",
 }
 
 

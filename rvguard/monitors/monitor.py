@@ -214,10 +214,14 @@ class Monitor:
         return [] if out is None else out
 
     def feed_all(self, events: Iterable[Event]) -> list[Violation]:
-        """Feed every event; return the violations revealed along the way."""
+        """Feed every event; return the violations revealed along the way (the batch form of `feed`
+        for replay: one bound method, and a list extended only when an event revealed something)."""
         out: list[Violation] = []
+        feed = self.feed
         for ev in events:
-            out.extend(self.feed(ev))
+            found = feed(ev)
+            if found:
+                out.extend(found)
         return out
 
     def advance(self, t: float) -> list[Violation]:

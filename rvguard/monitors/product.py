@@ -16,7 +16,9 @@ from there:
   move only choose between edges by their guards (no update, no bad or
   timed target): the monitor evaluates those guards, in table order, and
   looks the chosen targets up in the choice's own cache. AF's and SF's
-  ``entitled`` branch at ``arrive`` is one.
+  ``entitled`` branch at ``arrive`` is one; a choice whose guards are all
+  `automaton.entitled` (a fact fixed at the arrival) is precompiled to one
+  next state per value of that fact, so no guard is called per request.
 * `SLOW`: some automaton has an update, a bad or timed target or (strict)
   a missing entry. The monitor steps the automata one by one from their
   compiled tables, exactly as before, and interns the result.
@@ -38,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..events import Event
-from .automaton import N_KINDS, CompiledAutomaton, Guard, Instance
+from .automaton import N_KINDS, CompiledAutomaton, Guard, Instance, entitled
 
 __all__ = ["CHOICE", "ILLEGAL", "SLOW", "UNKNOWN", "Choice", "Product"]
 
@@ -82,16 +84,29 @@ class Choice:
     guard holds. ``memo`` maps the chosen targets to the next state.
     """
 
-    __slots__ = ("base", "branches", "memo", "product")
+    __slots__ = ("base", "branches", "by_entitled", "memo", "product")
 
     def __init__(self, product: Product, base: list[int], branches: list[Branch]) -> None:
         self.product = product
         self.base = base
         self.branches = branches
         self.memo: dict[tuple[int, ...], int] = {}
+        guards = {guard for _, edges, _ in branches for guard, _ in edges}
+        #: when every guard is `entitled` (a fact fixed at arrival): the next state for
+        #: ``inst.entitled`` False / True, filled on first use (-1: not yet); else None
+        self.by_entitled: list[int] | None = [-1, -1] if guards <= {None, entitled} else None
 
     def decide(self, inst: Instance, ev: Event) -> int:
         """Evaluate the guards on this request and event; return the next product state."""
+        fixed = self.by_entitled
+        if fixed is None:
+            return self._decide(inst, ev)
+        state = fixed[inst.entitled]
+        if state < 0:
+            state = fixed[inst.entitled] = self._decide(inst, ev)
+        return state
+
+    def _decide(self, inst: Instance, ev: Event) -> int:
         chosen = []
         for _, edges, stay in self.branches:
             target = stay

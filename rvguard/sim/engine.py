@@ -33,7 +33,8 @@ from typing import Protocol
 from .. import progress
 from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
-from ..events import Arrive, Dispatch, Event, Proposal
+from ..events import Arrive, Event, Proposal
+from ..lifecycle import ARRIVE, DISPATCH
 from .backend import ServiceModel
 
 __all__ = ["ARRIVAL", "COMPLETION", "Policy", "SimResult", "Simulator"]
@@ -163,10 +164,17 @@ class Simulator:
             self._emit(self._policy.finish(rid, now), now)
 
     def _emit(self, events: Sequence[Event], now: float) -> None:
+        """Trace the policy's events; an arrival's sizes are kept for its dispatch, which starts it.
+
+        Dispatches on the kind's integer code (`rvguard.lifecycle`), not an ``isinstance`` chain.
+        """
+        append = self._trace.append
         for ev in events:
-            self._trace.append(ev)
-            if isinstance(ev, Arrive):
-                self._sizes[ev.rid] = (ev.max_tokens or 1, ev.prompt_tokens)
-            elif isinstance(ev, Dispatch):
+            append(ev)
+            code = ev.code
+            if code == ARRIVE:
+                arrive: Arrive = ev  # type: ignore[assignment]
+                self._sizes[ev.rid] = (arrive.max_tokens or 1, arrive.prompt_tokens)
+            elif code == DISPATCH:
                 tokens, prompt = self._sizes.get(ev.rid, (1, None))
                 self._backend.start(ev.rid, tokens, prompt, now)

@@ -105,6 +105,8 @@ async def test_the_largest_state_goes_first_and_no_redundant_eviction_while_reli
         assert (await a).status == "completed" and (await subs["z"]).status == "completed"
     y = [e.kind.value for e in trace if e.rid == "y"]
     assert y[-2:] == ["evict", "fail"]  # written before it was stopped
+    decided = [(e.resource, e.headroom, e.target, e.capacity) for e in trace if isinstance(e, Evict)]
+    assert decided == [("kv_cache", 0.01, 0.4, 100), ("kv_cache", 0.04, 0.4, 100)]  # for EV's credit rule
     requests = [e for e in trace if e.rid]
     assert check_ev(requests, 2) == [] and check_pr(requests) == [] and check_wf(requests) == []
     assert check_af(guard.contract, requests) == []
@@ -220,3 +222,23 @@ def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
             redline=CONFIG,
             eviction=EvictionConfig(3, 100, 0.5),
         )
+    for config, field in (
+        (EvictionConfig(2, 4096, 0.5), "target"),
+        (EvictionConfig(2, 8192, 0.3), "capacity"),
+    ):
+        with pytest.raises(SpecError, match=f"exceeds the contract's eviction.{field}") as info:
+            Guard(
+                contract,
+                MockDispatcher(Engine().serve),
+                headroom=Source(dict, clock),
+                redline=CONFIG,
+                eviction=config,
+            )
+        assert info.value.field == f"eviction.{field}"
+    Guard(  # a smaller target and capacity credit more and evict less: within what EV judges
+        contract,
+        MockDispatcher(Engine().serve),
+        headroom=Source(dict, clock),
+        redline=CONFIG,
+        eviction=EvictionConfig(2, 1024, 0.2),
+    )

@@ -4,10 +4,13 @@ EV, PR, AF, DR or WF.
 
 AF, DR, WF, PR and EV are judged by the online monitors; AF, DR and WF also by the harness's
 brute-force checks, PR by `check_pr`, and EV, with the credited-headroom rule the trace-only
-monitor cannot judge, by an independent brute force (`check_ev_credited`: it re-derives the
-smoothed headroom from the trace's samples and never imports the channel or the planner): at
-most k evictions in flight (from ``evict`` until a fresh sample taken after it), none issued while
-the credited headroom already reaches the target, none of a request admitted on the floor."""
+monitor judges on what each ``evict`` records, also by an independent brute force
+(`check_ev_credited`: it re-derives the smoothed headroom from the trace's samples, checks the
+recorded headroom is that, and never imports the channel, the planner or the monitor): at most k
+evictions in flight (from ``evict`` until a fresh sample taken after it), none issued while the
+credited headroom already reaches the target, none of a request admitted on the floor. The
+online EV (a sink during the run) and the offline checker over the finished trace find nothing,
+with the target and capacity the contract's or only the records'."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rvguard.clock import ManualClock
+from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.eviction import EvictionConfig
@@ -26,6 +30,7 @@ from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Event, Evict, Sample
 from rvguard.monitors import Monitor
+from rvguard.monitors.offline import check_offline
 from rvguard.runbook_spec import EvictionSpec
 
 from ._harness import check_af, check_dr, check_wf, make_contract, terminal_counts
@@ -62,6 +67,10 @@ def check_ev_credited(trace: Sequence[Event], k: int, alpha: float, target: floa
             if smoothed is None:
                 bad.append(f"{ev.rid}: evicted before any sample")
                 continue
+            if ev.resource != "kv_cache" or ev.headroom is None or abs(ev.headroom - smoothed) > 1e-12:
+                bad.append(f"{ev.rid}: recorded headroom {ev.headroom} on {ev.resource}, Ĥ is {smoothed}")
+            if (ev.target, ev.capacity) != (target, CAPACITY):
+                bad.append(f"{ev.rid}: recorded target {ev.target}, capacity {ev.capacity}")
             credited = smoothed * CAPACITY + sum(s for s, _ in flight.values())
             if credited >= target * CAPACITY - 1e-9:
                 bad.append(f"{ev.rid}: evicted while credited headroom {credited} reached the target")
@@ -93,8 +102,11 @@ OPS = st.lists(
 ).map(lambda rounds: [op for a, p, s, f in rounds for op in (*a, *p, s, *f)])
 
 
-def _contract(k: int) -> Contract:
-    return make_contract(slots=4, floor=2).model_copy(update={"eviction": EvictionSpec(k=k)})
+def _contract(k: int, target: float | None = None) -> Contract:
+    """k alone (EV judges the credit rule on each record's target and capacity), or with the
+    channel's target and capacity stated (EV judges on the contract's)."""
+    spec = EvictionSpec(k=k, capacity=None if target is None else CAPACITY, target=target)
+    return make_contract(slots=4, floor=2).model_copy(update={"eviction": spec})
 
 
 async def _settle() -> None:
@@ -102,8 +114,10 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def _run(ops: list[tuple[object, ...]], k: int, alpha: float, target: float) -> list[Event]:
-    contract = _contract(k)
+async def _run(
+    ops: list[tuple[object, ...]], k: int, alpha: float, target: float, stated: bool
+) -> list[Event]:
+    contract = _contract(k, target if stated else None)
     engine, clock, source, trace = Engine(), ManualClock(), Script(), []
     monitor = Monitor(contract, properties=("AF", "DR", "WF", "PR", "EV"))
     violations: list[object] = []
@@ -159,12 +173,14 @@ async def _run(ops: list[tuple[object, ...]], k: int, alpha: float, target: floa
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS, st.integers(1, 3), st.sampled_from([1.0, 0.5]), st.sampled_from([0.3, 0.6]))
+@given(OPS, st.integers(1, 3), st.sampled_from([1.0, 0.5]), st.sampled_from([0.3, 0.6]), st.booleans())
 def test_the_guards_trace_keeps_ev_pr_af_dr_wf(
-    ops: list[tuple[object, ...]], k: int, alpha: float, target: float
+    ops: list[tuple[object, ...]], k: int, alpha: float, target: float, stated: bool
 ) -> None:
-    trace = asyncio.run(_run(ops, k, alpha, target))
-    contract = _contract(k)
+    trace = asyncio.run(_run(ops, k, alpha, target, stated))
+    contract = _contract(k, target if stated else None)
+    offline = check_offline(ColumnarTrace.from_events(trace), contract, ("WF", "PR", "EV"))
+    assert offline.violations == []  # the monitor online (the sink above) and offline agree: none
     requests = [e for e in trace if e.rid]
     assert check_ev_credited(trace, k, alpha, target) == []
     assert check_ev(requests, k) == []

@@ -64,6 +64,9 @@ KEYS = [
     "engine",
     "view_time",
     "mode",
+    "headroom",
+    "target",
+    "capacity",
 ]
 records = st.fixed_dictionaries(
     {"t": TIMES, "kind": KINDS},

@@ -86,7 +86,18 @@ def _runbook(text: st.SearchStrategy[str], ex: st.SearchStrategy[dict[str, Any]]
         lambda cls: st.builds(cls, t=times, rid=text, resource=text, sample_time=times, extra=ex)
     )
     state = st.integers(min_value=0, max_value=2**31 - 1)
-    evict = st.builds(Evict, t=times, rid=text, state=state, reason=st.just("") | text, extra=ex)
+    evict = st.builds(
+        Evict,
+        t=times,
+        rid=text,
+        state=state,
+        reason=st.just("") | text,
+        resource=st.none() | text,
+        headroom=st.none() | fraction,
+        target=st.none() | st.floats(min_value=0, max_value=1, exclude_min=True),
+        capacity=st.none() | st.integers(min_value=1, max_value=2**31 - 1),
+        extra=ex,
+    )
     relocate = st.builds(Relocate, t=times, rid=text, engine=text, extra=ex)
     return st.one_of(sample, route, redline, evict, relocate)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from fractions import Fraction
 from typing import Any
 
 from rvguard.contract import Contract, window_index
@@ -64,7 +65,8 @@ def preemption(events: list[Event], c: Contract) -> Found:
 
 def eviction(events: list[Event], c: Contract) -> Found:
     """EV: at each evict, the evictions in flight before it (evicted, not relocated nor ended) must be
-    fewer than k, and the request must not be protected."""
+    fewer than k, and the request must not be protected; and an emergency evict that records its
+    headroom must not come while the credited headroom already reaches the target (`_credited`)."""
     assert c.eviction is not None
     guarded = _protected(events, c)
     out = set()
@@ -77,9 +79,38 @@ def eviction(events: list[Event], c: Contract) -> Found:
                 state[x.rid] = True
             elif isinstance(x, Relocate | Fail):
                 state[x.rid] = False
-        if sum(state.values()) >= c.eviction.k or e.rid in guarded:
+        if sum(state.values()) >= c.eviction.k or e.rid in guarded or _redundant(events, i, c):
             out.add(("EV", e.rid, e.t))
     return out
+
+
+def _redundant(events: list[Event], i: int, c: Contract) -> bool:
+    """The credited-headroom rule at ``events[i]``, in exact fractions: target and capacity are the
+    contract's when it states them, else the record's; credited headroom = the recorded headroom +
+    (state / capacity) of each earlier eviction naming a resource and not yet landed, i.e. with no
+    later sample of that resource whose sample_time exceeds the eviction's t and every sample_time of
+    that resource recorded before it."""
+    e = events[i]
+    assert isinstance(e, Evict) and c.eviction is not None
+    target = c.eviction.target if c.eviction.target is not None else e.target
+    capacity = c.eviction.capacity if c.eviction.capacity is not None else e.capacity
+    if e.reason != "emergency" or e.headroom is None or target is None or capacity is None:
+        return False
+    credited = Fraction(e.headroom)
+    for j, x in enumerate(events[:i]):
+        if isinstance(x, Evict) and x.resource is not None and not _landed(events[:i], j, x.resource):
+            credited += Fraction(x.state, capacity)
+    return credited >= Fraction(target)
+
+
+def _landed(prefix: list[Event], j: int, resource: str) -> bool:
+    for m in range(j + 1, len(prefix)):
+        s = prefix[m]
+        if isinstance(s, Sample) and s.resource == resource and s.sample_time > prefix[j].t:
+            earlier = [y.sample_time for y in prefix[:m] if isinstance(y, Sample) and y.resource == resource]
+            if all(s.sample_time > y for y in earlier):
+                return True
+    return False
 
 
 def routing(events: list[Event], c: Contract) -> Found:

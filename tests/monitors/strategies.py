@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
@@ -37,9 +39,15 @@ RUNBOOK_BLOCKS = {
 
 
 def small_contract(
-    credit: str = "count", epoch: float = 0.0, reserve: int = 0, *, runbook: bool = True
+    credit: str = "count",
+    epoch: float = 0.0,
+    reserve: int = 0,
+    *,
+    runbook: bool = True,
+    eviction: dict[str, Any] | None = None,
 ) -> Contract:
-    """The test contract; ``runbook``: with the DESIGN §10 blocks (`RUNBOOK_BLOCKS`)."""
+    """The test contract; ``runbook``: with the DESIGN §10 blocks (`RUNBOOK_BLOCKS`), ``eviction``
+    replacing theirs."""
     return contract_from_mapping(
         {
             "epoch": epoch,  # an origin off 0 moves every window edge away from the steps' grid
@@ -55,6 +63,7 @@ def small_contract(
                 "o": {"floor": 0, "deadline": 2.0, "tier": 2},
             },
             **(RUNBOOK_BLOCKS if runbook else {}),
+            **({"eviction": eviction} if runbook and eviction is not None else {}),
         }
     )
 
@@ -117,8 +126,27 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
             cited = max(0.0, t - back)
         return cls(t, rid, resource, cited)
     if kind == "evict":
-        return Evict(t, rid, draw(st.integers(0, 4096)), draw(st.sampled_from(["emergency", "voluntary"])))
+        return _evict(draw, t, rid)
     return Relocate(t, rid, draw(st.sampled_from(ENGINES)))
+
+
+def _evict(draw: st.DrawFn, t: float, rid: str) -> Evict:
+    """An eviction, often with what a channel decided it on (values on a binary grid: the credited
+    headroom's sums are exact, so the rule's boundary is judged the same in floats and fractions)."""
+    state = draw(st.sampled_from([0, 1, 4, 8, 16, 40, 4096]))
+    reason = draw(st.sampled_from(["emergency", "emergency", "voluntary", ""]))
+    if not draw(st.integers(0, 3)):
+        return Evict(t, rid, state, reason)
+    return Evict(
+        t,
+        rid,
+        state,
+        reason,
+        resource=draw(st.sampled_from([*RESOURCES, None])),
+        headroom=draw(st.sampled_from([0.0, 0.125, 0.25, 0.5, 0.75, None])),
+        target=draw(st.sampled_from([0.25, 0.5, 1.0, None])),
+        capacity=draw(st.sampled_from([16, 64, None])),
+    )
 
 
 def _sample(draw: st.DrawFn, t: float) -> Sample:
@@ -183,4 +211,38 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = F
             del live[rid]
         else:
             live[rid] = kind
+    return events
+
+
+@st.composite
+def eviction_traces(draw: st.DrawFn, max_steps: int = 30) -> list[Event]:
+    """A WF-clean trace dense in evictions (EV's ground): requests arrive and run at once; samples
+    (stale ones too), evictions of running requests (`_evict`), and evicted requests ending
+    ``preempted`` or relocated and running again, interleaved."""
+    t, n, events = 0.0, 0, []
+    running: list[str] = []
+    evicted: list[str] = []
+    ops = ["arrive", "arrive", "sample", "sample", "evict", "evict", "evict", "end", "relocate"]
+    for _ in range(draw(st.integers(1, max_steps))):
+        t += draw(st.sampled_from([0.0, 0.0, 0.125, 0.5]))
+        op = draw(st.sampled_from(ops))
+        if op == "arrive":
+            rid, n = f"r{n}", n + 1
+            tenant = draw(st.sampled_from(["o", "o", "o", "a"]))
+            basis = Basis.FLOOR if tenant == "a" and draw(st.booleans()) else Basis.SURPLUS
+            events += [Arrive(t, rid, tenant), Admit(t, rid, basis), Dispatch(t, rid)]
+            running.append(rid)
+        elif op == "sample":
+            events.append(_sample(draw, t))
+        elif op == "evict" and running:
+            rid = running.pop(draw(st.integers(0, len(running) - 1)))
+            events.append(_evict(draw, t, rid))
+            evicted.append(rid)
+        elif op in ("end", "relocate") and evicted:
+            rid = evicted.pop(draw(st.integers(0, len(evicted) - 1)))
+            if op == "end":
+                events.append(Fail(t, rid, "preempted"))
+            else:
+                events += [Relocate(t, rid, draw(st.sampled_from(ENGINES))), Dispatch(t, rid)]
+                running.append(rid)
     return events

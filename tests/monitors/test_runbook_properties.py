@@ -34,10 +34,15 @@ from rvguard.monitors.offline import check_offline
 from rvguard.monitors.rl import toggle_bound
 
 from .brute_force_runbook import eviction, preemption, redline, routing
-from .strategies import small_contract, wellformed_traces
+from .strategies import eviction_traces, small_contract, wellformed_traces
 
 PROPS = ("PR", "RL", "EV", "FR")
-CONTRACTS = {"count": small_contract("count"), "tokens": small_contract("tokens", epoch=0.3)}
+CONTRACTS = {
+    "count": small_contract("count"),
+    "tokens": small_contract("tokens", epoch=0.3),
+    # the credited-headroom rule judged on the contract's target and capacity, not the records'
+    "stated": small_contract("count", eviction={"k": 2, "capacity": 64, "target": 0.5}),
+}
 TRACES = st.booleans().flatmap(lambda runbook: wellformed_traces(runbook=runbook, max_steps=50))
 ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "FR": routing}
 
@@ -78,7 +83,26 @@ def test_online_and_offline_agree_with_witnesses(events: list[Event], credit: st
             assert v.witness[-1].t == v.t
 
 
+@settings(max_examples=300, deadline=None)
+@given(eviction_traces(), st.sampled_from(sorted(CONTRACTS)))
+def test_ev_with_its_credited_headroom_rule_is_the_brute_force_online_and_offline(
+    events: list[Event], name: str
+) -> None:
+    """Traces dense in evictions (k, protected requests, and emergency evictions recording their
+    headroom, target and capacity, landed or not by fresh samples): online = the exact-fraction
+    brute force = offline, witnesses included."""
+    c = CONTRACTS[name]
+    online = _online(events, c, ("EV",))
+    assert {(v.property, v.rid, v.t) for v in online.violations()} == eviction(events, c)
+    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", "EV"))
+    assert [_key(v) for v in online.violations()] == [_key(v) for v in offline.violations]
+
+
 _DESIGN2 = {"arrive", "admit", "reject", "dispatch", "complete", "drop", "fail"}
+
+
+def _emergency(t: float, rid: str, state: int, headroom: float, target: float = 0.5) -> Evict:
+    return Evict(t, rid, state, "emergency", resource="kv", headroom=headroom, target=target, capacity=100)
 
 
 def _served(rid: str, t: float, tenant: str, basis: Basis) -> list[Event]:
@@ -101,6 +125,20 @@ C = small_contract()
             + [Evict(0.1, "o1", 5), Evict(0.2, "o2", 7)],
             "EV",
             "2 evictions in flight > k = 1",
+        ),
+        # EV: an emergency eviction while the credited headroom (0.1 measured + 50/100 of o1's
+        # eviction, not landed: no sample since) already reaches the target 0.5
+        (
+            _served("o1", 0.0, "o", Basis.SURPLUS)
+            + _served("o2", 0.0, "o", Basis.SURPLUS)
+            + [
+                Sample(0.0, "kv", 0.05, 0.0),
+                _emergency(0.1, "o1", 50, 0.1),
+                Fail(0.1, "o1", "preempted"),
+                _emergency(0.2, "o2", 10, 0.1),
+            ],
+            "EV",
+            "credited headroom already reaches the target 0.5: measured 0.1 + 50 state tokens",
         ),
         # FR: a p2c route on a view 1 s old (staleness 0.25), and e0 (C_e = 1) taken twice
         ([Arrive(1.0, "o", "o"), Route(1.0, "o", "e1", 0.0)], "FR", "1 s old > staleness 0.25"),
@@ -182,6 +220,72 @@ def test_surplus_preemption_eviction_and_fresh_routes_hold() -> None:
         Dispatch(0.5, "p"),
         Fail(0.6, "p", "preempted"),
     ]
+    assert _online(events, C).violations() == []
+
+
+def _two_emergencies(between: list[Event], second_headroom: float = 0.1) -> list[Event]:
+    return [
+        *_served("o1", 0.0, "o", Basis.SURPLUS),
+        *_served("o2", 0.0, "o", Basis.SURPLUS),
+        Sample(0.0, "kv", 0.05, 0.0),
+        _emergency(0.5, "o1", 50, 0.1),
+        Fail(0.5, "o1", "preempted"),
+        *between,
+        _emergency(1.0, "o2", 10, second_headroom),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("between", "redundant"),
+    [
+        ([], True),  # o1's relief is still credited: 0.1 + 0.5 reaches 0.5
+        ([Sample(0.7, "kv", 0.1, 0.7)], False),  # a fresh sample taken after it: landed
+        ([Sample(0.7, "seqs", 0.1, 0.7)], True),  # another resource's sample lands nothing
+        ([Sample(0.7, "kv", 0.1, 0.4)], True),  # taken before the eviction: not its measure
+        ([Sample(0.7, "kv", 0.1, 0.0)], True),  # a duplicate of the last sample (stale)
+    ],
+)
+def test_an_eviction_stays_credited_until_a_fresh_sample_taken_after_it(
+    between: list[Event], redundant: bool
+) -> None:
+    events = _two_emergencies(between)
+    found = [v for v in _online(events, C).violations() if v.property == "EV"]
+    assert [(v.rid, v.t) for v in found] == ([("o2", 1.0)] if redundant else [])
+    assert eviction(events, C) == {("EV", v.rid, v.t) for v in found}
+    if redundant:
+        assert found[0].context["credited_evictions"] == ["o1"]
+        assert found[0].context["credited_state"] == 50
+
+
+def test_the_credited_rule_reads_the_contracts_target_before_the_records() -> None:
+    """The record says target 0.5 (0.125 + 25/100 < 0.5: fine); the contract states 0.375, which
+    the credited headroom reaches exactly: redundant."""
+    events = [
+        *_served("o1", 0.0, "o", Basis.SURPLUS),
+        *_served("o2", 0.0, "o", Basis.SURPLUS),
+        _emergency(0.5, "o1", 25, 0.125),
+        Fail(0.5, "o1", "preempted"),
+        _emergency(1.0, "o2", 10, 0.125),
+    ]
+    assert [v for v in _online(events, C).violations() if v.property == "EV"] == []
+    stated = small_contract(eviction={"k": 1, "capacity": 100, "target": 0.375})
+    [v] = [v for v in _online(events, stated).violations() if v.property == "EV"]
+    assert v.rid == "o2" and "reaches the target 0.375" in v.detail
+    assert eviction(events, stated) == {("EV", "o2", 1.0)}
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        Evict(1.0, "o2", 10, "voluntary", resource="kv", headroom=0.9, target=0.5, capacity=100),
+        Evict(1.0, "o2", 10, "emergency"),  # recorded nothing to judge the rule on
+        Evict(1.0, "o2", 10, "emergency", headroom=0.9),  # no target nor capacity anywhere
+    ],
+)
+def test_only_an_emergency_eviction_that_records_its_headroom_is_judged_on_the_credited_rule(
+    second: Evict,
+) -> None:
+    events = [*_served("o2", 0.0, "o", Basis.SURPLUS), second]
     assert _online(events, C).violations() == []
 
 

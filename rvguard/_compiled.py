@@ -1,0 +1,80 @@
+"""The optional compiled build (issue 16): which modules mypyc compiles, and how to run without them.
+
+Why: the hot paths (the online monitor's engine, the decision core, the simulator's loop) are
+plain, ``mypy --strict`` Python; mypyc compiles the same source into extension modules that sit
+next to the ``.py`` files in a *non-editable* install built with ``RVGUARD_COMPILE=1`` (see
+``setup.py``). One source, two ways to run it: with ``RVGUARD_PURE=1`` in the environment
+``rvguard`` puts `PureFinder` first on ``sys.meta_path``, so every ``rvguard`` module is loaded
+from its ``.py`` source even where an extension module shadows it. An editable install (``pip
+install -e``, as ``make test`` uses) never compiles, so edits to the sources always take effect.
+
+Stdlib only: imported by ``rvguard/__init__.py`` before anything else.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+__all__ = ["COMPILED", "PureFinder", "compiled_modules", "force_pure"]
+
+#: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
+#: Left out on purpose: modules of pydantic models (`rvguard.contract`: mypyc cannot compile them),
+#: and dataclasses whose annotations name types imported only for the type checker (mypyc evaluates
+#: them at import: `rvguard.facts`, `rvguard.monitors.metrics`), and slotted dataclasses that subclass
+#: a class mypyc does not compile (`rvguard.enforce.learners`: "mypyc classes can't have __slots__").
+COMPILED: tuple[str, ...] = (
+    "rvguard/exact.py",
+    "rvguard/monitors/automaton.py",
+    "rvguard/monitors/product.py",
+    "rvguard/monitors/monitor.py",
+    "rvguard/enforce/ready.py",
+    "rvguard/enforce/rids.py",
+    "rvguard/enforce/demotion.py",
+    "rvguard/enforce/core.py",
+    "rvguard/sim/backend.py",
+    "rvguard/sim/engine.py",
+)
+
+
+class PureFinder(importlib.abc.MetaPathFinder):
+    """Finds ``rvguard`` modules as ``.py`` sources only (an extension module beside one is ignored)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        """The source spec of an ``rvguard.*`` module, else ``None`` (the other finders decide)."""
+        if not fullname.startswith("rvguard.") or path is None:
+            return None
+        leaf = fullname.rpartition(".")[2]
+        for entry in path:
+            package = os.path.join(entry, leaf, "__init__.py")
+            if os.path.isfile(package):
+                where = [os.path.dirname(package)]
+                spec = importlib.util.spec_from_file_location
+                return spec(fullname, package, submodule_search_locations=where)
+            module = os.path.join(entry, leaf + ".py")
+            if os.path.isfile(module):
+                return importlib.util.spec_from_file_location(fullname, module)
+        return None
+
+
+def force_pure() -> None:
+    """Load every ``rvguard`` module imported from now on from source (idempotent)."""
+    if not any(isinstance(f, PureFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, PureFinder())
+
+
+def compiled_modules() -> list[str]:
+    """The ``rvguard`` modules loaded so far from extension modules (empty when running pure)."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    return sorted(
+        name
+        for name, mod in list(sys.modules.items())
+        if name.startswith("rvguard") and (getattr(mod, "__file__", None) or "").endswith(suffixes)
+    )
