@@ -22,9 +22,9 @@ reset, cut mid-stream), when a readiness probe (``GET /v1/models``) fails, or
 when ``PROBE_MISSES`` probes in a row go unanswered in time; it comes back when
 a probe answers. One slow probe is not enough: a CPU engine busy streaming can
 take longer than the probe's time-out to list its models, and taking it out
-then would strand the streams that a relocation would move onto it. A scrape that fails changes nothing but the age
-of the view: a view that grows older than the router's staleness bound sends
-every decision siloed (`rvguard.fleet.router`).
+then would strand the streams that a relocation would move onto it. A scrape
+that fails changes nothing but the age of the view: a view that grows older
+than the router's staleness bound sends every decision siloed (`rvguard.fleet.router`).
 
 Cost: O(1) per view; one scrape per engine per ``interval``.
 """
