@@ -426,7 +426,9 @@ async def test_a_hung_engine_leaves_rotation_and_its_requests_fail_once(tmp_path
     ]
 
 
-def test_serve_takes_the_contract_fleet_block_as_defaults_and_flags_override() -> None:
+def test_serve_takes_the_contract_fleet_block_as_defaults_and_flags_override(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """The block's staleness and the served engines' C_e are the defaults; a flag wins; others C."""
     from argparse import Namespace
 
@@ -442,7 +444,9 @@ def test_serve_takes_the_contract_fleet_block_as_defaults_and_flags_override() -
     block = contract_from_mapping({**base, "fleet": {"staleness": 0.75, "engines": {"e0": 2, "e9": 3}}})
     ups = ["e0=http://127.0.0.1:1", "e1=http://127.0.0.1:2"]
     bare = Namespace(upstream=ups, engine_slots=[], staleness=None)
-    assert _staleness(block, bare) == 0.75 and _fleet_slots(block, bare) == {"e0": 2}  # e9 serves nothing
+    with caplog.at_level(logging.WARNING, logger="rvguard.gateway"):
+        assert _staleness(block, bare) == 0.75 and _fleet_slots(block, bare) == {"e0": 2}  # e9 serves nothing
+    assert [r.getMessage() for r in caplog.records if "e9" in r.getMessage()]  # said, not silently ignored
     flags = Namespace(upstream=ups, engine_slots=["e0=1", "e1=5"], staleness=0.5)
     assert _staleness(block, flags) == 0.5 and _fleet_slots(block, flags) == {"e0": 1, "e1": 5}
     plain = contract_from_mapping(base)
