@@ -16,7 +16,11 @@ their floor, opportunistic requests (250 tokens, ``ignore_eos``) kept ``--surplu
 closed loop. ``guard``: the guard alone; ``redline``: the guard with the contract's headroom
 block on the engine's ``/metrics`` (queued surplus demoted while the KV headroom is below
 ``h_min``, running surplus preempted past the hard floor); ``reserve``: one of the C slots
-reserved from surplus (R = 1); ``reserve+redline``: both.
+reserved from surplus (R = 1); ``reserve+redline``: both; ``scrape``: the guard alone while the
+script reads ``/metrics`` as often as the redline's source does (every 50 ms, one read at a time),
+to tell the scrapes' own cost on the engine's API server from what the redline decides;
+``alone``: the guard with no surplus at all (how late the assured are on this machine alone).
+``--alpha`` and ``--dwell`` set the headroom block's EWMA weight and dwell.
 
 ``--policy fcfs`` starts the engine first-come-first-served and the gateway sends no vLLM
 ``priority`` (the engine does not know the tenants); ``--policy priority`` (as the test engine)
@@ -60,8 +64,11 @@ from rvguard.gateway.app import Gateway, GatewaySettings, serving
 from rvguard.gateway.config import KeysConfig
 
 KEYS = {"sk-assured": "assured", "sk-opp": "opportunistic"}
-#: the guard alone, with the redline, with a reserved slot (R = 1), with both
-ARMS = ("guard", "redline", "reserve", "reserve+redline")
+#: the guard alone, with the redline, with a reserved slot (R = 1), with both; ``scrape``: the guard
+#: alone while the script reads ``/metrics`` as often as the redline does (the scrapes' own cost);
+#: ``alone``: the guard with the assured load only (what the machine alone does to the assured)
+ARMS = ("guard", "redline", "reserve", "reserve+redline", "scrape", "alone")
+SCRAPE = 0.05  # seconds between two reads of the engine's /metrics (at least)
 DEADLINE = 0.6
 PROPERTIES = ("AF", "DR", "WF", "RB", "RL", "PR")
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +86,7 @@ METRICS = (
 )
 
 
-def contract(deadline: float) -> Contract:
+def contract(deadline: float, alpha: float = 0.5, dwell: int = 2) -> Contract:
     """C = 4, W = 1 s; assured floor 3 at ``deadline``, 16 tokens; opportunistic up to 250 tokens.
 
     The headroom block is the redline the redline arms run and RL's freshness bound (3 s: a busy
@@ -96,8 +103,8 @@ def contract(deadline: float) -> Contract:
                 "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
             },
             "headroom": {
-                "alpha": 0.5,
-                "dwell": 2,
+                "alpha": alpha,
+                "dwell": dwell,
                 "staleness": 3.0,
                 "resources": {"kv_cache": {"h_min": 0.35, "margin": 0.15, "hard_floor": 0.1}},
             },
@@ -140,6 +147,13 @@ async def _surplus(client: httpx.AsyncClient, url: str, stop: asyncio.Event, don
             await asyncio.sleep(float(r.headers.get("retry-after", "0.2")))
 
 
+async def _scrape(client: httpx.AsyncClient, engine: str, stop: asyncio.Event) -> None:
+    """Read the engine's /metrics as the redline's source does: one at a time, SCRAPE apart."""
+    while not stop.is_set():
+        await client.get(engine + "/metrics")
+        await asyncio.sleep(SCRAPE)
+
+
 async def arm(
     name: str,
     engine: str,
@@ -147,20 +161,20 @@ async def arm(
     surplus: int,
     rate: float,
     trace: Path,
-    deadline: float,
+    base: Contract,
     send_priority: bool,
 ) -> dict[str, Any]:
     """One arm run: the load through a fresh gateway, then its figures and its trace's check."""
     trace.unlink(missing_ok=True)
     extra: dict[str, Any] = {}
-    base = contract(deadline)
+    deadline = base.tenants["assured"].deadline
     contract_ = base.model_copy(update={"reserve": 1}) if "reserve" in name else base
     if "redline" in name:
         assert base.headroom is not None
         extra = {
             "redline": redline_config(base.headroom),
             "headroom_url": engine + "/metrics",
-            "headroom_interval": 0.05,
+            "headroom_interval": SCRAPE,
         }
     settings = GatewaySettings(
         upstream=engine,
@@ -178,7 +192,12 @@ async def arm(
         before = _preemptions((await client.get(engine + "/metrics")).text)
         async with serving(gw.app) as url:
             stop = asyncio.Event()
-            loops = [asyncio.ensure_future(_surplus(client, url, stop, ends)) for _ in range(surplus)]
+            loops = [
+                asyncio.ensure_future(_surplus(client, url, stop, ends))
+                for _ in range(0 if name == "alone" else surplus)
+            ]
+            if name == "scrape":
+                loops.append(asyncio.ensure_future(_scrape(client, engine, stop)))
             await _assured(client, url, seconds, rate, answers)
             stop.set()
             await asyncio.gather(*loops)
@@ -299,6 +318,7 @@ def engine(venv: Path, policy: str, log: Path) -> Iterator[str]:
 
 async def run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     arms = args.arms.split(",")
+    base = contract(args.deadline, args.alpha, args.dwell)
     runs: list[dict[str, Any]] = []
     for i in range(args.pairs):
         for name in arms if i % 2 == 0 else arms[::-1]:
@@ -312,7 +332,7 @@ async def run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
                 args.surplus,
                 args.rate,
                 trace,
-                args.deadline,
+                base,
                 args.policy == "priority",
             )
             r.update(round=i, started=t0, loadavg_1m=load)
@@ -338,6 +358,8 @@ def main() -> None:
     p.add_argument("--out", default="results/redline-vllm")
     p.add_argument("--deadline", type=float, default=DEADLINE, help="the assured deadline D, s")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms; the first is the baseline")
+    p.add_argument("--alpha", type=float, default=0.5, help="the headroom block's EWMA weight")
+    p.add_argument("--dwell", type=int, default=2, help="the headroom block's dwell (fresh samples)")
     p.add_argument("--pairs", type=int, default=1, help="rounds of all the arms, order reversed every other")
     args = p.parse_args()
     if (args.engine is None) == (not args.start_engine):
