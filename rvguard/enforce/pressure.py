@@ -19,13 +19,17 @@ bucket). Either way `Guard.preempt`'s test refuses floor work, so PR holds by co
 
 A telemetry error (unreachable, malformed) is counted and kept (`errors`, `last_error`) and the
 loop goes on: the redline keeps its last state, the samples' age shows in ``/metrics``
-(``rvguard_headroom_sample_age_seconds``) and the stale-telemetry alert fires.
+(``rvguard_headroom_sample_age_seconds``) and the stale-telemetry alert fires. Any other
+exception from a poll (a plain callable source is the embedder's code; a sample the core
+refuses) is counted the same way and logged with its traceback, and the loop goes on too: a
+loop that ended quietly would leave the redline on its last reading for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, SpecError, TelemetryError
@@ -39,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["HeadroomLoop"]
 
+log = logging.getLogger("rvguard.enforce")
+
 
 class HeadroomLoop:
     """Polls ``source`` for ``guard`` every ``interval`` seconds (see module doc).
@@ -46,7 +52,7 @@ class HeadroomLoop:
     Attributes:
         polls: reads attempted.
         samples: samples handed to the core (fresh or not: the core decides).
-        errors: reads that raised a `TelemetryError`.
+        errors: polls that raised (a `TelemetryError`, or anything else in the loop's task).
         last_error: the last of them.
         preempted: preemptions asked for past the hard floor (without an eviction channel).
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
@@ -67,7 +73,7 @@ class HeadroomLoop:
         self.polls = 0
         self.samples = 0
         self.errors = 0
-        self.last_error: TelemetryError | None = None
+        self.last_error: Exception | None = None
         self.preempted = 0
         self.emergency: EmergencyChannel | None = None
         self.voluntary: VoluntaryChannel | None = None
@@ -130,7 +136,14 @@ class HeadroomLoop:
 
     async def _run(self) -> None:
         while True:
-            await self.poll()
+            try:
+                await self.poll()
+            except Exception as exc:  # counted, logged, and the loop goes on (module doc)
+                self.errors += 1
+                self.last_error = exc
+                log.exception(
+                    "headroom poll failed: %s: %s", type(exc).__name__, exc, extra={"event": "headroom_error"}
+                )
             await asyncio.sleep(self.interval)
 
     async def poll(self) -> int:

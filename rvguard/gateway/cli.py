@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -186,6 +187,14 @@ def _fleet_slots(contract: Any, args: argparse.Namespace) -> dict[str, int]:
 
     block = contract.fleet.engines if contract.fleet else {}
     served = {name for name, _ in engine_names(tuple(args.upstream))}
+    others = sorted(set(block) - served)
+    if others:  # a contract may describe the whole fleet; a typo must not pass unseen either
+        logging.getLogger("rvguard.gateway").warning(
+            "the contract's fleet.engines names engines this gateway does not serve: %s (serving: %s)",
+            ", ".join(others),
+            ", ".join(sorted(served)),
+            extra={"event": "fleet_engines_unserved", "engines": others},
+        )
     return {**{k: n for k, n in block.items() if k in served}, **_engine_slots(args)}
 
 

@@ -18,10 +18,13 @@ headroom comes from:
 * ``unknown`` — not scraped yet: no view (the router then routes siloed).
 
 An engine leaves rotation when a call to it fails in transport (refused,
-reset, cut mid-stream) or a readiness probe fails, and comes back when a probe
-(``GET /v1/models``) answers. A scrape that fails changes nothing but the age
-of the view: a view that grows older than the router's staleness bound sends
-every decision siloed (`rvguard.fleet.router`).
+reset, cut mid-stream), when a readiness probe (``GET /v1/models``) fails, or
+when ``PROBE_MISSES`` probes in a row go unanswered in time; it comes back when
+a probe answers. One slow probe is not enough: a CPU engine busy streaming can
+take longer than the probe's time-out to list its models, and taking it out
+then would strand the streams that a relocation would move onto it. A scrape
+that fails changes nothing but the age of the view: a view that grows older
+than the router's staleness bound sends every decision siloed (`rvguard.fleet.router`).
 
 Cost: O(1) per view; one scrape per engine per ``interval``.
 """
@@ -64,6 +67,10 @@ class EngineStatistics:
     failures: int
 
 
+#: probes in a row an engine may leave unanswered in time (slow, not refused) and stay in rotation
+PROBE_MISSES = 3
+
+
 class Engine:
     """One upstream engine (see module doc).
 
@@ -97,6 +104,7 @@ class Engine:
         self.redline = Redline(RedlineConfig(resources=(KV_LIMIT,), alpha=0.5, horizon=_HORIZON_S))
         self.routed = 0
         self.failures = 0
+        self.probe_misses = 0  # probes in a row not answered in time
         self.scrape_error = ""
 
     @property
@@ -177,8 +185,15 @@ class Engine:
             )
         self.alive = False
 
+    def probe_missed(self, why: str) -> None:
+        """A probe went unanswered in time: out of rotation at the ``PROBE_MISSES``-th in a row."""
+        self.probe_misses += 1
+        if self.probe_misses >= PROBE_MISSES:
+            self.down(f"{why} ({self.probe_misses} probes in a row)")
+
     def up(self) -> None:
         """Back in rotation (a probe answered)."""
+        self.probe_misses = 0
         if not self.alive:
             log.info(
                 "engine %s back in rotation", self.name, extra={"event": "engine_up", "engine": self.name}

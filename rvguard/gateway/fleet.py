@@ -449,8 +449,15 @@ class FleetDispatcher:
         try:
             async with asyncio.timeout(PROBE_S):
                 got = await engine.dispatcher.models()
-        except (DispatchError, TimeoutError) as err:
-            engine.down(f"probe failed: {err or f'no answer in {PROBE_S:g} s'}")
+        except TimeoutError:
+            engine.probe_missed(f"probe: no answer in {PROBE_S:g} s")
+            self.wake()
+            return None
+        except DispatchError as err:
+            if err.status_hint == 504:  # slow, not refused: a busy engine (`Engine.probe_missed`)
+                engine.probe_missed(f"probe: {err}")
+            else:
+                engine.down(f"probe failed: {err}")
             self.wake()
             return None
         engine.up()

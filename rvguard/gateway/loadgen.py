@@ -158,7 +158,9 @@ async def replay(
     url = base_url.rstrip("/") + "/v1/completions"
     # a connection per request: a reused one can fail a request with a bare ReadError (see fresh_connections)
     limits = fresh_connections()
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0), limits=limits) as client:
+    # connect may take the whole budget: on a loaded 2-core machine (an engine on both cores) a
+    # 5 s connect limit once failed a request the gateway would have served
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), limits=limits) as client:
         t0 = clk.now()
         tasks: list[asyncio.Task[Result]] = []
         for shot in shots:

@@ -11,7 +11,7 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.headroom import CallableHeadroomSource
-from rvguard.enforce.redline import RedlineConfig, ResourceLimit
+from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, TelemetryFormatError
 from rvguard.events import Event
@@ -137,6 +137,43 @@ async def test_a_telemetry_error_is_counted_and_the_loop_goes_on() -> None:
         await _until(lambda: any(e.kind.value == "sample" for e in trace), "a good sample")
     loop = guard.headroom
     assert loop is not None and loop.errors >= 1 and isinstance(loop.last_error, TelemetryFormatError)
+
+
+class _Flaky:
+    """A source of the embedder's own that raises what it likes, once, then reads a low headroom."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.calls = 0
+
+    async def read(self) -> list[HeadroomSample]:
+        self.calls += 1
+        self.clock.advance(1.0)
+        if self.calls == 1:
+            raise RuntimeError("the exporter's client broke")
+        return [HeadroomSample("kv_cache", 0.1, self.clock.now())]
+
+
+async def test_any_exception_from_a_poll_is_counted_logged_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A source raising something other than a TelemetryError used to end the loop's task quietly:
+    the redline then stayed on its last reading until the Guard closed."""
+    clock = ManualClock()
+    trace: list[Event] = []
+    async with Guard(
+        make_contract(),
+        MockDispatcher(Engine().serve),
+        sinks=[trace.append],
+        clock=clock,
+        headroom=_Flaky(clock),
+        redline=CONFIG,
+        headroom_interval=0.01,
+    ) as guard:
+        await _until(lambda: any(e.kind.value == "sample" for e in trace), "a sample after the failure")
+    loop = guard.headroom
+    assert loop is not None and loop.errors == 1 and isinstance(loop.last_error, RuntimeError)
+    assert any("the exporter's client broke" in r.getMessage() for r in caplog.records)
 
 
 def test_a_source_without_a_redline_is_refused() -> None:

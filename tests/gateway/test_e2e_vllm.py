@@ -100,7 +100,9 @@ async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
         stream_every=5,
     )
     learner = "tests.gateway._support:RejectAssured"
-    args = ("--learner", learner, "--read-timeout", "60")
+    # The learner's verdict is the variable here, not its speed: at the default 0.1 s a busy CI
+    # machine once let a RejectAssured answer overrun, which rejects the surplus (learner-timeout).
+    args = ("--learner", learner, "--learner-timeout", "10", "--read-timeout", "60")
     key = {"RVGUARD_UPSTREAM_API_KEY": engine.key}  # the engine runs --api-key; never on the command line
     with serve_process(c, engine.url, tmp_path, *args, env=key) as (url, trace):
         guarded = await replay(url, shots, model=engine.model, keys=KEYS, timeout=120.0)

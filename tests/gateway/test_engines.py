@@ -6,7 +6,7 @@ import pytest
 
 from rvguard.clock import ManualClock
 from rvguard.enforce.redline import HeadroomSample
-from rvguard.gateway.engines import Engine
+from rvguard.gateway.engines import PROBE_MISSES, Engine
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.gateway.upstream import UpstreamDispatcher
 
@@ -54,6 +54,20 @@ def test_down_and_up() -> None:
     assert not e.view(clock.now()).alive and e.failures == 2
     e.up()
     assert e.view(clock.now()).alive
+
+
+def test_slow_probes_take_an_engine_out_only_when_they_come_in_a_row() -> None:
+    """A busy engine misses a probe now and then and stays in rotation; PROBE_MISSES in a row do not."""
+    e, clock = _engine()
+    for _ in range(PROBE_MISSES - 1):
+        e.probe_missed("slow")
+    assert e.view(clock.now()).alive and e.failures == 0
+    e.up()  # a probe answered: the count starts again
+    for _ in range(PROBE_MISSES - 1):
+        e.probe_missed("slow")
+    assert e.view(clock.now()).alive
+    e.probe_missed("slow")
+    assert not e.view(clock.now()).alive and e.failures == 1
 
 
 @pytest.mark.parametrize(("metrics", "telemetry"), [(True, "metrics"), (False, "slots")])

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from rvguard.check import check_trace
+from rvguard.contract import Entitlement
 from rvguard.enforce.redline import redline_config
 
 from ._support import auth, contract, gateway, settings
@@ -87,8 +88,19 @@ async def test_the_redline_demotes_surplus_on_the_engines_kv_headroom(
         done = await asyncio.gather(*answers)
         stop.set()
         await asyncio.gather(*loops)
-    assert all(a.status_code == 200 for a in done)  # every assured request served
     events = [json.loads(line) for line in trace.read_text().splitlines()]
+    # Every entitled assured request served (entitlement checked independently of the guard). The
+    # gateway shares this test's event loop with 10 surplus loops: on a busy machine arrivals sent
+    # 0.7 s apart can bunch, and a third in one window is rightly refused as excess (429).
+    ent = Entitlement(c)
+    entitled = sum(
+        1
+        for e in events
+        if e["kind"] == "arrive" and e["tenant"] == "assured" and ent.arrive(e["tenant"], e["t"])[1]
+    )
+    refused = [(i, a.status_code, a.text[:200]) for i, a in enumerate(done) if a.status_code != 200]
+    assert all(code == 429 for _, code, _ in refused), refused
+    assert entitled >= 15 and len(done) - len(refused) >= entitled, (entitled, refused)
     kinds = [e["kind"] for e in events]
     readings = [e["value"] for e in events if e["kind"] == "sample"]
     h_min = HEADROOM["resources"]["kv_cache"]["h_min"]  # type: ignore[index]
