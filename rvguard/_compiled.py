@@ -24,13 +24,18 @@ from types import ModuleType
 __all__ = ["COMPILED", "PureFinder", "compiled_modules", "force_pure"]
 
 #: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
-#: Left out on purpose: modules of pydantic models (`rvguard.contract`: mypyc cannot compile them),
+#: Left out on purpose: modules of pydantic models (`rvguard.contract`: mypyc cannot compile them;
+#: `Entitlement`, on every arrival's path, has its own module for this reason),
 #: and dataclasses whose annotations name types imported only for the type checker (mypyc evaluates
-#: them at import: `rvguard.facts`, `rvguard.monitors.metrics`), and slotted dataclasses that subclass
+#: them at import: `rvguard.monitors.metrics`, whose accumulator is `accounting`, and `rvguard.fact_columns`,
+#: split from `facts`, for this reason), and slotted dataclasses that subclass
 #: a class mypyc does not compile (`rvguard.enforce.learners`: "mypyc classes can't have __slots__").
 COMPILED: tuple[str, ...] = (
     "rvguard/exact.py",
+    "rvguard/entitlement.py",
+    "rvguard/facts.py",
     "rvguard/monitors/automaton.py",
+    "rvguard/monitors/accounting.py",
     "rvguard/monitors/product.py",
     "rvguard/monitors/monitor.py",
     "rvguard/enforce/ready.py",

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.errors import UnknownTenantError
-from rvguard.facts import FactsCache, RequestFacts, fact_columns, request_facts
+from rvguard.fact_columns import fact_columns
+from rvguard.facts import FactsCache, RequestFacts, request_facts
 
 NAMES = ("gold", "opp", "free")
 

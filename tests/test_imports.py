@@ -30,11 +30,13 @@ FLOORS: dict[str, int] = {
     "progress": 0,
     "data": 0,
     "contract": 1,
+    "entitlement": 1,  # re-exported by contract; its own module so that the compiled build compiles it
     "events": 1,
     "runbook_events": 1,  # the DESIGN §10 records, which events re-exports
     "runbook_spec": 0,  # the contract's DESIGN §10 blocks (below contract, which holds them)
     "verdict": 1,
     "facts": 1,
+    "fact_columns": 1,  # `facts` over numpy columns (its own module: the compiled build compiles `facts`)
     "columnar": 1,
     "schema": 1,
     "io": 2,
@@ -64,6 +66,7 @@ PURE = (
     "rvguard.contract",
     "rvguard.verdict",
     "rvguard.facts",
+    "rvguard.fact_columns",
     "rvguard.columnar",
     "rvguard.monitors",
     "rvguard.monitors.offline",

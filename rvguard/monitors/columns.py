@@ -24,7 +24,7 @@ import numpy.typing as npt
 from ..columnar import ColumnarTrace
 from ..contract import Contract, CreditMode
 from ..exact import near_edge, window_index
-from ..facts import fact_columns
+from ..fact_columns import fact_columns
 from ..lifecycle import (
     ADMIT,
     ARRIVE,

@@ -35,12 +35,13 @@ from ..facts import FactsCache, RequestFacts
 from ..lifecycle import NODE_CODES
 from ..verdict import Violation
 from . import wf
+from .accounting import MetricsAccumulator
 from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
 from .ev import EV
 from .fr import FR
-from .metrics import Metrics, MetricsAccumulator
+from .metrics import Metrics
 from .pr import PR
 from .product import CHOICE, ILLEGAL, UNKNOWN, Product
 from .rb import RB
