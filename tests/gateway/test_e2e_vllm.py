@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -153,17 +154,41 @@ async def test_floor_holds_under_overload_and_direct_shows_what_it_prevented(
     assert late / len(entitled) < d_miss  # the floor's own requests: fewer late through the guard
 
 
+async def _frozen_until(engine: Engine, dispatched: Callable[[], bool], leaving: asyncio.Future[int]) -> None:
+    """Freeze (SIGSTOP) the engine from the dispatch on, letting it run 20 ms at a time, until the
+    client has left (``leaving`` done); it stays frozen (the caller resumes it).
+
+    A CPU engine writes its tokens into the socket faster than the in-process gateway reads them:
+    left to run, it had written all 1,500 by the time the client left after three, and the request
+    completed (a clean-clone run at stop 20). Frozen, it has written only a few bursts' worth.
+    """
+    while not dispatched():
+        assert not leaving.done()
+        await asyncio.sleep(0.002)
+    engine.signal(signal.SIGSTOP)
+    while not leaving.done():
+        engine.signal(signal.SIGCONT)
+        await asyncio.sleep(0.02)
+        engine.signal(signal.SIGSTOP)
+        await asyncio.sleep(0.2)  # the gateway reads what was written; the client may leave
+
+
 async def test_client_disconnect_mid_stream_frees_gateway_and_engine_slots(
     engine: Engine, tmp_path: Path
 ) -> None:
-    c, trace = contract(output_cap=1500), tmp_path / "t.jsonl"  # ≈ 2 s of generation: time to leave
+    c, trace = contract(output_cap=1500), tmp_path / "t.jsonl"
     async with (
         gateway(c, settings(engine.url, upstream_api_key=engine.key, trace=trace)) as (gw, url),
         httpx.AsyncClient(timeout=60.0) as client,
     ):
         body = {"model": engine.model, "prompt": "x", "max_tokens": 1500, "stream": True}
-        assert await stream_then_leave(client, url, body, "sk-assured") == 3
-        assert await _poll(lambda: gw.guard.statistics().live == 0)
+        leaving = asyncio.ensure_future(stream_then_leave(client, url, body, "sk-assured"))
+        try:
+            await _frozen_until(engine, lambda: gw.guard.statistics().in_flight > 0, leaving)
+            assert await leaving == 3
+            assert await _poll(lambda: gw.guard.statistics().live == 0)  # the engine still frozen
+        finally:
+            engine.signal(signal.SIGCONT)
         assert await _poll(lambda: engine.running() == 0)
     events = read_trace(trace)
     assert events[-1]["kind"] == "fail" and events[-1]["reason"] == "cancelled"
