@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from rvguard.check import check_traces
 from rvguard.cli import main
@@ -74,7 +75,7 @@ def _engine_tokens(gw: Gateway) -> tuple[int, int] | None:
     return None
 
 
-async def _stop_mid_stream(gw: Gateway, engines: list[Any], stream: asyncio.Future[str]) -> Any:
+async def _stop_mid_stream(gw: Gateway, engines: list[Any], stream: asyncio.Future[str]) -> Any | None:
     """Freeze (SIGSTOP) the engine the stream runs on once it has sent some tokens but not all.
 
     A CPU engine writes its tokens faster than the gateway, in the test's own event loop, reads
@@ -90,7 +91,10 @@ async def _stop_mid_stream(gw: Gateway, engines: list[Any], stream: asyncio.Futu
     while True:
         await asyncio.sleep(0.3)  # the gateway reads what is in the socket
         got = _engine_tokens(gw)
-        assert got is not None and got[1] < TOKENS, got
+        if got is None or stream.done():  # it had written every token before the freeze
+            doomed.signal(signal.SIGCONT)
+            return None
+        assert got[1] < TOKENS, got
         if got[1] > 0:
             return doomed
         doomed.signal(signal.SIGCONT)
@@ -129,13 +133,18 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
                 seen: list[int] = []
                 stream = asyncio.ensure_future(_text(client, url, auth("sk-opp"), seen))
                 doomed = await _stop_mid_stream(gw, two_engines, stream)
-                await asyncio.to_thread(doomed.kill)
+                if doomed is not None:
+                    await asyncio.to_thread(doomed.kill)
                 text = await stream
                 relocated = gw.fleet.relocated
     finally:
         for e in two_engines:  # killed: start it again (a running one is left as it is)
+            if e.proc is not None and e.proc.poll() is None:
+                e.signal(signal.SIGCONT)  # never leave one frozen
             await asyncio.to_thread(e.start)
     assert len(reference) > 0 and text == reference
+    if doomed is None:  # once in six runs (a clean clone at stop 20) the engine outran the freeze
+        pytest.skip(f"the engine had written all {TOKENS} tokens before it was frozen: nothing to move")
     assert relocated == 1
     events = read_trace(tmp_path / "t.jsonl")
     assert set(terminal_counts(events).values()) == {1}
