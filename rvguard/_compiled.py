@@ -24,20 +24,28 @@ from types import ModuleType
 __all__ = ["COMPILED", "PureFinder", "compiled_modules", "force_pure"]
 
 #: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
+#: The event records (`events`), `Request` and `LoadView` are native classes there, each with its
+#: ``__init__`` written out so that it is compiled (`rvguard._record`).
 #: Left out on purpose: modules of pydantic models (`rvguard.contract`: mypyc cannot compile them;
 #: `Entitlement`, on every arrival's path, has its own module for this reason),
 #: and dataclasses whose annotations name types imported only for the type checker (mypyc evaluates
 #: them at import: `rvguard.monitors.metrics`, whose accumulator is `accounting`, and `rvguard.fact_columns`,
-#: split from `facts`, for this reason), and slotted dataclasses that subclass
-#: a class mypyc does not compile (`rvguard.enforce.learners`: "mypyc classes can't have __slots__").
+#: split from `facts`, for this reason), and classes others subclass in interpreted code (an
+#: interpreted class cannot subclass a native one): `Proposal` and the learner failures
+#: (`rvguard.proposal`), the learners themselves (`rvguard.enforce.learners`; the checks of their
+#: answers, on every arrival's path, are `rvguard.enforce.answers`). `rvguard.runbook_events` stays
+#: interpreted: `Sample`'s ``rid`` is a class attribute, which mypyc would hand over as a field.
 COMPILED: tuple[str, ...] = (
     "rvguard/exact.py",
+    "rvguard/events.py",
     "rvguard/entitlement.py",
     "rvguard/facts.py",
     "rvguard/monitors/automaton.py",
     "rvguard/monitors/accounting.py",
     "rvguard/monitors/product.py",
     "rvguard/monitors/monitor.py",
+    "rvguard/enforce/request.py",
+    "rvguard/enforce/answers.py",
     "rvguard/enforce/ready.py",
     "rvguard/enforce/rids.py",
     "rvguard/enforce/demotion.py",

@@ -14,7 +14,7 @@ between records and objects; the readers in `rvguard.io` build on them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
@@ -36,6 +36,7 @@ from .lifecycle import (
 )
 from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
+from .proposal import Proposal as Proposal
 from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample
 
 __all__ = [
@@ -82,19 +83,7 @@ class Basis(StrEnum):
     DEMOTED = "demoted"
 
 
-@dataclass(frozen=True, slots=True)
-class Proposal:
-    """What an untrusted learner proposes for a request: it is only a proposal.
-
-    Frozen at run time (unlike the event records): the learner that built it is untrusted.
-    """
-
-    admit: bool = True
-    objective: str | None = None
-    priority_hint: float | None = None
-
-
-@record
+@record(frozen=True, unsafe_hash=True)
 class Arrive:
     """A request arrives; ``tenant`` is bound from authenticated identity.
 
@@ -112,8 +101,28 @@ class Arrive:
     kind: ClassVar[EventKind] = EventKind.ARRIVE
     code: ClassVar[int] = ARRIVE
 
+    def __init__(
+        self,
+        t: float,
+        rid: str,
+        tenant: str,
+        deadline: float | None = None,
+        prompt_tokens: int | None = None,
+        max_tokens: int | None = None,
+        proposal: Proposal | None = None,
+        extra: Mapping[str, Any] = _EMPTY,
+    ) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.tenant = tenant  # type: ignore[misc]
+        self.deadline = deadline  # type: ignore[misc]
+        self.prompt_tokens = prompt_tokens  # type: ignore[misc]
+        self.max_tokens = max_tokens  # type: ignore[misc]
+        self.proposal = proposal  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Admit:
     """The guard admits a request, on a ``basis``."""
 
@@ -124,8 +133,16 @@ class Admit:
     kind: ClassVar[EventKind] = EventKind.ADMIT
     code: ClassVar[int] = ADMIT
 
+    def __init__(
+        self, t: float, rid: str, basis: Basis = Basis.SURPLUS, extra: Mapping[str, Any] = _EMPTY
+    ) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.basis = basis  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Reject:
     """The guard rejects a request at admission (terminal)."""
 
@@ -136,8 +153,14 @@ class Reject:
     kind: ClassVar[EventKind] = EventKind.REJECT
     code: ClassVar[int] = REJECT
 
+    def __init__(self, t: float, rid: str, reason: str = "", extra: Mapping[str, Any] = _EMPTY) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Dispatch:
     """A request takes one of the C backend slots."""
 
@@ -147,8 +170,13 @@ class Dispatch:
     kind: ClassVar[EventKind] = EventKind.DISPATCH
     code: ClassVar[int] = DISPATCH
 
+    def __init__(self, t: float, rid: str, extra: Mapping[str, Any] = _EMPTY) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Complete:
     """The backend finished the request (terminal)."""
 
@@ -158,8 +186,13 @@ class Complete:
     kind: ClassVar[EventKind] = EventKind.COMPLETE
     code: ClassVar[int] = COMPLETE
 
+    def __init__(self, t: float, rid: str, extra: Mapping[str, Any] = _EMPTY) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Drop:
     """The guard drops an admitted request as doomed (terminal)."""
 
@@ -170,8 +203,14 @@ class Drop:
     kind: ClassVar[EventKind] = EventKind.DROP
     code: ClassVar[int] = DROP
 
+    def __init__(self, t: float, rid: str, reason: str = "", extra: Mapping[str, Any] = _EMPTY) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
-@record
+
+@record(frozen=True, unsafe_hash=True)
 class Fail:
     """The backend (or the client) failed the request (terminal)."""
 
@@ -181,6 +220,12 @@ class Fail:
     extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     kind: ClassVar[EventKind] = EventKind.FAIL
     code: ClassVar[int] = FAIL
+
+    def __init__(self, t: float, rid: str, reason: str = "", extra: Mapping[str, Any] = _EMPTY) -> None:
+        self.t = t  # type: ignore[misc]
+        self.rid = rid  # type: ignore[misc]
+        self.reason = reason  # type: ignore[misc]
+        self.extra = extra  # type: ignore[misc]
 
 
 Event: TypeAlias = (

@@ -43,7 +43,7 @@ def _empty() -> Mapping[str, Any]:
     return _EMPTY
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Sample:
     """A headroom reading of one engine resource (DESIGN §10): a node event, no request.
 
@@ -69,7 +69,7 @@ class RouteMode(StrEnum):
     SILOED = "siloed"  # the fallback: a fixed engine by a stated rule, no shared view
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Route:
     """The fleet sends a request to ``engine``, decided on the view read at ``view_time``."""
 
@@ -83,7 +83,7 @@ class Route:
     code: ClassVar[int] = ROUTE
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Demote:
     """The redline holds a queued request back, on ``resource``'s sample taken at ``sample_time``."""
 
@@ -96,7 +96,7 @@ class Demote:
     code: ClassVar[int] = DEMOTE
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Restore:
     """The redline cleared: a held request is queued again (on the sample taken at ``sample_time``)."""
 
@@ -109,7 +109,7 @@ class Restore:
     code: ClassVar[int] = RESTORE
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Evict:
     """A running request is taken off its engine; ``state`` is its accumulated tokens S(t).
 
@@ -133,7 +133,7 @@ class Evict:
     code: ClassVar[int] = EVICT
 
 
-@record
+@record(frozen=True, unsafe_hash=True)
 class Relocate:
     """An evicted request is queued again on ``engine`` (it resumes from its prompt and output so far)."""
 

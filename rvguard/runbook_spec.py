@@ -39,7 +39,7 @@ Name = Annotated[str, Field(min_length=1)]
 MAX_DWELL = 10**6
 
 
-class ResourceSpec(BaseModel, frozen=True, extra="forbid"):
+class ResourceSpec(BaseModel, frozen=True, extra="forbid", defer_build=True):
     """One resource's redline limits, as headroom fractions (1 = all free)."""
 
     h_min: float = Field(gt=0.0, le=1.0, description="fire below this headroom")
@@ -60,7 +60,7 @@ class ResourceSpec(BaseModel, frozen=True, extra="forbid"):
         return self
 
 
-class HeadroomSpec(BaseModel, frozen=True, extra="forbid"):
+class HeadroomSpec(BaseModel, frozen=True, extra="forbid", defer_build=True):
     """The physical redline's parameters and RL's freshness bound."""
 
     alpha: float = Field(default=0.3, gt=0.0, le=1.0, description="EWMA weight of each fresh sample")
@@ -70,7 +70,7 @@ class HeadroomSpec(BaseModel, frozen=True, extra="forbid"):
     resources: dict[Name, ResourceSpec] = Field(min_length=1)
 
 
-class VoluntarySpec(BaseModel, frozen=True, extra="forbid"):
+class VoluntarySpec(BaseModel, frozen=True, extra="forbid", defer_build=True):
     """The voluntary channel's crossover rule (`rvguard.enforce.eviction.crossover`): evict a running
     surplus request when its expected remaining seconds (tokens still allowed × ``token_seconds``)
     × ``opportunity_rate`` exceeds ``fixed`` + ``per_token`` × its state S, strictly."""
@@ -81,7 +81,7 @@ class VoluntarySpec(BaseModel, frozen=True, extra="forbid"):
     token_seconds: float = Field(gt=0.0, le=MAX_SPAN, description="expected seconds per generated token")
 
 
-class EvictionSpec(BaseModel, frozen=True, extra="forbid"):
+class EvictionSpec(BaseModel, frozen=True, extra="forbid", defer_build=True):
     """The eviction channel's bound, at most ``k`` evictions in flight (EV), and the emergency
     channel's parameters (`rvguard.enforce.eviction.eviction_config`): with ``capacity`` and
     ``target`` both given the Guard evicts past the hard floor, else it preempts (EV still judged)."""
@@ -105,7 +105,7 @@ class EvictionSpec(BaseModel, frozen=True, extra="forbid"):
         return self
 
 
-class FleetSpec(BaseModel, frozen=True, extra="forbid"):
+class FleetSpec(BaseModel, frozen=True, extra="forbid", defer_build=True):
     """The fleet's engines and how old a routing view may be."""
 
     staleness: float = Field(gt=0.0, le=MAX_SPAN, description="seconds a p2c route's view stays fresh")

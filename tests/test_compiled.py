@@ -26,6 +26,9 @@ TREE = ROOT / "build" / "compiled"
 SOURCES = ("rvguard", "setup.py", "pyproject.toml", "README.md", "LICENSE", "NOTICE", "MANIFEST.in")
 #: existing tests of the compiled modules, run again on the compiled build
 RERUN = (
+    "tests/test_events.py",
+    "tests/enforce/test_request.py",
+    "tests/enforce/test_learners.py",
     "tests/enforce/test_core.py",
     "tests/enforce/test_demotion.py",
     "tests/enforce/test_ready.py",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, field, fields, make_dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from rvguard.errors import TraceFormatError
 from rvguard.events import (
+    EVENT_CLASSES,
     Admit,
     Arrive,
     Basis,
@@ -18,7 +20,9 @@ from rvguard.events import (
     Dispatch,
     Drop,
     Fail,
+    Proposal,
     Reject,
+    RouteMode,
     event_from_dict,
     event_to_dict,
 )
@@ -145,3 +149,51 @@ def test_records_compare_hash_and_print_as_frozen_dataclasses(data: st.DataObjec
     assert hash(x) == hash(tx) and hash(y) == hash(ty)
     assert repr(x) == repr(tx).replace("Frozen" + cls.__name__, cls.__name__, 1)
     assert replace(y, extra={}) == y and not hasattr(x, "__dict__")
+
+
+#: a value of each field's type, distinct from its default (the compiled build checks the types)
+_SOME = {
+    "t": 1.5,
+    "rid": "r",
+    "tenant": "x",
+    "deadline": 2.5,
+    "prompt_tokens": 3,
+    "max_tokens": 4,
+    "proposal": Proposal(admit=False),
+    "basis": Basis.FLOOR,
+    "reason": "why",
+    "extra": MappingProxyType({"note": 1}),
+    "resource": "kv",
+    "value": 0.5,
+    "sample_time": 0.25,
+    "engine": "e1",
+    "view_time": 0.75,
+    "mode": RouteMode.SILOED,
+    "state": 7,
+    "headroom": 0.125,
+    "target": 0.375,
+    "capacity": 9,
+}
+
+
+@given(data=st.data(), cls=st.sampled_from(list(EVENT_CLASSES.values())))
+def test_written_init_takes_the_fields_in_order_with_their_defaults(data: st.DataObject, cls: type) -> None:
+    """A record's ``__init__`` is written out (`rvguard._record`: compiled natively): it takes every
+    field, by position or by name, in the fields' order, and a field left out gets its default."""
+    specs = fields(cls)
+    values = {f.name: _SOME[f.name] for f in specs}
+    for made in (cls(*values.values()), cls(**values)):
+        assert all(_same(getattr(made, name), v) for name, v in values.items())
+    required = {f.name for f in specs if f.default is MISSING and f.default_factory is MISSING}
+    chosen = data.draw(st.sets(st.sampled_from(list(values))), label="given") | required
+    made = cls(**{name: v for name, v in values.items() if name in chosen})
+    for f in specs:
+        want = values[f.name] if f.name in chosen else f.default
+        if f.name not in chosen and f.default_factory is not MISSING:
+            want = f.default_factory()
+        assert _same(getattr(made, f.name), want), f.name
+
+
+def _same(got: object, want: object) -> bool:
+    """Equal and of the same type (a compiled record keeps a float field unboxed, so not ``is``)."""
+    return got == want and type(got) is type(want)

@@ -32,6 +32,7 @@ FLOORS: dict[str, int] = {
     "contract": 1,
     "entitlement": 1,  # re-exported by contract; its own module so that the compiled build compiles it
     "events": 1,
+    "proposal": 1,  # `Proposal` and the learner failures (events and learners re-export them)
     "runbook_events": 1,  # the DESIGN §10 records, which events re-exports
     "runbook_spec": 0,  # the contract's DESIGN §10 blocks (below contract, which holds them)
     "verdict": 1,

@@ -10,8 +10,13 @@ read when the new name is absent. Resources:
 * ``seqs`` = 1 − running / ``max_num_seqs``, when the engine's ``max_num_seqs`` is given.
 
 The exposition is parsed with prometheus_client's own text parser. A sample's time is the
-payload's timestamp when the exporter sends one, else the scrape's (the clock's time when the
-answer arrived). `MetricsHeadroomSource.read` polls no faster than ``min_interval`` (set it to
+scrape's (the guard clock's time when the answer arrived), moved back by the payload's age when
+the exporter stamps its samples: a Prometheus timestamp is Unix time, the guard's clock usually
+is not (it starts at the contract's epoch), so the payload's age on the wall clock (the wall
+clock at the scrape minus the stamp; an exporter clock ahead of ours is age 0) is what carries
+it onto the guard's clock. A stamp the source has seen before for a resource is the exporter's
+old reading served again: no sample (the redline would ignore it; RL's freshness must not count
+it as fresh). `MetricsHeadroomSource.read` polls no faster than ``min_interval`` (set it to
 the exporter's refresh period): a call sooner returns no sample, so a loop ticking faster than
 its telemetry cannot feed the redline duplicates (which it would ignore anyway).
 
@@ -28,7 +33,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ..clock import Clock
+from ..clock import Clock, WallClock
 from ..errors import MissingExtraError, TelemetryFormatError, TelemetryUnavailableError
 from .redline import HeadroomSample
 
@@ -89,14 +94,20 @@ def _metric(
 
 
 def samples_from_exposition(
-    text: str, scraped_at: float, *, source: str = "<text>", max_num_seqs: int | None = None
+    text: str,
+    scraped_at: float,
+    *,
+    wall_at: float,
+    source: str = "<text>",
+    max_num_seqs: int | None = None,
 ) -> list[HeadroomSample]:
-    """Headroom samples from one ``/metrics`` payload (module doc for the resources).
+    """Headroom samples from one ``/metrics`` payload (module doc for the resources and times).
 
     Args:
         text: the Prometheus text exposition.
-        scraped_at: when the answer arrived, on the guard's clock (used when the payload has
-            no timestamp of its own).
+        scraped_at: when the answer arrived, on the guard's clock.
+        wall_at: the same instant in Unix time; a payload timestamp (Unix time) places its
+            sample at ``scraped_at − max(0, wall_at − stamp)``.
         source: where it came from, for errors.
         max_num_seqs: the engine's sequence slots; ``None`` leaves ``seqs`` out.
 
@@ -104,18 +115,31 @@ def samples_from_exposition(
         TelemetryFormatError: unparsable text, a metric missing, a usage above 1 or a
             running count above ``max_num_seqs``.
     """
+    return [
+        HeadroomSample(resource, headroom, _placed(stamp, scraped_at, wall_at))
+        for resource, headroom, stamp in _readings(text, source, max_num_seqs)
+    ]
+
+
+def _placed(stamp: float | None, scraped_at: float, wall_at: float) -> float:
+    """A reading's time on the guard's clock: the scrape's, less the payload's age (module doc)."""
+    return scraped_at if stamp is None else scraped_at - max(0.0, wall_at - stamp)
+
+
+def _readings(text: str, source: str, max_num_seqs: int | None) -> list[tuple[str, float, float | None]]:
+    """(resource, headroom, payload timestamp or None) for each resource the payload gives."""
     fams = _families(text, source)
     usage, ts = _metric(fams, KV_USAGE, source)
     if usage > 1.0:
         raise TelemetryFormatError(f"is a fraction, got {usage!r}", source=source, field=KV_USAGE[0])
-    out = [HeadroomSample("kv_cache", 1.0 - usage, scraped_at if ts is None else ts)]
+    out: list[tuple[str, float, float | None]] = [("kv_cache", 1.0 - usage, ts)]
     if max_num_seqs is not None:
         running, ts = _metric(fams, (RUNNING,), source)
         if running > max_num_seqs:
             raise TelemetryFormatError(
                 f"{running:g} running exceeds max_num_seqs {max_num_seqs}", source=source, field=RUNNING
             )
-        out.append(HeadroomSample("seqs", 1.0 - running / max_num_seqs, scraped_at if ts is None else ts))
+        out.append(("seqs", 1.0 - running / max_num_seqs, ts))
     return out
 
 
@@ -125,6 +149,8 @@ class MetricsHeadroomSource:
     Args:
         url: the metrics URL, e.g. ``http://127.0.0.1:8000/metrics``.
         clock: the guard's clock (stamps the scrape).
+        wall: Unix time, read with the guard's clock at each scrape to carry a payload's
+            timestamps onto it (module doc); default `WallClock`.
         min_interval: seconds between two scrapes at least (the exporter's refresh period).
         max_num_seqs: the engine's ``max_num_seqs`` (adds the ``seqs`` resource).
         timeout: seconds a scrape may take.
@@ -141,6 +167,7 @@ class MetricsHeadroomSource:
         max_num_seqs: int | None = None,
         timeout: float = 2.0,
         client: Any = None,
+        wall: Clock | None = None,
     ) -> None:
         if not min_interval >= 0.0:
             raise ValueError(f"min_interval must be ≥ 0, got {min_interval!r}")
@@ -150,6 +177,8 @@ class MetricsHeadroomSource:
         self._max_num_seqs = max_num_seqs
         self._timeout = timeout
         self._client = client
+        self._wall = WallClock() if wall is None else wall
+        self._stamps: dict[str, float] = {}  # the last payload timestamp seen, per resource
         self._last = -math.inf
         self.scrapes = 0
 
@@ -176,9 +205,15 @@ class MetricsHeadroomSource:
         if answer.status_code >= 400:
             raise TelemetryUnavailableError(f"HTTP {answer.status_code}", source=self.url)
         self.scrapes += 1
-        return samples_from_exposition(
-            answer.text, self._clock.now(), source=self.url, max_num_seqs=self._max_num_seqs
-        )
+        scraped_at, wall_at = self._clock.now(), self._wall.now()
+        fresh = []
+        for resource, headroom, stamp in _readings(answer.text, self.url, self._max_num_seqs):
+            if stamp is not None:
+                if self._stamps.get(resource) == stamp:
+                    continue  # the exporter's old reading again (module doc)
+                self._stamps[resource] = stamp
+            fresh.append(HeadroomSample(resource, headroom, _placed(stamp, scraped_at, wall_at)))
+        return fresh
 
 
 class CallableHeadroomSource:

@@ -60,7 +60,7 @@ class HeadroomSample:
     Attributes:
         resource: the resource's name (``kv_cache``, ``seqs``, ...).
         value: the headroom fraction in [0, 1] (1 = all free).
-        t: the sample's own timestamp, seconds on the guard's clock (the scrape's or the payload's).
+        t: the sample's own time, seconds on the guard's clock (the scrape's, less a payload's age).
     """
 
     resource: str

@@ -49,6 +49,28 @@ class Request:
     payload: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
     pool: str | None = None
 
+    def __init__(
+        self,
+        rid: str,
+        tenant: str,
+        t: float,
+        deadline: float | None = None,
+        prompt_tokens: int | None = None,
+        max_tokens: int | None = None,
+        payload: Mapping[str, Any] = _EMPTY,
+        pool: str | None = None,
+    ) -> None:
+        # written out, as the frozen dataclass would generate it, so that the compiled build
+        # (issue 16) compiles it: mypyc turns each ``object.__setattr__`` into a store
+        object.__setattr__(self, "rid", rid)
+        object.__setattr__(self, "tenant", tenant)
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "deadline", deadline)
+        object.__setattr__(self, "prompt_tokens", prompt_tokens)
+        object.__setattr__(self, "max_tokens", max_tokens)
+        object.__setattr__(self, "payload", payload)
+        object.__setattr__(self, "pool", pool)
+
     def rebound(self, *, tenant: str, t: float, max_tokens: int | None, pool: str | None = None) -> Request:
         """A copy with the bound tenant, arrival time, capped tokens (and the pool's verdict).
 

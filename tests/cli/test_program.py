@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,36 @@ def test_the_full_parser_knows_every_command() -> None:
     parser = program.build_parser()
     args = parser.parse_args(["check", "t.jsonl", "--contract", SPEC])
     assert args.command == "check" and callable(args.run)
+
+
+def _plugins_scanned(env_value: str | None) -> bool:
+    """Run ``rvguard verify`` in a fresh interpreter: did pydantic scan the packages for plugins?"""
+    code = (
+        "import sys\n"
+        "from rvguard.cli import main\n"
+        f"main(['verify', {SPEC!r}, '--json'])\n"
+        "from pydantic.plugin import _loader\n"
+        "print(_loader._plugins is not None)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != program.PYDANTIC_PLUGINS}
+    if env_value is not None:
+        env[program.PYDANTIC_PLUGINS] = env_value
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_the_program_turns_pydantic_plugins_off_unless_told() -> None:
+    assert not _plugins_scanned(None)  # rvguard needs no plugin: the scan's cost is skipped
+    assert _plugins_scanned("")  # an operator's explicit setting is kept: empty loads them
+
+
+def test_importing_the_contract_builds_no_validator() -> None:
+    code = (
+        "from rvguard.contract import Contract, Tenant\n"
+        "print(Contract.__pydantic_complete__, Tenant.__pydantic_complete__)\n"
+        "from rvguard.contract import load_contract\n"
+        f"load_contract({SPEC!r})\n"
+        "print(Contract.__pydantic_complete__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]  # built on first use, not at import

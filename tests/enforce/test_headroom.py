@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rvguard.clock import ManualClock
 from rvguard.enforce.headroom import CallableHeadroomSource, MetricsHeadroomSource, samples_from_exposition
@@ -80,14 +82,43 @@ async def test_scrape_gives_kv_and_seq_headroom_stamped_with_the_scrape_time(
     assert state.hits == 2
 
 
-def test_a_payload_timestamp_is_the_samples_own_time() -> None:
-    text = "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.5 1234567\n"
-    assert samples_from_exposition(text, 99.0) == [HeadroomSample("kv_cache", 0.5, 1234.567)]
+STAMPED = "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc {usage} {ms}\n"
+
+
+def test_a_payload_timestamp_places_the_sample_by_its_age_on_the_guards_clock() -> None:
+    # a Prometheus stamp is Unix milliseconds; the guard's clock reads 99 s at the scrape, the
+    # wall clock 1234.6 s: the reading is 0.1 s old, so it is the guard's 98.9, not 1234.5
+    text = STAMPED.format(usage=0.5, ms=1234500)
+    [sample] = samples_from_exposition(text, 99.0, wall_at=1234.6)
+    assert (sample.resource, sample.value) == ("kv_cache", 0.5)
+    assert sample.t == pytest.approx(98.9, abs=1e-9)
+    # an exporter whose clock runs ahead of ours: age 0, never a sample from the future
+    assert samples_from_exposition(text, 99.0, wall_at=1200.0)[0].t == 99.0
+    unstamped = "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.1\n"
+    assert samples_from_exposition(unstamped, 1.0, wall_at=5e9) == [HeadroomSample("kv_cache", 0.9, 1.0)]
+
+
+async def test_a_stamp_served_again_is_no_sample(exporter: tuple[_Exporter, str]) -> None:
+    state, url = exporter
+    clock, wall = ManualClock(10.0), ManualClock(1_700_000_000.0)
+    source = MetricsHeadroomSource(url, clock, min_interval=1.0, wall=wall)
+    state.body = STAMPED.format(usage=0.5, ms=1_699_999_999_500)
+    [first] = await source.read()
+    assert first.t == pytest.approx(9.5)
+    clock.advance(1.0)
+    wall.advance(1.0)
+    assert await source.read() == []  # the exporter has not refreshed: the same reading, older
+    assert state.hits == 2
+    state.body = STAMPED.format(usage=0.75, ms=1_700_000_001_800)
+    clock.advance(1.0)
+    wall.advance(1.0)
+    [second] = await source.read()
+    assert (second.value, second.t) == (0.25, pytest.approx(11.8))
 
 
 def test_the_old_metric_name_is_read_when_the_new_one_is_absent() -> None:
     text = "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc 0.1\n"
-    assert samples_from_exposition(text, 1.0) == [HeadroomSample("kv_cache", 0.9, 1.0)]
+    assert samples_from_exposition(text, 1.0, wall_at=0.0) == [HeadroomSample("kv_cache", 0.9, 1.0)]
 
 
 async def test_an_unreachable_engine_is_a_telemetry_unavailable_error() -> None:
@@ -135,3 +166,18 @@ async def test_a_callable_source_stamps_its_answers_and_checks_them() -> None:
     with pytest.raises(TelemetryFormatError) as info:
         await CallableHeadroomSource(lambda: {"kv_cache": 2.0}, clock).read()
     assert info.value.field == "kv_cache"
+
+
+@given(
+    scraped_at=st.floats(0.0, 1e6),
+    wall_at=st.floats(1.6e9, 1.8e9),
+    age_ms=st.integers(-10_000, 600_000),
+)
+def test_a_stamped_sample_is_never_newer_than_its_scrape(
+    scraped_at: float, wall_at: float, age_ms: int
+) -> None:
+    stamp_ms = int(wall_at * 1000) - age_ms  # the exporter's Unix milliseconds
+    [sample] = samples_from_exposition(STAMPED.format(usage=0.5, ms=stamp_ms), scraped_at, wall_at=wall_at)
+    age = wall_at - stamp_ms / 1000
+    assert sample.t <= scraped_at
+    assert sample.t == pytest.approx(scraped_at - max(0.0, age), abs=1e-5)
