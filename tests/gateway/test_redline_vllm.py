@@ -7,6 +7,11 @@ KV headroom, demotes queued surplus while it is low and restores it after; the t
 DR, WF, RB, RL and PR (SF is not claimed: on this shared machine a 16-token answer can take
 longer than any deadline worth stating). The engine runs under ``/tmp/rvguard-engine.lock`` and
 is killed at the end; the test fails, never skips, when it cannot start.
+
+A second test takes the KV-bound load of ``scripts/redline_vllm.py`` (assured prompts of 6 of the
+12 blocks, surplus filling the rest, R = 2, the engine pinned to its own CPU): without the redline
+the engine's KV queueing and preemption make entitled requests late; with it surplus is preempted
+past the hard floor and fewer are.
 """
 
 from __future__ import annotations
