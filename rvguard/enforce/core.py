@@ -217,9 +217,11 @@ class DecisionCore(DemotionMixin):
         self._running = 0
         self._surplus_running = 0
         self._queued = 0
-        self._counts = dict.fromkeys(("arrived", "rejected", "dispatched", "completed", "dropped"), 0)
-        self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
-        self._basis_counts = dict.fromkeys(Basis, 0)
+        # the counters `statistics` reports (attributes, not a dict: the compiled build keeps them as
+        # C integers; a dict costs a lookup and a store per count)
+        self._arrived = self._rejected = self._dispatched = self._completed = self._dropped = 0
+        self._failed = self._uncertain = self._max_queue_depth = self._demoted = self._restored = 0
+        self._admitted_floor = self._admitted_surplus = self._admitted_demoted = 0
         self._redline = None if redline is None else Redline(redline)
         block = getattr(contract, "headroom", None)
         self._staleness = (
@@ -227,7 +229,6 @@ class DecisionCore(DemotionMixin):
         )
         self._reading: RedlineReading | None = None
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
-        self._counts.update(demoted=0, restored=0)
 
     # -- public API ------------------------------------------------------------
     @property
@@ -389,11 +390,26 @@ class DecisionCore(DemotionMixin):
 
     def statistics(self) -> CoreStatistics:
         """The counters now, as a frozen record."""
-        b = self._basis_counts
-        basis = {f"admitted_{k.value}": b[k] for k in Basis}
-        live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
-        live["held"] = len(self._held)
-        return CoreStatistics(**self._counts, **basis, **live, floor_scale=self._floor_scale())
+        return CoreStatistics(
+            arrived=self._arrived,
+            admitted_floor=self._admitted_floor,
+            admitted_surplus=self._admitted_surplus,
+            admitted_demoted=self._admitted_demoted,
+            rejected=self._rejected,
+            dispatched=self._dispatched,
+            completed=self._completed,
+            dropped=self._dropped,
+            failed=self._failed,
+            uncertain=self._uncertain,
+            in_flight=self._running,
+            queue_depth=self._queued,
+            max_queue_depth=self._max_queue_depth,
+            alerts=len(self.alerts),
+            floor_scale=self._floor_scale(),
+            held=len(self._held),
+            demoted=self._demoted,
+            restored=self._restored,
+        )
 
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
@@ -507,7 +523,7 @@ class DecisionCore(DemotionMixin):
                 out.append(drop)
                 continue
             if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
-                self._counts["uncertain"] += 1
+                self._uncertain += 1
             dispatch = Dispatch(now, rid)
             entry.dispatched_at = now
             self._apply(entry, dispatch)
@@ -528,21 +544,27 @@ class DecisionCore(DemotionMixin):
         rid = entry.request.rid
         if action is Action.RECORD:
             self._live[rid] = entry
-            self._counts["arrived"] += 1
+            self._arrived += 1
         elif action is Action.ENQUEUE:
             self._ready.push(entry.key, entry, surplus=entry.basis is not Basis.FLOOR)
             self._queued += 1
-            self._basis_counts[entry.basis or Basis.SURPLUS] += 1
-            self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
+            basis = entry.basis
+            if basis is Basis.FLOOR:
+                self._admitted_floor += 1
+            elif basis is Basis.DEMOTED:
+                self._admitted_demoted += 1
+            else:
+                self._admitted_surplus += 1
+            self._max_queue_depth = max(self._max_queue_depth, self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
             self._spent.add(rid)
-            self._counts["rejected"] += 1
+            self._rejected += 1
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
             self._running += 1
             self._surplus_running += entry.basis is not Basis.FLOOR
-            self._counts["dispatched"] += 1
+            self._dispatched += 1
         elif action is Action.HOLD or action is Action.UNHOLD:
             self._hold_edge(entry, action is Action.HOLD)
         else:
@@ -555,12 +577,12 @@ class DecisionCore(DemotionMixin):
         if hold:
             self._queued -= 1
             self._held[rid] = entry
-            self._counts["demoted"] += 1
+            self._demoted += 1
         else:
             del self._held[rid]
             self._queued += 1
             self._ready.push(entry.key, entry, surplus=True)
-            self._counts["restored"] += 1
+            self._restored += 1
 
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
         """The terminal edges out of ADMITTED (DEQUEUE), HELD (ABANDON) and DISPATCHED (RELEASE)."""
@@ -575,7 +597,12 @@ class DecisionCore(DemotionMixin):
             self._running -= 1
             self._surplus_running -= entry.basis is not Basis.FLOOR
         code = ev.code  # an int: no enum hashed, no dict built per request
-        self._counts["completed" if code == COMPLETE else "dropped" if code == DROP else "failed"] += 1
+        if code == COMPLETE:
+            self._completed += 1
+        elif code == DROP:
+            self._dropped += 1
+        else:
+            self._failed += 1
 
     # -- time ------------------------------------------------------------------
     def _check_time(self, now: float) -> None:
