@@ -33,6 +33,8 @@ are positions, so the old codes stay):
   engine, no rid, no move; it only carries time and telemetry.
 * ``route`` is a self-loop before dispatch (the fleet picks an engine for an
   arrived or a queued request); its fields, not the stage, carry the choice.
+  It may also come once a request is dispatched: a dispatch that waited for
+  an engine's slot (while an engine was out of rotation) is routed late.
 * ``demote`` holds a queued request back from dispatch (HELD) until
   ``restore`` queues it again; a held request may still end (drop, fail).
 * ``evict`` takes a running request off its engine (EVICTED); ``relocate``
@@ -177,6 +179,7 @@ MOVES: Mapping[tuple[Stage, EventKind], Stage] = MappingProxyType(
         # DESIGN §10: routing, demotion, eviction and relocation
         (_S.ARRIVED, _K.ROUTE): _S.ARRIVED,
         (_S.ADMITTED, _K.ROUTE): _S.ADMITTED,
+        (_S.DISPATCHED, _K.ROUTE): _S.DISPATCHED,
         (_S.ADMITTED, _K.DEMOTE): _S.HELD,
         (_S.HELD, _K.RESTORE): _S.ADMITTED,
         (_S.HELD, _K.DROP): _S.DONE,

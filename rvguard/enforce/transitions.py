@@ -73,6 +73,7 @@ NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
         (S.HELD, K.DROP): "a held request is doom-dropped only at dispatch time, after its restore",
         (S.ARRIVED, K.ROUTE): _ROUTED,
         (S.ADMITTED, K.ROUTE): _ROUTED,
+        (S.DISPATCHED, K.ROUTE): _ROUTED,
         (S.DISPATCHED, K.EVICT): "eviction is planned by enforce.eviction, not executed by the core",
         (S.EVICTED, K.RELOCATE): _NOT_EVICTED,
         (S.EVICTED, K.FAIL): _NOT_EVICTED,

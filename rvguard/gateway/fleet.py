@@ -67,7 +67,8 @@ class FleetHooks(Protocol):
     """Told each routing decision and each move, in order (the gateway writes them to its trace)."""
 
     def routed(self, rid: str, engine: str, route: Route, t: float) -> None:
-        """``rid`` goes to ``engine``, decided at its dispatch (at ``t``), before the dispatch is traced."""
+        """``rid`` goes to ``engine``, decided at ``t``: at its dispatch, before the dispatch is
+        traced, or after it when the dispatch waited for a slot (a late route)."""
         ...
 
     def evicted(self, rid: str, engine: str, state: int, reason: str) -> None:
@@ -215,7 +216,7 @@ class FleetDispatcher:
         self.relocation = RelocationSlots(relocations)
         self.hooks = hooks
         self._reserved: dict[str, Engine] = {}  # routed at the dispatch event, not yet dispatched
-        self.untraced_routes = 0  # dispatches that waited for a slot: routed after their dispatch event
+        self.late_routes = 0  # dispatches that waited for a slot: routed after their dispatch event
         self.channels: dict[str, Channel] = {}
         self.siloed = False
         self.siloed_reason = ""
@@ -343,7 +344,7 @@ class FleetDispatcher:
         """Route ``rid`` at its dispatch event (before it is traced) and hold the slot for it.
 
         When every engine in rotation is full (only while one is out), nothing is held: the
-        dispatch routes when a slot frees, after its dispatch event, and is not traced.
+        dispatch routes when a slot frees, after its dispatch event (a *late* route, traced then).
         """
         engine, route = self._route_now(rid)
         if engine is None:
@@ -382,9 +383,11 @@ class FleetDispatcher:
                 if came_from and self.hooks is not None:
                     self.hooks.relocated(rid, engine.name, route)
                 elif not came_from:
-                    self.untraced_routes += 1
+                    self.late_routes += 1
+                    if self.hooks is not None:
+                        self.hooks.routed(rid, engine.name, route, self.clock.now())
                     log.info(
-                        "routed after waiting for a slot (not traced)",
+                        "routed after waiting for a slot (a late route)",
                         extra={"event": "route_late", "rid": rid, "engine": engine.name},
                     )
                 return engine

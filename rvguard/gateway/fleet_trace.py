@@ -9,8 +9,9 @@ lifecycle allows them (`rvguard.lifecycle.MOVES`):
   event and written just before it (the request is
   still admitted); ``view_time`` is when the view it was decided on was read
   (none when siloed). A dispatch that had to wait for a slot (only while an
-  engine is out of rotation) is routed after its dispatch record and has no
-  ``route`` record (the lifecycle allows none there); it is logged;
+  engine is out of rotation) is routed when one frees: its ``route`` record
+  comes after its ``dispatch`` record (a late route, which FR judges as the
+  route and the slot taking at once);
 * ``evict`` (rid, state, reason) — the engine died under a request that may
   move: ``state`` its accumulated tokens (prompt + output), reason
   ``engine-down: <engine>``;
@@ -54,7 +55,7 @@ class FleetTrace:
         return Route(t, rid, engine, route.view_time, RouteMode(route.mode), extra=bounds)
 
     def routed(self, rid: str, engine: str, route: Decision, t: float) -> None:
-        """A dispatch's engine, written before its ``dispatch`` record."""
+        """A dispatch's engine, written before its ``dispatch`` record (after it when late)."""
         self._write(self._route(t, rid, engine, route))
 
     def evicted(self, rid: str, engine: str, state: int, reason: str) -> None:

@@ -9,7 +9,13 @@ uses no shared view and is not judged on its age.
 
 A request's engine is the one its last ``route`` or ``relocate`` named. Its
 ``dispatch`` takes one of that engine's C_e slots until it ends or is
-evicted; a dispatch that finds C_e already taken is a bad prefix.
+evicted; a dispatch that finds C_e already taken is a bad prefix. A *late*
+route, written after the request's dispatch (the dispatch waited for a slot
+while an engine was out of rotation), is judged as the route and the slot
+taking at once: on a stale view it is a bad prefix (and takes the slot all
+the same), otherwise it is one when C_e is already taken. A route of a
+request already holding a slot is judged on its view alone and moves no
+slot.
 
 The bounds are the contract's ``fleet`` block (``staleness``; C_e from
 ``engines``, where a dispatch to an engine it does not list is a bad
@@ -49,8 +55,10 @@ class Loc(Enum):
 
     IDLE = "idle"  # never routed: it holds no engine's slot, and FR takes none of its moves
     ROUTED = "routed"  # routed (or relocated), not holding its engine's slot
+    UNPLACED = "unplaced"  # dispatched before any route: no engine's slot until a late route
     RUNNING = "running"
     STALE = "stale"  # bad: routed on a stale view (routed otherwise)
+    LATE_STALE = "late-stale"  # bad: routed late on a stale view (running otherwise)
     OVER = "over"  # bad: dispatched beyond its engine's C_e (running otherwise)
     DONE = "done"
 
@@ -112,6 +120,25 @@ def _room(inst: Instance, ev: Event) -> bool:
     return len(state["holding"].get(engine, ())) < slots
 
 
+def _late_room(inst: Instance, ev: Event) -> bool:
+    """A late route's engine has room (what `_room` asks at a dispatch, on the route's own fields)."""
+    assert isinstance(ev, Route)
+    state = inst.shared["FR"]
+    slots = _number(ev.extra.get("slots")) if state["slots"] is None else state["slots"].get(ev.engine)
+    if slots is None:
+        return state["slots"] is None
+    return len(state["holding"].get(ev.engine, ())) < slots
+
+
+def _fresh_with_room(inst: Instance, ev: Event) -> bool:
+    return _fresh(inst, ev) and _late_room(inst, ev)
+
+
+def _place_and_take(inst: Instance, ev: Event) -> None:
+    _place(inst, ev)
+    _take(inst, ev)
+
+
 def _take(inst: Instance, ev: Event) -> None:
     engine = inst.vars["fr_engine"]
     state = inst.shared["FR"]
@@ -139,6 +166,16 @@ def _stale(inst: Instance, ev: Event | None, now: float) -> str:
     return f"a p2c route decided on a view {now - view:g} s old > staleness {limit:g} s"
 
 
+def _stale_route(inst: Instance, ev: Event | None, now: float) -> str:
+    """`_stale` on the route's own view (a running request's route places nothing)."""
+    assert isinstance(ev, Route)
+    if ev.view_time is None:
+        return "a p2c route with no view_time: routed on no view at all"
+    return (
+        f"a p2c route decided on a view {now - ev.view_time:g} s old > staleness {_staleness(inst, ev):g} s"
+    )
+
+
 def _over(inst: Instance, ev: Event | None, now: float) -> str:
     v = inst.vars
     if v["fr_limit"] is None:
@@ -151,8 +188,24 @@ def _over(inst: Instance, ev: Event | None, now: float) -> str:
 _ENDS = (K.COMPLETE, K.FAIL, K.DROP)
 _PLACED = (Loc.IDLE, Loc.ROUTED, Loc.STALE)  # where a route or a relocation may come
 _ROUTED = (Loc.ROUTED, Loc.STALE)
-_RUNNING = (Loc.RUNNING, Loc.OVER)
+_RUNNING = (Loc.RUNNING, Loc.OVER, Loc.LATE_STALE)
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
+    # a dispatch before any route holds no slot (plain moves: the monitor's fast path keeps them)
+    (Loc.IDLE, K.DISPATCH): (Edge(Loc.UNPLACED),),
+    (Loc.UNPLACED, K.EVICT): (Edge(Loc.IDLE),),
+    **{(Loc.UNPLACED, k): (Edge(Loc.DONE),) for k in _ENDS},
+    (Loc.UNPLACED, K.ROUTE): (
+        Edge(Loc.RUNNING, _fresh_with_room, "late: fresh view, fewer than C_e", update=_place_and_take),
+        Edge(
+            Loc.OVER, _fresh, "late: C_e taken, or an unlisted engine", update=_place_and_take, detail=_over
+        ),
+        Edge(
+            Loc.LATE_STALE,
+            label="late: p2c on a stale or missing view",
+            update=_place_and_take,
+            detail=_stale,
+        ),
+    ),
     **{
         (loc, K.ROUTE): (
             Edge(Loc.ROUTED, _fresh, "siloed, or view_time within staleness", update=_place),
@@ -161,6 +214,14 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         for loc in _PLACED
     },
     **{(loc, K.RELOCATE): (Edge(Loc.ROUTED, update=_place),) for loc in _PLACED},
+    # a route of a request holding a slot: judged on its view; the slot stays where it is
+    **{
+        (loc, K.ROUTE): (
+            Edge(Loc.RUNNING, _fresh, "siloed, or view_time within staleness"),
+            Edge(Loc.LATE_STALE, label="p2c on a stale or missing view", detail=_stale_route),
+        )
+        for loc in _RUNNING
+    },
     **{
         (loc, K.DISPATCH): (
             Edge(Loc.RUNNING, _room, "fewer than C_e on its engine", update=_take),
@@ -188,7 +249,7 @@ FR = TimedAutomaton(
     description="no p2c route on a view older than the staleness bound; per-engine in flight ≤ C_e",
     locations=Loc,
     initial=Loc.IDLE,
-    bad=frozenset({Loc.STALE, Loc.OVER}),
+    bad=frozenset({Loc.STALE, Loc.OVER, Loc.LATE_STALE}),
     transitions=TRANSITIONS,
     context=_context,
     shared=_shared,

@@ -27,7 +27,7 @@ _PROTOCOL: dict[str, dict[str, str]] = {
     "arrived": {"admit": "queued", "reject": "done", "route": "arrived"},
     "queued": {"dispatch": "running", "drop": "done", "fail": "done", "route": "queued", "demote": "held"},
     "held": {"restore": "queued", "drop": "done", "fail": "done"},
-    "running": {"complete": "done", "fail": "done", "drop": "done", "evict": "evicted"},
+    "running": {"complete": "done", "fail": "done", "drop": "done", "evict": "evicted", "route": "running"},
     "evicted": {"relocate": "queued", "fail": "done"},
     "done": {},
 }

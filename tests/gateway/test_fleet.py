@@ -451,3 +451,35 @@ def test_serve_takes_the_contract_fleet_block_as_defaults_and_flags_override(
     assert _staleness(block, flags) == 0.5 and _fleet_slots(block, flags) == {"e0": 1, "e1": 5}
     plain = contract_from_mapping(base)
     assert _staleness(plain, bare) == 2.0 and _fleet_slots(plain, bare) == {}
+
+
+async def test_a_dispatch_that_waits_for_a_slot_is_routed_late_and_traced(tmp_path: Path) -> None:
+    """e0 out of rotation, C = 2 over two engines of C_e = 1: the second dispatch waits for e1's slot,
+    and its route record follows its dispatch record; FR judges it (one in flight on e1 at a time)."""
+    c = contract(slots=1)
+    ups = [FakeUpstream(token_delay=0.02) for _ in range(2)]
+    for up in ups:
+        await up.start()
+    s = _settings(ups, tmp_path / "t.jsonl", route_seed=3, probe_interval=0.1)
+    try:
+        async with gateway(c, s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
+            assert gw.guard.contract.slots == 2 and gw.fleet is not None
+            await ups[0].kill()
+            async with asyncio.timeout(10):
+                while gw.fleet.engines[0].alive:  # a refused probe takes it out at once
+                    await asyncio.sleep(0.02)
+            answers = await asyncio.gather(*(_complete(client, url, "sk-opp") for _ in range(2)))
+            late = gw.fleet.late_routes
+    finally:
+        for up in ups:
+            await up.close()
+    assert [a.status_code for a in answers] == [200, 200] and ups[1].served == 2 and ups[1].max_active == 1
+    assert late == 1
+    events = read_trace(tmp_path / "t.jsonl")
+    kinds = {
+        r: [e["kind"] for e in events if e.get("rid") == r] for r in {e.get("rid") for e in events} - {None}
+    }
+    assert sorted(k[2:4] for k in kinds.values()) == [["dispatch", "route"], ["route", "dispatch"]]
+    assert all(e["engine"] == "e1" for e in events if e["kind"] == "route")
+    report = check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract)
+    assert report.holds and "FR" in report.properties

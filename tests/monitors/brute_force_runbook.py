@@ -114,42 +114,50 @@ def _landed(prefix: list[Event], j: int, resource: str) -> bool:
 
 
 def routing(events: list[Event], c: Contract) -> Found:
-    """FR: a p2c route on no view or one older than the staleness; a dispatch onto an engine that
-    already holds C_e (or that the contract does not list). An unrouted request holds no engine."""
+    """FR: a p2c route on no view or one older than the staleness; a request taking a slot of an
+    engine that already holds C_e (or that the contract does not list). A request takes its slot at
+    its dispatch when routed (or relocated) before it, else at a late route after its dispatch (which,
+    when stale, is judged stale alone); a route of a request holding a slot moves nothing."""
     assert c.fleet is not None
     out = set()
-    for i, e in enumerate(events):
-        stale = isinstance(e, Route) and (e.view_time is None or e.t - e.view_time > c.fleet.staleness)
-        if isinstance(e, Route) and e.mode is RouteMode.P2C and stale:
-            out.add(("FR", e.rid, e.t))
-        if isinstance(e, Dispatch):
-            engine = _engine_of(events[:i], e.rid)
-            if engine is None:
-                continue
-            held = [rid for rid, eng in _holders(events[:i]).items() if eng == engine]
-            if engine not in c.fleet.engines or len(held) >= c.fleet.engines[engine]:
+    engine_of: dict[str, str] = {}  # the last route or relocation's engine
+    unplaced: set[str] = set()  # dispatched with no engine
+    holding: dict[str, str] = {}
+
+    def take(rid: str, engine: str, t: float) -> None:
+        held = sum(e == engine for e in holding.values())
+        if engine not in c.fleet.engines or held >= c.fleet.engines[engine]:  # type: ignore[union-attr]
+            out.add(("FR", rid, t))
+        holding[rid] = engine
+
+    for e in events:
+        if isinstance(e, Route):
+            stale = e.mode is RouteMode.P2C and (e.view_time is None or e.t - e.view_time > c.fleet.staleness)
+            if stale:
                 out.add(("FR", e.rid, e.t))
-    return out
-
-
-def _engine_of(prefix: list[Event], rid: str) -> str | None:
-    engine = None
-    for x in prefix:
-        if x.rid == rid and isinstance(x, Route | Relocate):
-            engine = x.engine
-    return engine
-
-
-def _holders(prefix: list[Event]) -> dict[str, str | None]:
-    """Each request holding an engine's slot at the end of ``prefix``, and that engine."""
-    out: dict[str, str | None] = {}
-    for i, x in enumerate(prefix):
-        if isinstance(x, Dispatch):
-            engine = _engine_of(prefix[:i], x.rid)
-            if engine is not None:
-                out[x.rid] = engine
-        elif isinstance(x, Evict | Complete | Fail | Drop):
-            out.pop(x.rid, None)
+            if e.rid in holding:
+                continue
+            engine_of[e.rid] = e.engine
+            if e.rid in unplaced:
+                unplaced.discard(e.rid)
+                if stale:
+                    holding[e.rid] = e.engine
+                else:
+                    take(e.rid, e.engine, e.t)
+        elif isinstance(e, Relocate):
+            engine_of[e.rid] = e.engine
+        elif isinstance(e, Dispatch):
+            if e.rid in engine_of:
+                take(e.rid, engine_of[e.rid], e.t)
+            else:
+                unplaced.add(e.rid)
+        elif isinstance(e, Evict):
+            holding.pop(e.rid, None)
+            unplaced.discard(e.rid)
+        elif isinstance(e, Complete | Fail | Drop):
+            holding.pop(e.rid, None)
+            unplaced.discard(e.rid)
+            engine_of.pop(e.rid, None)
     return out
 
 

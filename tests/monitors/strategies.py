@@ -75,14 +75,15 @@ _NEXT = {
     "admit": ["dispatch", "drop", "fail"],
     "dispatch": ["complete", "complete", "drop", "fail"],
 }
-#: DESIGN §10 added: a route before dispatch, demote → restore (held meanwhile, may end), evict →
-#: relocate (queued again) or fail; ``relocate`` and ``restore`` queue the request as ``admit`` did
+#: DESIGN §10 added: a route before dispatch (or a late one after it), demote → restore (held
+#: meanwhile, may end), evict → relocate (queued again) or fail; ``relocate`` and ``restore`` queue
+#: the request as ``admit`` did
 _NEXT_RUNBOOK = {
     "arrive": ["admit", "reject", "route"],
     "admit": ["dispatch", "dispatch", "drop", "fail", "route", "demote"],
     "demote": ["restore", "restore", "drop", "fail"],
     "restore": ["dispatch", "drop", "fail", "route", "demote"],
-    "dispatch": ["complete", "complete", "drop", "fail", "evict"],
+    "dispatch": ["complete", "complete", "drop", "fail", "evict", "route"],
     "evict": ["relocate", "relocate", "fail"],
     "relocate": ["dispatch", "drop", "fail", "route", "demote"],
 }

@@ -21,11 +21,12 @@ ENGINES = {"e0": 1, "e1": 2}
 STALENESS = 0.5
 BARE = small_contract(runbook=False)  # no fleet block: FR reads each route's own bounds
 
-# one step: start request i on an engine (with a view this old, by a mode), or end the oldest live one;
-# times on a binary grid (multiples of 1/8), so view ages are exact and 0.5 is the bound itself
+# one step: start request i on an engine (with a view this old, by a mode; routed before its dispatch,
+# or late: after it), or end the oldest live one; times on a binary grid (multiples of 1/8), so view
+# ages are exact and 0.5 is the bound itself
 step = st.one_of(
     st.tuples(
-        st.just("start"),
+        st.sampled_from(["start", "late"]),
         st.sampled_from(sorted(ENGINES)),
         st.one_of(st.none(), st.sampled_from([0.0, 0.25, 0.5, 0.75])),
         st.sampled_from(["p2c", "siloed"]),
@@ -35,9 +36,17 @@ step = st.one_of(
 
 
 def _start(
-    t: float, rid: str, engine: str, view: float | None, mode: str = "p2c", **bounds: float
+    t: float,
+    rid: str,
+    engine: str,
+    view: float | None,
+    mode: str = "p2c",
+    late: bool = False,
+    **bounds: float,
 ) -> list[Event]:
     route = Route(t, rid, engine, view, RouteMode(mode), extra=bounds)
+    if late:  # the dispatch waited for an engine's slot: routed after it
+        return [Arrive(t, rid, "o"), Admit(t, rid), Dispatch(t, rid), route]
     return [Arrive(t, rid, "o"), Admit(t, rid), route, Dispatch(t, rid)]
 
 
@@ -47,11 +56,13 @@ def _events(plan: list[tuple]) -> list[Event]:
     t = 1.0
     for i, op in enumerate(plan):
         t += 0.125
-        if op[0] == "start":
-            _, engine, age, mode = op
+        if op[0] in ("start", "late"):
+            when, engine, age, mode = op
             rid = f"r{i}"
             view = None if age is None else t - age
-            out += _start(t, rid, engine, view, mode, staleness=STALENESS, slots=ENGINES[engine])
+            out += _start(
+                t, rid, engine, view, mode, late=when == "late", staleness=STALENESS, slots=ENGINES[engine]
+            )
             live.append(rid)
         elif live:
             rid = live.pop(0)
@@ -60,22 +71,36 @@ def _events(plan: list[tuple]) -> list[Event]:
 
 
 def _recount(events: list[Event]) -> set[tuple[str, str]]:
+    """Walk the trace: a route on a stale p2c view is "stale"; a request takes its engine's slot at its
+    dispatch when routed, or at its route when routed late (after its dispatch), and finding C_e
+    taken is "full" (a late route already "stale" is not also "full": one event, one verdict)."""
     expected: set[tuple[str, str]] = set()
     engine_of: dict[str, str] = {}
-    for i, e in enumerate(events):
+    dispatched: set[str] = set()
+    holding: dict[str, str] = {}  # rid -> the engine whose slot it holds
+
+    def take(rid: str, engine: str) -> None:
+        if sum(e == engine for e in holding.values()) >= ENGINES[engine]:
+            expected.add((rid, "full"))
+        holding[rid] = engine
+
+    for e in events:
         if isinstance(e, Route):
             engine_of[e.rid] = e.engine
-            stale = e.view_time is None or e.t - e.view_time > STALENESS
-            if e.mode is RouteMode.P2C and stale:
+            stale = e.mode is RouteMode.P2C and (e.view_time is None or e.t - e.view_time > STALENESS)
+            if stale:
                 expected.add((e.rid, "stale"))
-        if isinstance(e, Dispatch):
-            engine = engine_of[e.rid]
-            started = [
-                x.rid for x in events[: i + 1] if isinstance(x, Dispatch) and engine_of[x.rid] == engine
-            ]
-            ended = {x.rid for x in events[: i + 1] if isinstance(x, Complete | Evict)}
-            if len([r for r in started if r not in ended]) > ENGINES[engine]:
-                expected.add((e.rid, "full"))
+            if e.rid in dispatched:  # late
+                if stale:
+                    holding[e.rid] = e.engine
+                else:
+                    take(e.rid, e.engine)
+        elif isinstance(e, Dispatch):
+            dispatched.add(e.rid)
+            if e.rid in engine_of:
+                take(e.rid, engine_of[e.rid])
+        elif isinstance(e, Complete | Evict):
+            holding.pop(e.rid, None)
     return expected
 
 
