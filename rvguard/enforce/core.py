@@ -161,6 +161,11 @@ class _Entry:
 
 
 _REJECT = Proposal(admit=False)
+#: the counters `statistics` reports, each kept as the attribute ``_<name>`` (a C integer compiled)
+_COUNTERS: tuple[str, ...] = (
+    *("arrived", "admitted_floor", "admitted_surplus", "admitted_demoted", "rejected", "dispatched"),
+    *("completed", "dropped", "failed", "uncertain", "max_queue_depth", "demoted", "restored"),
+)
 
 
 class DecisionCore(DemotionMixin):
@@ -390,26 +395,9 @@ class DecisionCore(DemotionMixin):
 
     def statistics(self) -> CoreStatistics:
         """The counters now, as a frozen record."""
-        return CoreStatistics(
-            arrived=self._arrived,
-            admitted_floor=self._admitted_floor,
-            admitted_surplus=self._admitted_surplus,
-            admitted_demoted=self._admitted_demoted,
-            rejected=self._rejected,
-            dispatched=self._dispatched,
-            completed=self._completed,
-            dropped=self._dropped,
-            failed=self._failed,
-            uncertain=self._uncertain,
-            in_flight=self._running,
-            queue_depth=self._queued,
-            max_queue_depth=self._max_queue_depth,
-            alerts=len(self.alerts),
-            floor_scale=self._floor_scale(),
-            held=len(self._held),
-            demoted=self._demoted,
-            restored=self._restored,
-        )
+        counts = {name: getattr(self, f"_{name}") for name in _COUNTERS}
+        live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
+        return CoreStatistics(**counts, **live, held=len(self._held), floor_scale=self._floor_scale())
 
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
@@ -549,12 +537,9 @@ class DecisionCore(DemotionMixin):
             self._ready.push(entry.key, entry, surplus=entry.basis is not Basis.FLOOR)
             self._queued += 1
             basis = entry.basis
-            if basis is Basis.FLOOR:
-                self._admitted_floor += 1
-            elif basis is Basis.DEMOTED:
-                self._admitted_demoted += 1
-            else:
-                self._admitted_surplus += 1
+            self._admitted_floor += basis is Basis.FLOOR
+            self._admitted_demoted += basis is Basis.DEMOTED
+            self._admitted_surplus += basis is not Basis.FLOOR and basis is not Basis.DEMOTED
             self._max_queue_depth = max(self._max_queue_depth, self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
@@ -597,12 +582,9 @@ class DecisionCore(DemotionMixin):
             self._running -= 1
             self._surplus_running -= entry.basis is not Basis.FLOOR
         code = ev.code  # an int: no enum hashed, no dict built per request
-        if code == COMPLETE:
-            self._completed += 1
-        elif code == DROP:
-            self._dropped += 1
-        else:
-            self._failed += 1
+        self._completed += code == COMPLETE
+        self._dropped += code == DROP
+        self._failed += code != COMPLETE and code != DROP
 
     # -- time ------------------------------------------------------------------
     def _check_time(self, now: float) -> None:
