@@ -36,6 +36,7 @@ __all__ = ["COMPILED", "PureFinder", "compiled_modules", "force_pure"]
 #: answers, on every arrival's path, are `rvguard.enforce.answers`). `rvguard.runbook_events` stays
 #: interpreted: `Sample`'s ``rid`` is a class attribute, which mypyc would hand over as a field.
 COMPILED: tuple[str, ...] = (
+    "rvguard/lifecycle.py",
     "rvguard/exact.py",
     "rvguard/events.py",
     "rvguard/entitlement.py",
@@ -46,6 +47,7 @@ COMPILED: tuple[str, ...] = (
     "rvguard/monitors/monitor.py",
     "rvguard/enforce/request.py",
     "rvguard/enforce/answers.py",
+    "rvguard/enforce/transitions.py",
     "rvguard/enforce/ready.py",
     "rvguard/enforce/rids.py",
     "rvguard/enforce/demotion.py",

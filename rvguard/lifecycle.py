@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum, StrEnum
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from .errors import LifecycleError
 
@@ -107,23 +107,23 @@ class EventKind(StrEnum):
 
 
 KINDS: tuple[EventKind, ...] = tuple(EventKind)
-N_KINDS = len(KINDS)
+N_KINDS: Final = len(KINDS)
 #: kind -> its small-int code: hot paths index flat tables by it instead of hashing an Enum
 CODE: Mapping[EventKind, int] = MappingProxyType({k: i for i, k in enumerate(KINDS)})
 
-ARRIVE = CODE[EventKind.ARRIVE]
-ADMIT = CODE[EventKind.ADMIT]
-REJECT = CODE[EventKind.REJECT]
-DISPATCH = CODE[EventKind.DISPATCH]
-COMPLETE = CODE[EventKind.COMPLETE]
-DROP = CODE[EventKind.DROP]
-FAIL = CODE[EventKind.FAIL]
-SAMPLE = CODE[EventKind.SAMPLE]
-ROUTE = CODE[EventKind.ROUTE]
-DEMOTE = CODE[EventKind.DEMOTE]
-RESTORE = CODE[EventKind.RESTORE]
-EVICT = CODE[EventKind.EVICT]
-RELOCATE = CODE[EventKind.RELOCATE]
+ARRIVE: Final = CODE[EventKind.ARRIVE]
+ADMIT: Final = CODE[EventKind.ADMIT]
+REJECT: Final = CODE[EventKind.REJECT]
+DISPATCH: Final = CODE[EventKind.DISPATCH]
+COMPLETE: Final = CODE[EventKind.COMPLETE]
+DROP: Final = CODE[EventKind.DROP]
+FAIL: Final = CODE[EventKind.FAIL]
+SAMPLE: Final = CODE[EventKind.SAMPLE]
+ROUTE: Final = CODE[EventKind.ROUTE]
+DEMOTE: Final = CODE[EventKind.DEMOTE]
+RESTORE: Final = CODE[EventKind.RESTORE]
+EVICT: Final = CODE[EventKind.EVICT]
+RELOCATE: Final = CODE[EventKind.RELOCATE]
 
 #: kinds that concern the node, not one request: no rid, in no move (they carry time and telemetry)
 NODE_KINDS = frozenset({EventKind.SAMPLE})

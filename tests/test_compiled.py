@@ -29,6 +29,8 @@ RERUN = (
     "tests/test_events.py",
     "tests/enforce/test_request.py",
     "tests/enforce/test_learners.py",
+    "tests/test_lifecycle.py",
+    "tests/enforce/test_transitions.py",
     "tests/enforce/test_core.py",
     "tests/enforce/test_demotion.py",
     "tests/enforce/test_ready.py",

@@ -161,6 +161,11 @@ class _Entry:
 
 
 _REJECT = Proposal(admit=False)
+#: the counters `statistics` reports, each kept as the attribute ``_<name>`` (a C integer compiled)
+_COUNTERS: tuple[str, ...] = (
+    *("arrived", "admitted_floor", "admitted_surplus", "admitted_demoted", "rejected", "dispatched"),
+    *("completed", "dropped", "failed", "uncertain", "max_queue_depth", "demoted", "restored"),
+)
 
 
 class DecisionCore(DemotionMixin):
@@ -217,9 +222,11 @@ class DecisionCore(DemotionMixin):
         self._running = 0
         self._surplus_running = 0
         self._queued = 0
-        self._counts = dict.fromkeys(("arrived", "rejected", "dispatched", "completed", "dropped"), 0)
-        self._counts.update(failed=0, uncertain=0, max_queue_depth=0)
-        self._basis_counts = dict.fromkeys(Basis, 0)
+        # the counters `statistics` reports (attributes, not a dict: the compiled build keeps them as
+        # C integers; a dict costs a lookup and a store per count)
+        self._arrived = self._rejected = self._dispatched = self._completed = self._dropped = 0
+        self._failed = self._uncertain = self._max_queue_depth = self._demoted = self._restored = 0
+        self._admitted_floor = self._admitted_surplus = self._admitted_demoted = 0
         self._redline = None if redline is None else Redline(redline)
         block = getattr(contract, "headroom", None)
         self._staleness = (
@@ -227,7 +234,6 @@ class DecisionCore(DemotionMixin):
         )
         self._reading: RedlineReading | None = None
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
-        self._counts.update(demoted=0, restored=0)
 
     # -- public API ------------------------------------------------------------
     @property
@@ -389,11 +395,9 @@ class DecisionCore(DemotionMixin):
 
     def statistics(self) -> CoreStatistics:
         """The counters now, as a frozen record."""
-        b = self._basis_counts
-        basis = {f"admitted_{k.value}": b[k] for k in Basis}
+        counts = {name: getattr(self, f"_{name}") for name in _COUNTERS}
         live = {"in_flight": self._running, "queue_depth": self._queued, "alerts": len(self.alerts)}
-        live["held"] = len(self._held)
-        return CoreStatistics(**self._counts, **basis, **live, floor_scale=self._floor_scale())
+        return CoreStatistics(**counts, **live, held=len(self._held), floor_scale=self._floor_scale())
 
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
@@ -507,7 +511,7 @@ class DecisionCore(DemotionMixin):
                 out.append(drop)
                 continue
             if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
-                self._counts["uncertain"] += 1
+                self._uncertain += 1
             dispatch = Dispatch(now, rid)
             entry.dispatched_at = now
             self._apply(entry, dispatch)
@@ -528,21 +532,24 @@ class DecisionCore(DemotionMixin):
         rid = entry.request.rid
         if action is Action.RECORD:
             self._live[rid] = entry
-            self._counts["arrived"] += 1
+            self._arrived += 1
         elif action is Action.ENQUEUE:
             self._ready.push(entry.key, entry, surplus=entry.basis is not Basis.FLOOR)
             self._queued += 1
-            self._basis_counts[entry.basis or Basis.SURPLUS] += 1
-            self._counts["max_queue_depth"] = max(self._counts["max_queue_depth"], self._queued)
+            basis = entry.basis
+            self._admitted_floor += basis is Basis.FLOOR
+            self._admitted_demoted += basis is Basis.DEMOTED
+            self._admitted_surplus += basis is not Basis.FLOOR and basis is not Basis.DEMOTED
+            self._max_queue_depth = max(self._max_queue_depth, self._queued)
         elif action is Action.FORGET:
             del self._live[rid]
             self._spent.add(rid)
-            self._counts["rejected"] += 1
+            self._rejected += 1
         elif action is Action.TAKE_SLOT:
             self._queued -= 1
             self._running += 1
             self._surplus_running += entry.basis is not Basis.FLOOR
-            self._counts["dispatched"] += 1
+            self._dispatched += 1
         elif action is Action.HOLD or action is Action.UNHOLD:
             self._hold_edge(entry, action is Action.HOLD)
         else:
@@ -555,12 +562,12 @@ class DecisionCore(DemotionMixin):
         if hold:
             self._queued -= 1
             self._held[rid] = entry
-            self._counts["demoted"] += 1
+            self._demoted += 1
         else:
             del self._held[rid]
             self._queued += 1
             self._ready.push(entry.key, entry, surplus=True)
-            self._counts["restored"] += 1
+            self._restored += 1
 
     def _leave(self, entry: _Entry, action: Action, ev: Event) -> None:
         """The terminal edges out of ADMITTED (DEQUEUE), HELD (ABANDON) and DISPATCHED (RELEASE)."""
@@ -575,7 +582,9 @@ class DecisionCore(DemotionMixin):
             self._running -= 1
             self._surplus_running -= entry.basis is not Basis.FLOOR
         code = ev.code  # an int: no enum hashed, no dict built per request
-        self._counts["completed" if code == COMPLETE else "dropped" if code == DROP else "failed"] += 1
+        self._completed += code == COMPLETE
+        self._dropped += code == DROP
+        self._failed += code != COMPLETE and code != DROP
 
     # -- time ------------------------------------------------------------------
     def _check_time(self, now: float) -> None:

@@ -20,10 +20,12 @@ one ``int`` of the counter).
 
 from __future__ import annotations
 
+from typing import Final
+
 __all__ = ["SpentRids"]
 
-_DIGITS = "0123456789"
-_MAX_DIGITS = 18  # counters beyond this are kept as strings (a rid is not a bignum)
+_DIGITS: Final = "0123456789"
+_MAX_DIGITS: Final = 18  # counters beyond this are kept as strings (a rid is not a bignum)
 
 
 def _counter(rid: str, prefix: str) -> int:

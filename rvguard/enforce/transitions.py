@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
+from typing import Final
 
 from ..events import EVENT_CLASSES, EventKind
 from ..lifecycle import Stage, derive_moves
@@ -95,6 +96,6 @@ def derive_transitions(
 TRANSITIONS: Mapping[Move, tuple[Stage, Action]] = derive_transitions(ACTIONS, NOT_EMITTED)
 
 #: the same table indexed for the hot path: per state, by event class (C-level hashing)
-EDGES: dict[Stage, dict[type, tuple[Stage, Action]]] = {s: {} for s in Stage}
+EDGES: Final[dict[Stage, dict[type, tuple[Stage, Action]]]] = {s: {} for s in Stage}
 for (_state, _kind), _edge in TRANSITIONS.items():
     EDGES[_state][EVENT_CLASSES[_kind]] = _edge
