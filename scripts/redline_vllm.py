@@ -11,9 +11,10 @@ interleaved and prints the paired comparison:
 
 (``--engine http://127.0.0.1:PORT`` instead of ``--start-engine`` uses a running engine.)
 
-That default load (one-word assured prompts, 250-token surplus) is CPU-bound on a 2-core machine:
-the assured miss because the engine's steps and the gateway share the CPUs, not for want of KV
-(README, "Node headroom"). The KV-bound experiment separates the two: the engine pinned to CPU 1
+With that default load (one-word assured prompts, 250-token surplus) the redline did not make the
+assured miss less on this 2-core machine: their time in the engine did not shrink when surplus was
+held back, which we read as the engine's steps and the gateway sharing the CPUs rather than a want
+of KV (README, "Node headroom"). The KV-bound experiment separates the two: the engine pinned to CPU 1
 and this script (gateway, clients, scrapes) to CPU 0 (``--pin``); two of the four slots reserved
 from surplus in every arm (``--reserve 2``: the assured never wait in the guard for a slot); assured
 prompts of 150 random token ids (``--assured-prompt 150``: 6 of the 12 blocks each, no shared
@@ -22,16 +23,19 @@ redline's limits set to one assured request's KV (h_min 0.5, hard floor 0.45); a
 (``--stream``) to tell a wait before the first token (queued for KV) from a stall between two
 tokens (the sequence preempted by the engine and recomputed):
 
-    python scripts/redline_vllm.py --start-engine --policy fcfs --pin --stream \
-        --arms guard,redline,evict,demote,alone --pairs 6 --seconds 20 --deadline 0.5 \
-        --reserve 2 --surplus 3 --assured-prompt 150 --surplus-tokens 180 \
-        --h-min 0.5 --margin 0.1 --hard-floor 0.45 --alpha 0.9 --dwell 1 \
+    python scripts/redline_vllm.py --start-engine --policy fcfs --pin --stream \\
+        --arms guard,redline,evict,demote,alone --pairs 6 --seconds 20 --deadline 0.5 \\
+        --reserve 2 --surplus 3 --assured-prompt 150 --surplus-tokens 180 \\
+        --h-min 0.5 --margin 0.1 --hard-floor 0.45 --alpha 0.9 --dwell 1 \\
         --out results/redline-vllm-kv
 
+(README, "Node headroom", has what these runs measured, also at D = 0.25 s, with the hard floor
+swept and on the priority-policy engine; per-run figures in ``docs/engine/redline/``.)
+
 Arms, through the in-process gateway on the same load: assured requests (16 tokens) paced below
-their floor, opportunistic requests (250 tokens, ``ignore_eos``) kept ``--surplus`` deep in a
-closed loop. ``guard``: the guard alone; ``redline``: the guard with the contract's headroom
-block on the engine's ``/metrics`` (queued surplus demoted while the KV headroom is below
+their floor, opportunistic requests (``--surplus-tokens``, 250 by default, ``ignore_eos``) kept
+``--surplus`` deep in a closed loop. ``guard``: the guard alone; ``redline``: the guard with the
+contract's headroom block on the engine's ``/metrics`` (queued surplus demoted while the KV headroom is below
 ``h_min``, running surplus preempted past the hard floor); ``reserve``: one of the C slots
 reserved from surplus (R = 1); ``reserve+redline``: both; ``scrape``: the guard alone while the
 script reads ``/metrics`` as often as the redline's source does (every 50 ms, one read at a time),
