@@ -41,6 +41,7 @@ reserved from surplus (R = 1); ``reserve+redline``: both; ``scrape``: the guard 
 script reads ``/metrics`` as often as the redline's source does (every 50 ms, one read at a time),
 to tell the scrapes' own cost on the engine's API server from what the redline decides;
 ``alone``: the guard with no surplus at all (how late the assured are on this machine alone);
+``alone+scrape``: no surplus, ``/metrics`` read as in ``scrape`` (what the scrapes alone cost);
 ``demote``: the redline without its hard floor (surplus demoted, never preempted: what demotion
 alone does); ``evict``: the redline with the emergency eviction channel past the hard floor
 (k = 1, the largest state first, target h_min + margin; EV checked too) instead of preempting
@@ -102,7 +103,17 @@ KEYS = {"sk-assured": "assured", "sk-opp": "opportunistic"}
 #: ``alone``: the guard with the assured load only (what the machine alone does to the assured)
 #: ``demote``: the redline without its hard floor (demotion only, nothing preempted); ``evict``:
 #: the redline with the emergency eviction channel past the hard floor (k = 1, largest state first)
-ARMS = ("guard", "redline", "reserve", "reserve+redline", "scrape", "alone", "demote", "evict")
+ARMS = (
+    "guard",
+    "redline",
+    "reserve",
+    "reserve+redline",
+    "scrape",
+    "alone",
+    "alone+scrape",
+    "demote",
+    "evict",
+)
 SCRAPE = 0.05  # seconds between two reads of the engine's /metrics (at least)
 DEADLINE = 0.6
 PROPERTIES = ("AF", "DR", "WF", "RB", "RL", "PR")
@@ -318,9 +329,9 @@ async def arm(
             stop = asyncio.Event()
             loops = [
                 asyncio.ensure_future(_surplus(client, url, stop, ends, args.surplus_tokens))
-                for _ in range(0 if name == "alone" else args.surplus)
+                for _ in range(0 if name.startswith("alone") else args.surplus)
             ]
-            if name == "scrape":
+            if name.endswith("scrape"):
                 loops.append(asyncio.ensure_future(_scrape(client, engine, stop)))
             await _assured(
                 client, url, args.seconds, args.rate, answers, args.assured_prompt, seed, args.stream
