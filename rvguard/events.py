@@ -14,7 +14,7 @@ between records and objects; the readers in `rvguard.io` build on them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import field, fields
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
@@ -278,22 +278,10 @@ def _check_classes() -> None:
 
 
 _check_classes()
+#: the fields a record of each kind reads from a mapping (its record's fields, ``kind`` but not
+#: ``extra``); any other key is an unknown field, kept in ``extra``
 _KNOWN: dict[str, frozenset[str]] = {
-    "arrive": frozenset(
-        {"t", "kind", "rid", "tenant", "deadline", "prompt_tokens", "max_tokens", "proposal"}
-    ),
-    "admit": frozenset({"t", "kind", "rid", "basis"}),
-    "reject": frozenset({"t", "kind", "rid", "reason"}),
-    "dispatch": frozenset({"t", "kind", "rid"}),
-    "complete": frozenset({"t", "kind", "rid"}),
-    "drop": frozenset({"t", "kind", "rid", "reason"}),
-    "fail": frozenset({"t", "kind", "rid", "reason"}),
-    "sample": frozenset({"t", "kind", "resource", "value", "sample_time"}),
-    "route": frozenset({"t", "kind", "rid", "engine", "view_time", "mode"}),
-    "demote": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
-    "restore": frozenset({"t", "kind", "rid", "resource", "sample_time"}),
-    "evict": frozenset({"t", "kind", "rid", "state", "reason", "resource", "headroom", "target", "capacity"}),
-    "relocate": frozenset({"t", "kind", "rid", "engine"}),
+    kind: frozenset({"kind", *(f.name for f in fields(cls))} - {"extra"}) for kind, cls in _CLASSES.items()
 }
 
 
@@ -464,9 +452,10 @@ def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
     resource, headroom, target, capacity = (
         rec.get(k) for k in ("resource", "headroom", "target", "capacity")
     )
-    if target is not None and _fraction(target, "target") == 0:
+    target = None if target is None else _fraction(target, "target")
+    if target == 0:
         raise TraceFormatError("must be a number in (0, 1], got 0", field="target")
-    if capacity is not None and _count(capacity, "capacity") < 1:
+    if capacity is not None and (capacity := _count(capacity, "capacity")) < 1:
         raise TraceFormatError(f"must be a whole number ≥ 1, got {shown(capacity)}", field="capacity")
     return Evict(
         t=t,
@@ -475,8 +464,8 @@ def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
         reason=reason,
         resource=None if resource is None else _text(resource, "resource", required=True),
         headroom=None if headroom is None else _fraction(headroom, "headroom"),
-        target=None if target is None else float(target),
-        capacity=None if capacity is None else int(capacity),
+        target=target,
+        capacity=capacity,
         extra=extra,
     )
 
