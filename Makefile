@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck engine promtool redis unit bench compiled bench-compiled clean
+.PHONY: demo test lint typecheck engine litellm promtool redis unit bench compiled bench-compiled clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ engine:
 		{ echo "engine: scripts/vllm_env.sh failed (see build/vllm_env.log); the engine tests will fail"; \
 		  tail -n 20 build/vllm_env.log; }
 
+# LiteLLM's proxy for the integration test (tests/integrations): its own venv, ~1 min the first
+# time. A failure does not stop `make test`: that test then fails with its reason.
+litellm:
+	@mkdir -p build
+	@bash scripts/litellm_env.sh .venv-litellm >> build/litellm_env.log 2>&1 || \
+		{ echo "litellm: scripts/litellm_env.sh failed (see build/litellm_env.log); the LiteLLM test will fail"; \
+		  tail -n 20 build/litellm_env.log; }
+
 # promtool (from Debian's prometheus package, as root) for the tests of deploy/prometheus's rules. A
 # failure does not stop `make test`: those tests then fail with the reason.
 promtool:
@@ -55,7 +63,7 @@ redis:
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck engine promtool redis unit
+test: lint typecheck engine litellm promtool redis unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
@@ -70,4 +78,4 @@ bench-compiled: compiled
 	PYTHONPATH=build/compiled $(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .venv-litellm

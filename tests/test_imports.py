@@ -54,6 +54,7 @@ FLOORS: dict[str, int] = {
     "gateway": 5,
     "study": 6,  # experiments on an engine (gateway) and the claim table (screen): above both
     "cli": 6,
+    "integrations": 6,  # hooks into other serving stacks (LiteLLM): on the gateway's trace and the Guard
     "": 6,  # the package itself (`rvguard/__init__.py`): a lazy facade over every part
 }
 
