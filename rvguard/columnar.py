@@ -10,8 +10,7 @@ their event whole in ``kept`` (the vectorised checks never read them: a
 trace with such rows is judged by replay); a node row (``sample``) has rid
 code -1. It sits
 beside `rvguard.events`, on the floor below both the readers (`rvguard.io`)
-and the offline checker (`rvguard.monitors`); ``rvguard.io.columnar`` is a
-deprecated alias of this module for one release.
+and the offline checker (`rvguard.monitors`).
 """
 
 from __future__ import annotations

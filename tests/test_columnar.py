@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 from hypothesis import given, settings
 
@@ -38,16 +35,3 @@ def test_missing_values_and_codes() -> None:
     assert c.tenant_names == ("x", "y") and c.rid_names == ("a", "b")
     assert c.line.tolist() == [4, 9]
     assert c.event(1) == evs[1]
-
-
-def test_the_old_io_module_warns_and_is_the_same_class() -> None:
-    code = (
-        "import warnings; warnings.simplefilter('error')\n"
-        "try:\n    import rvguard.io.columnar\nexcept DeprecationWarning as w:\n    print('warned:', w)\n"
-        "warnings.simplefilter('ignore')\n"
-        "import rvguard.io.columnar as old, rvguard.columnar as new\n"
-        "print(old.ColumnarTrace is new.ColumnarTrace, old.KIND_CODES is new.KIND_CODES)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "warned: rvguard.io.columnar is deprecated" in out.stdout
-    assert out.stdout.strip().endswith("True True")

@@ -183,3 +183,13 @@ def test_pure_modules_load_nothing_impure(module: str) -> None:
     code = f"import sys, {module}; print(sorted(m for m in {IMPURE!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"{module} loads {out.stdout.strip()}"
+
+
+def test_no_module_is_a_deprecated_alias() -> None:
+    """rvguard has had no release under older module names, so none ships as an alias of another."""
+    aliases = [
+        name
+        for name, path in MODULES.items()
+        if "sys.modules[__name__] =" in path.read_text() or '"""Deprecated alias' in path.read_text()
+    ]
+    assert aliases == []

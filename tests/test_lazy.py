@@ -49,16 +49,3 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="'rvguard' has no attribute 'Contracts'"):
         _ = rvguard.Contracts  # type: ignore[attr-defined]
-
-
-def test_the_old_screen_module_warns_and_still_calls_the_screen() -> None:
-    code = (
-        "import warnings; warnings.simplefilter('error')\n"
-        "try:\n    import rvguard.screen.screen\nexcept DeprecationWarning as w:\n    print('warned:', w)\n"
-        "warnings.simplefilter('ignore')\n"
-        "import rvguard.screen.screen as old, rvguard.screen as s, rvguard.screen.predict as new\n"
-        "print(callable(s.screen), old.dial_value is new.dial_value)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "warned: rvguard.screen.screen is deprecated" in out.stdout
-    assert out.stdout.strip().endswith("True True")

@@ -109,15 +109,10 @@ __all__ = [
     "CoreStatistics",
     "DecisionCore",
     "DispatchPolicy",
-    "ReqState",
     "derive_transitions",
 ]
 
 DispatchPolicy = Literal["priority", "fifo"]
-
-
-#: where one request stands in the core: the lifecycle's stages (QUEUED is ADMITTED, RUNNING DISPATCHED)
-ReqState = Stage
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,10 +122,6 @@ _STATUS: dict[int, Status] = {
 }
 
 
-def _status(ev: Reject | Complete | Drop | Fail) -> Status:
-    return _STATUS[ev.code]
-
-
 class _Call:
     """One live request in the Guard: what ``submit`` waits on and what the events set."""
 

@@ -443,10 +443,6 @@ class Gateway:
         if task.cancelled():
             log.info("client went away", extra={"event": "cancelled", "rid": rid})
 
-    def rid_of(self, task: asyncio.Task[Outcome]) -> str:
-        """The rid an HTTP exchange's submit task carries."""
-        return self._tasks.get(task, "")
-
     # -- accounting and logs ---------------------------------------------------
     def _account(self, outcome: Outcome, ctx: ForwardedContext, tenant: str) -> None:
         """Metrics of the answer, and one log line for an outcome that is not a completion."""

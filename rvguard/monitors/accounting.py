@@ -114,10 +114,6 @@ class MetricsAccumulator:
             self.busy += t - inst.t_dispatch
             inst.t_dispatch = None
 
-    def on_event(self, inst: Instance, ev: Event, code: int) -> None:
-        """Account one accepted event (``code`` = its kind's code) of request ``inst``."""
-        self.handlers[code](inst, ev, code)
-
     def _arrive(self, inst: Instance, ev: Event, code: int) -> None:
         self.events += 1
         self.last_t = ev.t

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from rvguard.enforce.core import TRANSITIONS, DecisionCore, ReqState, _Entry
+from rvguard.enforce.core import TRANSITIONS, DecisionCore, _Entry
 from rvguard.enforce.learners import LearnerFailure, LearnerTimeout
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, TraceOrderError
@@ -31,6 +31,7 @@ from rvguard.events import (
     Sample,
     event_to_dict,
 )
+from rvguard.lifecycle import Stage
 
 from ._harness import Arrival, check_af, check_dr, check_wf, drive, make_contract
 
@@ -277,7 +278,7 @@ def _any_event(kind: EventKind) -> Event:
 
 def test_every_state_kind_pair_is_in_the_table_or_rejected() -> None:
     contract = make_contract()
-    for state in ReqState:
+    for state in Stage:
         for kind in EventKind:
             core = DecisionCore(contract)
             entry = _Entry(req("r", "assured", 0.0), core.facts("assured", None, None), 1.0)
