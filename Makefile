@@ -60,8 +60,11 @@ redis:
 		{ echo "redis: apt-get install redis-server failed (see build/redis.log); the fleet tests will fail"; \
 		  tail -n 20 build/redis.log; }; }
 
+# The tests that need no engine on every core (pytest-xdist; a file's tests stay on one worker,
+# so its session fixtures start once), then the real-engine tests alone, on a quiet machine.
 unit: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile -m "not benchmark and not engine"
+	$(PY) -m pytest -m "engine and not benchmark"
 
 test: lint typecheck engine litellm promtool redis unit
 

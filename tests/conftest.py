@@ -31,6 +31,19 @@ def two_tenants() -> Contract:
     return load_contract(SPECS / "two_tenants.yaml")
 
 
+#: the session fixtures that start the real vLLM CPU engine (tests/gateway, tests/fleet conftest)
+ENGINE_FIXTURES = frozenset({"engine", "two_engines", "small_kv_engine"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use the real engine ``engine``: `make unit` runs them apart, one at a
+    time after the rest, since they pin CPUs and measure latency (and each xdist worker would
+    otherwise start its own engine)."""
+    for item in items:
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name.endswith("_vllm.py"):
+            item.add_marker(pytest.mark.engine)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",

@@ -177,6 +177,11 @@ def check_rb(contract: Contract, trace: Sequence[Event]) -> list[str]:
     return bad
 
 
+#: the outcome a caller sees for its request's terminal event (README, "The enforcer"), written
+#: here apart from the Guard's own table
+STATUS_OF = {"complete": "completed", "reject": "rejected", "drop": "dropped", "fail": "failed"}
+
+
 def terminal_counts(trace: Sequence[Event]) -> dict[str, int]:
     out: dict[str, int] = {}
     for ev in trace:

@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
-from rvguard.enforce.guard import Guard, Outcome, _status
+from rvguard.enforce.guard import Guard, Outcome
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError
 from rvguard.events import Arrive, Complete, Drop, Event, Fail, Proposal, Reject
 
-from ._harness import check_af, check_wf, make_contract, terminal_counts
+from ._harness import STATUS_OF, check_af, check_wf, make_contract, terminal_counts
 
 BEHAVIOURS = ("return", "raise", "hang", "orphan", "stubborn")
 TIMEOUT = 0.02
@@ -156,7 +156,7 @@ def _judge(
             assert got.status_hint == 503 and rid not in arrived  # closed before it arrived
         else:
             assert isinstance(got, Outcome), (rid, got)
-            assert got.status == _status(last[rid]), (rid, got, last[rid])
+            assert got.status == STATUS_OF[last[rid].kind.value], (rid, got, last[rid])
     stats = guard.statistics()
     assert (stats.in_flight, stats.queue_depth, stats.live, stats.tasks) == (0, 0, 0, 0)
     assert guard.core.statistics().arrived == len(arrived)
