@@ -52,10 +52,11 @@ The edit rules come from the properties they must never break:
 * RL (physical redline, §10) — with ``redline``, `observe` feeds each
   headroom sample to the redline; while it fires, queued surplus is held
   back (``demote``) and released when it clears (``restore``); floor work,
-  running work and anything this core did not admit are never touched, and
-  nothing is evicted (`rvguard.enforce.demotion`).
+  running work and anything this core did not admit are never touched
+  (`rvguard.enforce.demotion`). Eviction of running surplus, chosen by the
+  runtime's channels, goes through the table too (`rvguard.enforce.relief`).
 * WF — the lifecycle's moves, one terminal each; those the core never emits
-  (a running request dropped, routing, eviction) are listed with the reason
+  (a running request dropped, routing, relocation) are listed with the reason
   in `NOT_EMITTED`, and WF still accepts them from other enforcers. A
   request cancelled while it waits for `decide` is rejected (never admitted).
 
@@ -88,10 +89,10 @@ from ..events import (
 )
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import COMPLETE, DROP, Stage
-from .demotion import DemotionMixin
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .ready import Key, ReadyQueue, rank
 from .redline import Redline, RedlineConfig, RedlineReading
+from .relief import ReliefMixin
 from .request import Request
 from .rids import SpentRids
 from .transitions import ACTIONS as ACTIONS
@@ -137,6 +138,7 @@ class CoreStatistics:
     held: int = 0
     demoted: int = 0
     restored: int = 0
+    evicted: int = 0
 
 
 class _Entry:
@@ -159,11 +161,11 @@ _REJECT = Proposal(admit=False)
 #: the counters `statistics` reports, each kept as the attribute ``_<name>`` (a C integer compiled)
 _COUNTERS: tuple[str, ...] = (
     *("arrived", "admitted_floor", "admitted_surplus", "admitted_demoted", "rejected", "dispatched"),
-    *("completed", "dropped", "failed", "uncertain", "max_queue_depth", "demoted", "restored"),
+    *("completed", "dropped", "failed", "uncertain", "max_queue_depth", "demoted", "restored", "evicted"),
 )
 
 
-class DecisionCore(DemotionMixin):
+class DecisionCore(ReliefMixin):
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
     Args:
@@ -221,6 +223,7 @@ class DecisionCore(DemotionMixin):
         # C integers; a dict costs a lookup and a store per count)
         self._arrived = self._rejected = self._dispatched = self._completed = self._dropped = 0
         self._failed = self._uncertain = self._max_queue_depth = self._demoted = self._restored = 0
+        self._evicted = 0
         self._admitted_floor = self._admitted_surplus = self._admitted_demoted = 0
         self._redline = None if redline is None else Redline(redline)
         block = getattr(contract, "headroom", None)
@@ -264,7 +267,8 @@ class DecisionCore(DemotionMixin):
     def running_basis(self, rid: str) -> Basis | None:
         """The basis ``rid`` was admitted on while it is in flight, else ``None`` (preemption reads it)."""
         entry = self._live.get(rid)
-        return entry.basis if entry is not None and entry.state is Stage.DISPATCHED else None
+        running = entry is not None and (entry.state is Stage.DISPATCHED or entry.state is Stage.EVICTED)
+        return entry.basis if running and entry is not None else None
 
     def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
         """Decide on an arrival: its Arrive, then Admit or Reject, then any Dispatch now possible.
@@ -397,13 +401,11 @@ class DecisionCore(DemotionMixin):
     def _check(self) -> None:
         """Assert the core's invariants (tests call it after every step)."""
         states = [e.state for e in self._live.values()]
-        assert self._running == states.count(Stage.DISPATCHED) <= self.contract.slots
-        surplus = [
-            e for e in self._live.values() if e.state is Stage.DISPATCHED and e.basis is not Basis.FLOOR
-        ]
-        assert self._surplus_running == len(surplus) <= self._surplus_cap
+        running = [e for e in self._live.values() if e.state in (Stage.DISPATCHED, Stage.EVICTED)]
+        assert self._running == len(running) <= self.contract.slots  # an evicted request keeps its slot
+        assert self._surplus_running == sum(e.basis is not Basis.FLOOR for e in running) <= self._surplus_cap
         assert self._queued == states.count(Stage.ADMITTED)
-        assert all(s in (Stage.ARRIVED, Stage.ADMITTED, Stage.HELD, Stage.DISPATCHED) for s in states)
+        assert set(states) <= {Stage.ARRIVED, Stage.ADMITTED, Stage.HELD, Stage.DISPATCHED, Stage.EVICTED}
         held = [e for e in self._live.values() if e.state is Stage.HELD]
         assert len(held) == len(self._held)
         assert all(e.basis is not Basis.FLOOR for e in held)
@@ -547,6 +549,8 @@ class DecisionCore(DemotionMixin):
             self._dispatched += 1
         elif action is Action.HOLD or action is Action.UNHOLD:
             self._hold_edge(entry, action is Action.HOLD)
+        elif action is Action.EVICT:
+            pass  # it keeps its slot until it ends (RELEASE); `evict` counts it
         else:
             self._leave(entry, action, ev)
         entry.state = nxt
@@ -582,6 +586,9 @@ class DecisionCore(DemotionMixin):
         self._failed += code != COMPLETE and code != DROP
 
     # -- time ------------------------------------------------------------------
+    def _entry_of(self, rid: str) -> _Entry | None:
+        return self._live.get(rid)
+
     def _check_time(self, now: float) -> None:
         if not now >= self._now:
             raise TraceOrderError(f"time went backwards: now={now!r} < {self._now!r}", field="t")

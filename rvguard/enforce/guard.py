@@ -50,7 +50,7 @@ from typing import Any, Literal, Protocol
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
-from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject
+from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
@@ -347,7 +347,7 @@ class Guard:
         grace, in one step (nothing ends it in between). Raises as `preempt`, before writing anything."""
         now = self._clock.now()
         self.preemption.notice(rid, now, grace=0.0)
-        self._handle([Evict(now, rid, state, reason, **decided)])
+        self._handle(self.core.evict(rid, now, state, reason, **decided))  # through the core's table
         self._stop_preempted(self._calls[rid])
 
     def observe_headroom(self, sample: HeadroomSample) -> None:

@@ -13,7 +13,9 @@ fails naming each disagreement, so a stage or kind added to the lifecycle is dec
 The redline's moves (DESIGN §10): ``demote`` takes a queued surplus request out of the ready
 queue (HOLD), ``restore`` puts it back (UNHOLD), and a held request may still end with ``fail``
 (cancelled, shutdown: ABANDON). A held request is never doom-dropped while held (DR drops at
-dispatch time, after its restore); eviction and routing are not the core's.
+dispatch time, after its restore). Eviction (`rvguard.enforce.relief`) takes a running request to
+EVICTED, where it keeps its slot until ``fail`` (preempted) ends it (RELEASE); relocating it and
+routing are the fleet layer's, not one engine's core.
 
 Pure: imports the lifecycle and the event records only.
 """
@@ -43,6 +45,7 @@ class Action(Enum):
     HOLD = "hold"  # the redline takes a queued surplus request out of the ready queue
     UNHOLD = "unhold"  # the redline cleared: back into the ready queue
     ABANDON = "abandon"  # a held request ends (cancelled, shutdown)
+    EVICT = "evict"  # a running request taken off its engine: it keeps its slot until it ends
 
 
 Move = tuple[Stage, EventKind]
@@ -55,13 +58,14 @@ ACTIONS: Mapping[Action, frozenset[Move]] = MappingProxyType(
         Action.FORGET: frozenset({(S.ARRIVED, K.REJECT)}),
         Action.TAKE_SLOT: frozenset({(S.ADMITTED, K.DISPATCH)}),
         Action.DEQUEUE: frozenset({(S.ADMITTED, K.DROP), (S.ADMITTED, K.FAIL)}),
-        Action.RELEASE: frozenset({(S.DISPATCHED, K.COMPLETE), (S.DISPATCHED, K.FAIL)}),
+        Action.RELEASE: frozenset({(S.DISPATCHED, K.COMPLETE), (S.DISPATCHED, K.FAIL), (S.EVICTED, K.FAIL)}),
         Action.HOLD: frozenset({(S.ADMITTED, K.DEMOTE)}),
         Action.UNHOLD: frozenset({(S.HELD, K.RESTORE)}),
         Action.ABANDON: frozenset({(S.HELD, K.FAIL)}),
+        Action.EVICT: frozenset({(S.DISPATCHED, K.EVICT)}),
     }
 )
-_NOT_EVICTED = "the core evicts no request, so none leaves EVICTED"
+_RELOCATED = "relocation resumes an evicted request on another engine: the fleet layer's, not one core's"
 _ROUTED = "routing between engines is the fleet layer's; one core guards one engine"
 #: lifecycle moves the core never emits, and why
 NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
@@ -74,9 +78,7 @@ NOT_EMITTED: Mapping[Move, str] = MappingProxyType(
         (S.ARRIVED, K.ROUTE): _ROUTED,
         (S.ADMITTED, K.ROUTE): _ROUTED,
         (S.DISPATCHED, K.ROUTE): _ROUTED,
-        (S.DISPATCHED, K.EVICT): "eviction is planned by enforce.eviction, not executed by the core",
-        (S.EVICTED, K.RELOCATE): _NOT_EVICTED,
-        (S.EVICTED, K.FAIL): _NOT_EVICTED,
+        (S.EVICTED, K.RELOCATE): _RELOCATED,
     }
 )
 del S, K

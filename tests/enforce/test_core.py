@@ -289,7 +289,8 @@ def test_every_state_kind_pair_is_in_the_table_or_rejected() -> None:
             with pytest.raises(EnforcementError, match="illegal"):
                 core._apply(entry, ev)
             assert entry.state is state
-    assert len(TRANSITIONS) == 11  # 8 of DESIGN §2, plus demote, restore and a held request failed
+    # 8 of DESIGN §2, plus demote, restore, a held request failed, evict and an evicted request failed
+    assert len(TRANSITIONS) == 13
 
 
 def test_token_credits_spend_weights() -> None:

@@ -111,6 +111,10 @@ async def test_the_largest_state_goes_first_and_no_redundant_eviction_while_reli
     assert check_ev(requests, 2) == [] and check_pr(requests) == [] and check_wf(requests) == []
     assert check_af(guard.contract, requests) == []
     assert loop.emergency.evicted == 2 and loop.preempted == 0
+    # the trace and the core's own record agree: every evict went through the core's table
+    stats = guard.core.statistics()
+    assert stats.evicted == len(_evicts(trace)) == 2
+    assert guard.preemption.stopped == sum(1 for e in trace if e.kind.value == "fail" and e.reason == "preempted")
 
 
 async def test_at_most_k_in_flight_even_when_the_target_needs_more() -> None:
