@@ -114,7 +114,8 @@ async def test_the_largest_state_goes_first_and_no_redundant_eviction_while_reli
     # the trace and the core's own record agree: every evict went through the core's table
     stats = guard.core.statistics()
     assert stats.evicted == len(_evicts(trace)) == 2
-    assert guard.preemption.stopped == sum(1 for e in trace if e.kind.value == "fail" and e.reason == "preempted")
+    preempted = [e for e in trace if e.kind.value == "fail" and e.reason == "preempted"]
+    assert guard.preemption.stopped == len(preempted)
 
 
 async def test_at_most_k_in_flight_even_when_the_target_needs_more() -> None:
