@@ -7,14 +7,24 @@ passes through `Entitlement.arrive`, and `rvguard.contract` (pydantic models) ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .exact import CreditUnits, window_index
 
-if TYPE_CHECKING:
-    from .contract import Contract
+__all__ = ["Entitlement", "WindowedFloors"]
 
-__all__ = ["Entitlement"]
+
+class WindowedFloors(Protocol):
+    """What entitlement reads of a contract (`rvguard.contract.Contract` is one): typed as a
+    protocol so that this module, below the contract, imports nothing of it."""
+
+    @property
+    def epoch(self) -> float: ...
+
+    @property
+    def window(self) -> float: ...
+
+    def credit_units(self) -> CreditUnits: ...
 
 
 class Entitlement:
@@ -32,7 +42,7 @@ class Entitlement:
 
     __slots__ = ("_floors", "_origin", "_state", "_units", "_window")
 
-    def __init__(self, contract: Contract, *, origin: float | None = None) -> None:
+    def __init__(self, contract: WindowedFloors, *, origin: float | None = None) -> None:
         self._origin = contract.epoch if origin is None else origin
         self._window = contract.window
         self._units = contract.credit_units()

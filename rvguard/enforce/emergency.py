@@ -68,7 +68,7 @@ from .eviction import Candidate, EmergencyPlan, Eviction, EvictionConfig, Evicti
 from .redline import HardFloorCrossing
 
 if TYPE_CHECKING:
-    from .guard import Guard
+    from .host import ReliefHost
 
 __all__ = ["EMERGENCY", "EmergencyChannel", "node_deadline"]
 
@@ -100,7 +100,7 @@ class EmergencyChannel:
         last_warning: the last plan's warning (``""``: it lands in time).
     """
 
-    def __init__(self, guard: Guard, config: EvictionConfig, *, now: float) -> None:
+    def __init__(self, guard: ReliefHost, config: EvictionConfig, *, now: float) -> None:
         self._guard = guard
         self.planner = EvictionPlanner(config, now=now)
         self._generated: dict[str, int] = {}

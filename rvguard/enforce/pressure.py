@@ -39,7 +39,7 @@ from .headroom import HeadroomSource
 from .voluntary import VoluntaryChannel
 
 if TYPE_CHECKING:
-    from .guard import Guard
+    from .host import ReliefHost
 
 __all__ = ["HeadroomLoop"]
 
@@ -60,7 +60,12 @@ class HeadroomLoop:
     """
 
     def __init__(
-        self, guard: Guard, source: HeadroomSource, *, interval: float, eviction: EvictionConfig | None = None
+        self,
+        guard: ReliefHost,
+        source: HeadroomSource,
+        *,
+        interval: float,
+        eviction: EvictionConfig | None = None,
     ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")

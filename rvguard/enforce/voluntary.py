@@ -38,7 +38,7 @@ from .eviction import Candidate, Eviction, VoluntaryConfig
 
 if TYPE_CHECKING:
     from .emergency import EmergencyChannel
-    from .guard import Guard
+    from .host import ReliefHost
 
 __all__ = ["VoluntaryChannel"]
 
@@ -55,7 +55,7 @@ class VoluntaryChannel:
         evicted: requests this channel evicted.
     """
 
-    def __init__(self, guard: Guard, emergency: EmergencyChannel, config: VoluntaryConfig) -> None:
+    def __init__(self, guard: ReliefHost, emergency: EmergencyChannel, config: VoluntaryConfig) -> None:
         self._guard = guard
         self._emergency = emergency
         self.config = config
