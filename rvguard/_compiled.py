@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["COMPILED", "PureFinder", "compiled_modules", "force_pure"]
+__all__ = ["COMPILED", "PureFinder", "build", "compiled_modules", "force_pure"]
 
 #: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
 #: The event records (`events`), `Request` and `LoadView` are native classes there, each with its
@@ -84,6 +84,22 @@ def force_pure() -> None:
     """Load every ``rvguard`` module imported from now on from source (idempotent)."""
     if not any(isinstance(f, PureFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, PureFinder())
+
+
+def build() -> str:
+    """Which build runs: ``compiled (N modules)`` when the listed modules load from extension
+    modules, else ``pure Python`` (with the reason when ``RVGUARD_PURE`` forced it)."""
+    import importlib.util
+
+    if any(isinstance(f, PureFinder) for f in sys.meta_path):
+        return "pure Python (RVGUARD_PURE=1)"
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    compiled = 0
+    for path in COMPILED:
+        name = path.removesuffix(".py").replace("/", ".")
+        spec = importlib.util.find_spec(name)
+        compiled += spec is not None and (spec.origin or "").endswith(suffixes)
+    return f"compiled ({compiled} modules)" if compiled else "pure Python"
 
 
 def compiled_modules() -> list[str]:

@@ -115,6 +115,13 @@ def test_the_build_compiles_the_listed_modules_and_pure_mode_loads_none(compiled
     assert pure.stdout.strip() == "[] True"  # the same tree, its .py sources
 
 
+def test_the_version_says_which_build_runs(compiled_tree: Path) -> None:
+    argv = [sys.executable, "-m", "rvguard.cli", "--version"]
+    compiled, pure = _run(argv, pure=False), _run(argv, pure=True)
+    assert compiled.stdout.strip().endswith(f"(compiled ({len(_listed())} modules))"), compiled.stdout
+    assert pure.stdout.strip().endswith("(pure Python (RVGUARD_PURE=1))"), pure.stdout
+
+
 def test_pure_and_compiled_runs_give_the_same_traces_and_verdicts(compiled_tree: Path) -> None:
     argv = [sys.executable, str(ROOT / "tests" / "compiled_run.py")]
     compiled, pure = _run(argv, pure=False), _run(argv, pure=True)

@@ -28,15 +28,17 @@ PYDANTIC_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
 
 
 class _Version(argparse.Action):
-    """``--version``: the package's ``__version__`` (pyproject.toml reads the same attribute)."""
+    """``--version``: the package's ``__version__`` (pyproject.toml reads the same attribute), and
+    which build runs (compiled or pure Python, `rvguard._compiled.build`)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print rvguard's version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         from .. import __version__
+        from .._compiled import build
 
-        print(f"rvguard {__version__}")
+        print(f"rvguard {__version__} ({build()})")
         parser.exit()
 
 

@@ -59,6 +59,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("rvguard ") and len(out.split()) >= 2
+    assert "(pure Python" in out or "(compiled (" in out  # which build runs
 
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
