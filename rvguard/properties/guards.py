@@ -339,8 +339,11 @@ def show(node: Expr | Term, top: bool = True) -> str:
     if isinstance(node, BoolOp):
         text = f" {node.op} ".join(show(a, False) for a in node.args)
         return text if top else f"({text})"
-    text = f"{show(node.left, False)} {node.op} {show(node.right, False)}"
-    return text if top or isinstance(node, Cmp) else f"({text})"
+    if isinstance(node, Cmp):
+        return f"{show(node.left)} {node.op} {show(node.right)}"
+    left = show(node.left, node.op != "*")  # sums associate to the left: a + b - c
+    text = f"{left} {node.op} {show(node.right, False)}"
+    return text if top else f"({text})"
 
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
