@@ -58,6 +58,8 @@ def _wf() -> PropertyTable:
 WF = _wf()
 
 _ENTITLED = "floored == 1 and used + weight <= floor"
+#: an admission within the floor: not on the floor, or its credit still within B
+_WITHIN = "floor_credit == 0 or granted + floor_credit <= floor"
 AF = PropertyTable(
     name="AF",
     description="every floor-entitled request is admitted; floor admissions stay within B per tenant-window",
@@ -74,14 +76,12 @@ AF = PropertyTable(
             e
             for src in ("ENTITLED", "FREE")
             for e in (
-                edge(
-                    src, "admit", "ADMITTED", "granted + floor_credit <= floor", ["granted += floor_credit"]
-                ),
+                edge(src, "admit", "ADMITTED", _WITHIN, ["granted += floor_credit"]),
                 edge(
                     src,
                     "admit",
                     "BAD",
-                    "not (granted + floor_credit <= floor)",
+                    f"not ({_WITHIN})",
                     ["granted += floor_credit"],
                     "replace: admit surplus",
                 ),

@@ -68,12 +68,14 @@ class Inst:
 class Ctx:
     """What a guard reads: the event, its time and the request's instance."""
 
-    __slots__ = ("ev", "inst", "t")
+    __slots__ = ("ev", "inst", "store", "t")
 
     def __init__(self, ev: Event, inst: Inst) -> None:
         self.ev = ev
         self.t = ev.t
         self.inst = inst
+        #: the counters of the table being stepped (set before each table's guards run)
+        self.store: dict[tuple[Any, ...], float] = {}
 
 
 def _basis(which: Basis) -> Getter:
@@ -140,6 +142,10 @@ class BoundEdge:
         self.updates = updates
 
 
+#: compiled edges by (table, contract, position): binding WF's ninety edges costs a millisecond
+_COMPILED: dict[tuple[int, int, int], tuple[PropertyTable, Contract, list[tuple[BoundEdge, ...] | None]]] = {}
+
+
 class BoundTable:
     """A table bound to a contract: names resolved, guards compiled, its counters' store."""
 
@@ -159,12 +165,25 @@ class BoundTable:
         }
         self._constants |= {k: float(v) for k, v in table.params.items()}
         assert set(CONTRACT_NAMES) <= set(self._constants)
-        self.edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
-        for e in table.edges:
-            slot = self.index[e.source] * N_KINDS + CODE[e.kind]
-            self.edges[slot] = (*(self.edges[slot] or ()), self._bind(e))
+        key = (id(table), id(contract), position)
+        cached = _COMPILED.get(key)
+        if cached is None or cached[0] is not table or cached[1] is not contract:
+            if len(_COMPILED) >= 256:
+                _COMPILED.clear()  # bounded: a process judging many contracts recompiles
+            cached = _COMPILED[key] = (table, contract, self._compile())
+        self.edges = cached[2]
         #: the kind codes some edge of this table reacts to
         self.codes = frozenset(CODE[e.kind] for e in table.edges)
+
+    def _compile(self) -> list[tuple[BoundEdge, ...] | None]:
+        """The edges by ``location * N_KINDS + code``, guards and updates compiled (state-free closures:
+        they read the counters through the context, so one compilation serves every product)."""
+        table = self.table
+        edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
+        for e in table.edges:
+            slot = self.index[e.source] * N_KINDS + CODE[e.kind]
+            edges[slot] = (*(edges[slot] or ()), self._bind(e))
+        return edges
 
     def _bind(self, e: Edge) -> BoundEdge:
         target = self.index[e.target]
@@ -182,10 +201,10 @@ class BoundTable:
         counter = self.table.counter(name)
         if counter is None:
             return lambda c: c.inst.facts[name]  # type: ignore[index]
-        key, init, store, pos = self._key(name, counter.scope), counter.initial, self.store, self.position
+        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
         if key is None:
             return lambda c: c.inst.vars[pos].get(name, init)
-        return lambda c: store.get(key(c), init)
+        return lambda c: c.store.get(key(c), init)
 
     def _key(self, name: str, scope: Scope) -> Callable[[Ctx], tuple[Any, ...]] | None:
         if scope is Scope.REQUEST:
@@ -199,7 +218,7 @@ class BoundTable:
     def _setter(self, name: str, op: str) -> Callable[[Ctx, float], None]:
         counter = self.table.counter(name)
         assert counter is not None
-        key, init, store, pos = self._key(name, counter.scope), counter.initial, self.store, self.position
+        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
         sign = 0.0 if op == "=" else (1.0 if op == "+=" else -1.0)
         if key is None:
 
@@ -210,7 +229,7 @@ class BoundTable:
             return set_request
 
         def set_keyed(c: Ctx, v: float) -> None:
-            k = key(c)
+            k, store = key(c), c.store
             store[k] = v if op == "=" else store.get(k, init) + sign * v
 
         return set_keyed
@@ -271,6 +290,7 @@ class Product:
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
         for b in judged:
             if code in b.codes:
+                ctx.store = b.store
                 chosen[b.position] = b.choose(inst, ctx, code)
         return inst, ctx, chosen
 
@@ -294,6 +314,7 @@ class Product:
         self.now = max(self.now, ctx.t)
         for b, be in zip(self.tables, chosen, strict=True):
             if be is not None:
+                ctx.store = b.store
                 b.take(inst, ctx, be)
         inst.events.append(ctx.ev)
         code = ctx.ev.code
