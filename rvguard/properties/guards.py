@@ -335,7 +335,7 @@ def show(node: Expr | Term, top: bool = True) -> str:
     if isinstance(node, Bool):
         return "true" if node.value else "false"
     if isinstance(node, Not):
-        return f"not {show(node.arg, False)}"
+        return f"not ({show(node.arg)})" if isinstance(node.arg, Cmp | BoolOp) else f"not {show(node.arg)}"
     if isinstance(node, BoolOp):
         text = f" {node.op} ".join(show(a, False) for a in node.args)
         return text if top else f"({text})"

@@ -136,7 +136,7 @@ def test_af_upper_side_and_cap_seeded_batch() -> None:
     contract = small_contract("count")
     seen = [0, 0]
     for _ in range(2000):
-        trace = [e for e in random_trace(rng, steps=30, odd=0.0)]
+        trace = random_trace(rng, steps=30, odd=0.0)
         af, cap = brute_af_upper(contract, trace), brute_cap(contract, trace)
         assert _table(contract, "AF", trace, EventKind.ADMIT) == af
         assert _table(contract, "CAP", trace, EventKind.DISPATCH) == cap
