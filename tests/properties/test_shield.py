@@ -51,8 +51,13 @@ CASES = [
     (
         "CAP",
         0,
-        [*(_a(0, f"r{i}") for i in range(3)), *(Admit(0, f"r{i}", Basis.FLOOR) for i in range(2))]
-        + [Admit(0, "r2", Basis.SURPLUS), Dispatch(0, "r0"), Dispatch(0, "r1")],
+        [
+            *(_a(0, f"r{i}") for i in range(3)),
+            *(Admit(0, f"r{i}", Basis.FLOOR) for i in range(2)),
+            Admit(0, "r2", Basis.SURPLUS),
+            Dispatch(0, "r0"),
+            Dispatch(0, "r1"),
+        ],
         Dispatch(0.1, "r2"),
         "delay",
         (),
