@@ -51,6 +51,7 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject
+from ..properties.table import PropertyTable
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
@@ -182,6 +183,7 @@ class Guard:
         retry_after: the retry hint (seconds) a preempted caller gets.
         headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
             s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
+        properties: tables whose shield runs in shadow: each disagreement a ``shield`` alert.
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
             needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
             else every running surplus request is preempted there.
@@ -215,8 +217,12 @@ class Guard:
         headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
         eviction: EvictionConfig | None = None,
+        properties: Sequence[PropertyTable] = (),
     ) -> None:
         self.contract = contract
+        if properties:  # their shield, in shadow beside the core; no import and no cost without them
+            from ..properties.hook import ShieldHook
+        self.shield = ShieldHook(contract, properties, watch) if properties else None
         self._credits = credits
         self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
@@ -537,6 +543,8 @@ class Guard:
 
     def _handle(self, events: list[Event]) -> None:
         """Feed ``events`` to every sink in order, then apply them; a sink failure skips nothing."""
+        if self.shield is not None:
+            self.shield.observe(events)
         for ev in events:
             for sink in self._sinks:
                 try:
