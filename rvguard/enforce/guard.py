@@ -63,6 +63,7 @@ from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
+from .shadow import ShieldHook
 from .sinks import JsonlSink, MonitorSink
 from .watch import WatchConfig
 
@@ -220,9 +221,7 @@ class Guard:
         properties: Sequence[PropertyTable] = (),
     ) -> None:
         self.contract = contract
-        if properties:  # their shield, in shadow beside the core; no import and no cost without them
-            from ..properties.hook import ShieldHook
-        self.shield = ShieldHook(contract, properties, watch) if properties else None
+        self.shield = ShieldHook(contract, properties, watch) if properties else None  # no cost without
         self._credits = credits
         self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
@@ -238,10 +237,8 @@ class Guard:
         self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._binder = binder
-        self._timeout = timeout
-        self._drain = drain
-        self._drain_timeout = drain_timeout
+        self._binder, self._timeout = binder, timeout
+        self._drain, self._drain_timeout = drain, drain_timeout
         self._calls: dict[str, _Call] = {}  # rid -> the live request's record
         self._idle: asyncio.Event | None = None  # set when the last live request ends (drain)
         self._open = False

@@ -19,10 +19,10 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from ..contract import Contract
-from ..enforce.watch import Alert, WatchConfig
 from ..events import Event
-from .shield import Decision, Shield
-from .table import PropertyTable
+from ..properties.shield import Decision, Shield
+from ..properties.table import PropertyTable
+from .watch import Alert, WatchConfig
 
 __all__ = ["ShieldHook"]
 
