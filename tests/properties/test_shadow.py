@@ -60,3 +60,15 @@ def test_a_disagreement_is_an_alert_never_silent() -> None:
 def test_no_tables_no_shield() -> None:
     guard = Guard(make_contract(), MockDispatcher(lambda r: Response()))  # type: ignore[arg-type,return-value]
     assert guard.shield is None
+
+
+def test_the_gateway_passes_its_tables_to_the_guard() -> None:
+    """``rvguard serve --property FILE`` sets GatewaySettings.properties; the Gateway's Guard shields them."""
+    from rvguard.gateway.app import Gateway, GatewaySettings
+    from tests.gateway._support import contract
+
+    g = Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9", properties=(CONCURRENCY,)))
+    assert (
+        g.guard.shield is not None and g.guard.shield.shield.product.tables[-1].name == "TENANT_CONCURRENCY"
+    )
+    assert Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9")).guard.shield is None
