@@ -158,6 +158,7 @@ def load_properties(path: str | Path) -> list[PropertyTable]:
             line = _line(text, field)
             where = f"{p}:{line}" if line else str(p)
             message = str(err).removeprefix(f"{p}: ")
+            message = message if not field or field in message else f"{field}: {message}"
             raise SpecError(f"{where}: {message}", field=field, value=err.value) from None
     return out
 
