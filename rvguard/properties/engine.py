@@ -40,7 +40,7 @@ from ..errors import TraceOrderError
 from ..events import PREEMPTED, Admit, Arrive, Basis, Event, Fail
 from ..facts import FactsCache
 from ..lifecycle import CODE, N_KINDS, NODE_CODES, TERMINAL_CODES
-from .guards import compile_expr
+from .guards import Bool, compile_expr
 from .table import CONTRACT_NAMES, Edge, PropertyTable, Scope
 
 __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
@@ -132,7 +132,7 @@ class BoundEdge:
         edge: Edge,
         target: int,
         bad: bool,
-        guard: Getter,
+        guard: Getter | None,
         updates: tuple[tuple[Getter, Callable[[Ctx, float], None]], ...],
     ) -> None:
         self.edge = edge
@@ -188,7 +188,8 @@ class BoundTable:
     def _bind(self, e: Edge) -> BoundEdge:
         target = self.index[e.target]
         ups = tuple((compile_expr(u.value, self.lookup), self._setter(u.name, u.op)) for u in e.updates)
-        return BoundEdge(e, target, target == self.bad, compile_expr(e.guard, self.lookup), ups)
+        guard = None if e.guard == Bool(True) else compile_expr(e.guard, self.lookup)  # None: always
+        return BoundEdge(e, target, target == self.bad, guard, ups)
 
     def lookup(self, name: str) -> Getter:
         """The getter of ``name`` (table-checked: every name is known)."""
@@ -239,7 +240,8 @@ class BoundTable:
         edges = self.edges[inst.locs[self.position] * N_KINDS + code]
         if edges is not None:
             for be in edges:
-                if be.guard(ctx):
+                guard = be.guard
+                if guard is None or guard(ctx):
                     return be
         return None
 
@@ -288,10 +290,16 @@ class Product:
         ctx = Ctx(ev, inst)
         judged = self.tables if inst.facts is not None else [b for b in self.tables if b.protocol]
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
-        for b in judged:
-            if code in b.codes:
+        locs = inst.locs
+        for b in judged:  # `BoundTable.choose`, inlined: this loop runs for every table and event
+            edges = b.edges[locs[b.position] * N_KINDS + code]
+            if edges is not None:
                 ctx.store = b.store
-                chosen[b.position] = b.choose(inst, ctx, code)
+                for be in edges:
+                    guard = be.guard
+                    if guard is None or guard(ctx):
+                        chosen[b.position] = be
+                        break
         return inst, ctx, chosen
 
     def _new(self, ev: Event) -> Inst:

@@ -376,6 +376,11 @@ def compile_expr(node: Expr | Term, lookup: Callable[[str], Getter]) -> Getter:
         return lambda ctx: not inner(ctx)
     if isinstance(node, BoolOp):
         args = tuple(compile_expr(a, lookup) for a in node.args)
+        if len(args) == 2:
+            first, second = args
+            if node.op == "and":
+                return lambda ctx: first(ctx) and second(ctx)
+            return lambda ctx: first(ctx) or second(ctx)
         if node.op == "and":
             return lambda ctx: all(a(ctx) for a in args)
         return lambda ctx: any(a(ctx) for a in args)

@@ -101,6 +101,9 @@ class Shield:
             self.product.advance(ev.t)
             return Decision(PASS, (ev,))
         chosen = plan[2]
+        if not any(be is not None and be.bad for be in chosen):  # the common case: nothing goes bad
+            self.product.commit(plan)
+            return Decision(PASS, (ev,))
         blocked = self._blocking(chosen)
         if blocked is None:
             self._commit(plan)
