@@ -43,6 +43,7 @@ FLOORS: dict[str, int] = {
     "schema": 1,
     "io": 2,
     "monitors": 2,
+    "properties": 2,  # the tables and their compilers (monitor, offline, shield, Z3): below the enforcer
     "enforce": 3,
     "verify": 3,
     "fleet": 3,

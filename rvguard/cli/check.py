@@ -11,6 +11,7 @@ from ..errors import SpecError
 if TYPE_CHECKING:
     from ..check import CheckReport
     from ..contract import Contract
+    from ..properties.report import TableReport
 
 __all__ = ["MAX_PHASES", "add_arguments", "run"]
 
@@ -40,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="check the Parquet partitions on an existing Dask cluster, e.g. tcp://10.0.0.5:8786",
+    )
+    p.add_argument(
+        "--property",
+        action="append",
+        metavar="FILE",
+        help="also judge the property tables in FILE (repeatable; 'builtin' for the built-in tables)",
     )
     p.add_argument(
         "--properties",
@@ -102,8 +109,21 @@ def run(args: argparse.Namespace) -> bool:
             lenient=args.lenient,
             phase_steps=args.phase_sweep,
         )
+    tables = _tables(args, contract)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, allow_nan=False, default=str))
+        doc = report.to_dict() | ({} if tables is None else {"tables": tables.to_dict()})
+        print(json.dumps(doc, indent=2, allow_nan=False, default=str))
     else:
-        print(render_check(report))
-    return report.holds
+        print(render_check(report) + ("" if tables is None else "\n" + tables.render()))
+    return report.holds and (tables is None or tables.holds)
+
+
+def _tables(args: argparse.Namespace, contract: Contract) -> TableReport | None:
+    """The ``--property`` tables' verdicts on the (single) trace, or None without them."""
+    if not getattr(args, "property", None):
+        return None
+    from ..properties.report import judge_file
+
+    if len(args.trace) != 1:
+        raise SpecError("--property judges one trace file", field="property")
+    return judge_file(args.trace[0], contract, args.property)

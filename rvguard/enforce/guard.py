@@ -51,6 +51,7 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
+from ..properties.table import PropertyTable
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
@@ -62,6 +63,7 @@ from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
+from .shadow import ShieldHook
 from .sinks import JsonlSink, MonitorSink
 from .watch import WatchConfig
 
@@ -178,6 +180,7 @@ class Guard:
         retry_after: the retry hint (seconds) a preempted caller gets.
         headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
             s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
+        properties: tables whose shield runs in shadow: each disagreement a ``shield`` alert.
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
             needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
             else every running surplus request is preempted there.
@@ -211,8 +214,10 @@ class Guard:
         headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
         eviction: EvictionConfig | None = None,
+        properties: Sequence[PropertyTable] = (),
     ) -> None:
         self.contract = contract
+        self.shield = ShieldHook(contract, properties, watch) if properties else None  # no cost without
         self._credits = credits
         self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
@@ -228,10 +233,8 @@ class Guard:
         self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._binder = binder
-        self._timeout = timeout
-        self._drain = drain
-        self._drain_timeout = drain_timeout
+        self._binder, self._timeout = binder, timeout
+        self._drain, self._drain_timeout = drain, drain_timeout
         self._calls: dict[str, _Call] = {}  # rid -> the live request's record
         self._idle: asyncio.Event | None = None  # set when the last live request ends (drain)
         self._open = False
@@ -533,6 +536,8 @@ class Guard:
 
     def _handle(self, events: list[Event]) -> None:
         """Feed ``events`` to every sink in order, then apply them; a sink failure skips nothing."""
+        if self.shield is not None:
+            self.shield.observe(events)
         for ev in events:
             for sink in self._sinks:
                 try:

@@ -191,6 +191,7 @@ class Gateway:
             redline=s.redline,
             headroom_interval=s.headroom_interval,
             eviction=s.eviction,
+            properties=s.properties,
         )
 
     def _headroom_source(self) -> MetricsHeadroomSource | None:

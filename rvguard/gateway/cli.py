@@ -80,6 +80,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         help="run the assumption watch (service above s_max, capacity below B/W) and append its "
         "alerts to PATH as JSON lines (`rvguard review TRACE PATH`)",
     )
+    p.add_argument("--property", action="append", metavar="FILE", help="tables shielded in shadow (alerts)")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
@@ -92,6 +93,13 @@ def _watch(args: argparse.Namespace) -> Any:
     from ..enforce.watch import WatchConfig
 
     return WatchConfig(on_alert=AlertLog(args.alert_log))
+
+
+def _properties(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--property`` tables (their shield runs in shadow), or nothing."""
+    from ..properties.commands import load_tables
+
+    return {"properties": tuple(load_tables(args.property))} if getattr(args, "property", None) else {}
 
 
 def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
@@ -302,7 +310,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         watch=_watch(args),
-        **_headroom(args, contract),
+        **_headroom(args, contract) | _properties(args),
     )
     gateway = Gateway(contract, settings)
     engines = ", ".join(url for _, url in settings.engines)

@@ -17,6 +17,7 @@ from ..enforce.learners import Learner
 from ..enforce.redline import RedlineConfig
 from ..enforce.watch import WatchConfig
 from ..errors import SpecError
+from ..properties.table import PropertyTable
 from .config import KeysConfig
 from .upstream import upstream_url
 
@@ -82,6 +83,7 @@ class GatewaySettings:
     deferred_drop: bool = False
     drain_timeout: float = 10.0
     watch: WatchConfig | None = None
+    properties: tuple[PropertyTable, ...] = ()  # tables whose shield runs in shadow (rvguard.properties)
     send_priority: bool = True
     dispatch_policy: DispatchPolicy = "priority"
     upstream_api_key: str | None = field(default=None, repr=False)

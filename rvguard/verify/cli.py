@@ -14,6 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from ..contract import load_contract
+from ..errors import SpecError
 from .encoding import VerifyOptions
 from .obligations import ObligationResult
 from .preconditions import STRADDLE_NOTE, all_hold, verify_contract
@@ -28,7 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Prove the contract's preconditions (A4 stability, the deadline bound, the "
         "service envelope, DR soundness) or show a counterexample and the fields that conflict."
     )
-    p.add_argument("spec", metavar="SPEC", help="contract file (.yaml, .yml or .json)")
+    p.add_argument("spec", metavar="SPEC", nargs="?", help="contract file (.yaml, .yml or .json)")
+    p.add_argument(
+        "--properties",
+        action="append",
+        metavar="FILE",
+        help="check property tables' Z3 obligations instead ('builtin' for the built-in ones; repeatable)",
+    )
     p.add_argument("--synthesize", choices=PARAMETERS, help="optimise one parameter, the others fixed")
     p.add_argument("--tenant", metavar="NAME", help="tenant to synthesise for (default: first floored)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
     """Run ``rvguard verify`` with parsed arguments; True when every obligation holds."""
     out = sys.stdout if out is None else out
+    if getattr(args, "properties", None):
+        from ..properties.commands import verify_properties
+
+        return verify_properties(args.properties, as_json=args.json, out=out)
+    if args.spec is None:
+        raise SpecError("give a contract file (SPEC) or --properties FILE", field="spec")
     contract = load_contract(args.spec)
     assume = not getattr(args, "no_backlog_assumption", False)
     options = VerifyOptions(backlog_assumption=assume)
