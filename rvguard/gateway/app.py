@@ -62,7 +62,7 @@ from .prometheus import MetricsSink
 from .replica import GatewayPool, register_fleet_series
 from .server import KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
-from .trace import TraceFile
+from .trace import TraceFile, existing_trace
 from .upstream import END, Channel, UpstreamDispatcher
 from .wire import ForwardedContext, error_body, error_response, forwarded_context, relayed
 
@@ -129,10 +129,12 @@ class Gateway:
 
         self.contract = contract
         self.settings = settings
-        if clock is None:
-            clock = MonotonicClock.unix_anchored() if settings.replica else MonotonicClock()
-        self.clock: Clock = clock
-        self.trace = TraceFile(settings.trace) if settings.trace is not None else None
+        self.clock: Clock = clock if clock is not None else _clock(settings)
+        self.trace = None
+        if settings.trace is not None:
+            self.trace = TraceFile(
+                settings.trace, self.clock, replica=settings.replica, max_bytes=settings.trace_max_bytes
+            )
         c_e = {name: settings.engine_slots.get(name, contract.slots) for name, _ in settings.engines}
         hooks = FleetTrace(self.trace, self.clock, staleness=settings.staleness, slots=c_e)
         self.dispatcher, slots = build_dispatcher(contract, settings, self.clock, hooks)
@@ -155,7 +157,8 @@ class Gateway:
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
         self.answers = Answers(contract, self.clock, self.metrics)
         self._ids = itertools.count()
-        self._rid_prefix = f"{settings.replica}-g" if settings.replica else "g"
+        restart = "" if self.trace is None else self.trace.rid_prefix  # r<segment>- after a restart
+        self._rid_prefix = f"{settings.replica}-{restart}g" if settings.replica else f"{restart}g"
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self.models: frozenset[str] = frozenset()
         self.upstream_up = False
@@ -522,6 +525,14 @@ class Gateway:
             "internal error", exc_info=exc, extra={"event": "internal_error", **_fields(_context(http), None)}
         )
         return error_response(500, "internal error in the gateway", "server_error", code="internal_error")
+
+
+def _clock(settings: GatewaySettings) -> Clock:
+    """Unix time for a replica; else from the existing trace's origin (a restart), else from 0."""
+    if settings.replica:
+        return MonotonicClock.unix_anchored()
+    prior = existing_trace(settings.trace) if settings.trace is not None else None
+    return MonotonicClock() if prior is None else MonotonicClock.since(prior[0].origin)
 
 
 def _fields(ctx: ForwardedContext, tenant: str | None, **more: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     _add_fleet(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
-    p.add_argument("--trace", help="write the Guard's events to this JSONL file")
+    _add_trace(p)
     p.add_argument("--keys", help="keys file: API keys → tenants, claim secret (YAML or JSON)")
     p.add_argument("--learner", help="admit-all | reject-all | package.module:Name (default admit-all)")
     p.add_argument(
@@ -82,6 +82,19 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _add_trace(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        help="write the Guard's events to this JSONL file (on a restart: its next segment, NAME.1.jsonl, …)",
+    )
+    p.add_argument(
+        "--trace-max-bytes",
+        type=int,
+        metavar="N",
+        help="go on in the trace's next segment once a file holds N bytes (default: never)",
+    )
 
 
 def _watch(args: argparse.Namespace) -> Any:
@@ -293,6 +306,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         learner=resolve_learner(args.learner, contract),
         learner_timeout=args.learner_timeout,
         trace=args.trace,
+        trace_max_bytes=args.trace_max_bytes,
         timeout=args.timeout,
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,

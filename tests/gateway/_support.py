@@ -63,7 +63,9 @@ async def gateway(c: Contract, s: GatewaySettings) -> AsyncIterator[tuple[Gatewa
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The trace's event records (its segment header, on the first line, left out)."""
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    return recs[1:] if recs and recs[0].get("kind") == "segment" else recs
 
 
 def terminal_counts(events: list[dict[str, Any]]) -> Counter[str]:
