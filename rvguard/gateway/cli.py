@@ -38,7 +38,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     _add_trace(p)
-    p.add_argument("--keys", help="keys file: API keys → tenants, claim secret (YAML or JSON)")
+    _add_identity(p)
     p.add_argument("--learner", help="admit-all | reject-all | package.module:Name (default admit-all)")
     p.add_argument(
         "--learner-timeout",
@@ -82,6 +82,16 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _add_identity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--keys",
+        help="keys file: API keys → tenants, an identity provider's JWKS (YAML or JSON); reloaded on SIGHUP",
+    )
+    p.add_argument(
+        "--metrics-auth", action="store_true", help="/metrics asks for a key or token as the API does"
+    )
 
 
 def _add_trace(p: argparse.ArgumentParser) -> None:
@@ -307,6 +317,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         learner_timeout=args.learner_timeout,
         trace=args.trace,
         trace_max_bytes=args.trace_max_bytes,
+        metrics_auth=args.metrics_auth,
         timeout=args.timeout,
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,

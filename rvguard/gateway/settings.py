@@ -39,6 +39,7 @@ class GatewaySettings:
             surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
         trace: JSONL file the Guard's events go to (``None``: no trace); never truncated: a restart
             on an existing trace opens its next segment (`rvguard.gateway.trace`).
+        metrics_auth: ``/metrics`` asks for a credential as the API does (default: open to scrapers).
         trace_max_bytes: rotate the trace to its next segment past this size (``None``: never).
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
@@ -79,6 +80,7 @@ class GatewaySettings:
     learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
     trace: str | Path | None = None
     trace_max_bytes: int | None = None
+    metrics_auth: bool = False
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
     read_timeout: float = 60.0
