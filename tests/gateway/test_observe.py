@@ -189,7 +189,7 @@ async def test_refusals_and_failures_are_logged_once_with_ids(
             url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}, headers={**auth("sk-opp"), **ids}
         )
     events = {getattr(r, "event", ""): r for r in caplog.records if r.name == "rvguard.gateway"}
-    [refused] = [r for r in caplog.records if getattr(r, "status", 0) == 400]
+    [refused] = [r for r in caplog.records if getattr(r, "status", 0) == 400 and r.event == "refused"]  # type: ignore[attr-defined]
     assert (refused.request_id, refused.tenant, refused.status) == ("abc-123", "opportunistic", 400)  # type: ignore[attr-defined]
     upstream = events["upstream_failed"]
     assert upstream.levelno == logging.WARNING and upstream.tenant == "assured"  # type: ignore[attr-defined]
