@@ -57,6 +57,7 @@ from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
+from .exposition import tenant_aliases, without_tenant_names
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
@@ -513,7 +514,10 @@ class Gateway:
             if isinstance(bound, Response):
                 return bound
 
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        text = generate_latest(self.metrics.registry)
+        if not self.settings.metrics_tenant_names:
+            text = without_tenant_names(text, tenant_aliases(self.contract))
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def _http_error(self, http: HttpRequest, exc: Exception) -> Response:
         """Starlette's own errors (an unknown route: 404, a wrong method: 405) in OpenAI's shape."""

@@ -92,6 +92,11 @@ def _add_identity(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-auth", action="store_true", help="/metrics asks for a key or token as the API does"
     )
+    p.add_argument(
+        "--metrics-hide-tenants",
+        action="store_true",
+        help="label /metrics series tenant0, tenant1, ... (the contract's order), not by tenant name",
+    )
 
 
 def _add_trace(p: argparse.ArgumentParser) -> None:
@@ -288,6 +293,16 @@ def _add_calibrate(c: argparse.ArgumentParser) -> None:
     c.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
+def _records(args: argparse.Namespace) -> dict[str, Any]:
+    """What the gateway records and shows: the trace (and its rotation), /metrics' access and labels."""
+    return {
+        "trace": args.trace,
+        "trace_max_bytes": args.trace_max_bytes,
+        "metrics_auth": args.metrics_auth,
+        "metrics_tenant_names": not args.metrics_hide_tenants,
+    }
+
+
 def run_serve(args: argparse.Namespace) -> bool:
     """Serve until interrupted; True on a clean stop."""
     import uvicorn
@@ -315,9 +330,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         keys=load_keys(args.keys) if args.keys else KeysConfig(),
         learner=resolve_learner(args.learner, contract),
         learner_timeout=args.learner_timeout,
-        trace=args.trace,
-        trace_max_bytes=args.trace_max_bytes,
-        metrics_auth=args.metrics_auth,
+        **_records(args),
         timeout=args.timeout,
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,

@@ -40,6 +40,8 @@ class GatewaySettings:
         trace: JSONL file the Guard's events go to (``None``: no trace); never truncated: a restart
             on an existing trace opens its next segment (`rvguard.gateway.trace`).
         metrics_auth: ``/metrics`` asks for a credential as the API does (default: open to scrapers).
+        metrics_tenant_names: label ``/metrics`` series with tenant names (False: ``tenant0``, ... in
+            the contract's order, `rvguard.gateway.exposition`).
         trace_max_bytes: rotate the trace to its next segment past this size (``None``: never).
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
@@ -81,6 +83,7 @@ class GatewaySettings:
     trace: str | Path | None = None
     trace_max_bytes: int | None = None
     metrics_auth: bool = False
+    metrics_tenant_names: bool = True
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
     read_timeout: float = 60.0

@@ -218,3 +218,44 @@ async def test_sighup_reloads_a_rotated_key_with_no_request_dropped(tmp_path: Pa
     assert refused.status_code == 401 and accepted.status_code == 200
     assert alive  # SIGHUP's default would have ended the process
     assert len(statuses) > 3 and set(statuses) == {200}, statuses  # none dropped across the reload
+
+
+async def test_metrics_can_hide_tenant_names() -> None:
+    async with (
+        FakeUpstream() as up,
+        gateway(contract(), settings(up.url, None, metrics_tenant_names=False)) as (_gw, url),
+        httpx.AsyncClient() as client,
+    ):
+        await client.post(
+            url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}, headers=auth("sk-assured")
+        )
+        text = (await client.get(url + "/metrics")).text
+    assert 'tenant="assured"' not in text and 'tenant="opportunistic"' not in text
+    assert 'rvguard_admitted_total{basis="floor",tenant="tenant0"} 1.0' in text
+
+
+def test_a_jwks_url_is_fetched(tmp_path: Path, idp: Idp) -> None:
+    import http.server
+    import threading
+
+    body = json.dumps(idp.jwks("rsa1")).encode()
+
+    class Jwks(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Jwks)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        path = keys_file(tmp_path, idp, "rsa1", jwks=f"http://127.0.0.1:{server.server_port}/jwks.json")
+        assert bind(path, idp.token("rsa1")) == ("assured", "jwt")
+    finally:
+        server.shutdown()
+        server.server_close()
