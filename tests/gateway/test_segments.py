@@ -162,3 +162,21 @@ def test_check_on_the_command_line_names_the_lost_requests(
     out = capsys.readouterr().out
     assert "1 request(s) lost at restart" in out and "g0" in out
     assert "(2 segments)" in out
+
+
+async def test_rvguard_serve_restarted_on_its_trace_serves_on(tmp_path: Path) -> None:
+    """The process, twice on one --trace (a restarted pod): before, the second start exited 2."""
+    from ._support import serve_process
+
+    async with FakeUpstream() as up, httpx.AsyncClient(timeout=10.0) as client:
+        statuses = []
+        for _ in range(2):
+            with serve_process(contract(), up.url, tmp_path) as (url, _trace):
+                r = await client.post(
+                    url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, headers=auth("sk-assured")
+                )
+                statuses.append(r.status_code)
+    assert statuses == [200, 200]
+    segments = [str(tmp_path / "serve.jsonl"), str(tmp_path / "serve.1.jsonl")]
+    report = check_traces(segments, contract(), properties=["AF", "SF", "DR", "WF"])
+    assert report.holds and report.metrics.requests == 2 and report.lost == []
