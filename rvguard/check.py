@@ -111,8 +111,8 @@ class CheckReport:
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
             "notes": [P95_NOTE],
             "seconds": self.seconds,
-            "lost_at_restart": [x.to_dict() for x in self.lost],
             **({} if self.fleet is None else {"fleet": _fleet_dict(self.fleet)}),  # several traces only
+            **({"lost_at_restart": [x.to_dict() for x in self.lost]} if self.lost else {}),  # segments
         }
 
 
