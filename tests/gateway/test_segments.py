@@ -180,3 +180,19 @@ async def test_rvguard_serve_restarted_on_its_trace_serves_on(tmp_path: Path) ->
     segments = [str(tmp_path / "serve.jsonl"), str(tmp_path / "serve.1.jsonl")]
     report = check_traces(segments, contract(), properties=["AF", "SF", "DR", "WF"])
     assert report.holds and report.metrics.requests == 2 and report.lost == []
+
+
+def test_the_trace_schema_states_the_header(tmp_path: Path) -> None:
+    import jsonschema
+
+    from rvguard.schema import trace_schema
+
+    validator = jsonschema.Draft202012Validator(trace_schema())
+    _segment(tmp_path / "t.jsonl", "run-a", 0, 0.0, *_opp("g0", 0.1))
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert all(validator.is_valid(r) for r in records)
+    head = records[0]
+    for bad in ({**head, "segment": -1}, {**head, "run": ""}, {**head, "rid": "g0"}, {**head, "reason": "x"}):
+        assert not validator.is_valid(bad), bad
+    del head["origin"]
+    assert not validator.is_valid(head)
