@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..clock import Clock, WallClock
 from ..contract import Contract
 from ..enforce.identity import IdentityBinder, Unauthenticated
 from ..errors import EnforcementError, SpecError
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["JwtConfig", "JwtVerifier", "KeysConfig", "KeysFile", "load_jwks", "load_keys"]
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+#: tokens remembered as verified (the oldest forgotten first)
+_VERIFIED_MAX = 4096
 #: the largest JWKS accepted (a file or a URL's answer)
 MAX_JWKS_BYTES = 1 << 20
 
@@ -74,16 +77,30 @@ class KeysFile(BaseModel):
 class JwtVerifier:
     """Verifies a bearer JWT against a JWKS; ``__call__`` returns the tenant claim's value."""
 
-    def __init__(self, config: JwtConfig, jwks: jwt.PyJWKSet) -> None:
+    def __init__(self, config: JwtConfig, jwks: jwt.PyJWKSet, *, wall_clock: Clock | None = None) -> None:
         self.config = config
         self._keys = {k.key_id: k for k in jwks.keys}
+        self._wall: Clock = wall_clock if wall_clock is not None else WallClock()
+        self._verified: dict[str, tuple[str, float]] = {}  # token -> (tenant, exp): the last ones verified
 
     def __call__(self, token: str) -> str:
-        """The tenant the token names.
+        """The tenant the token names (a token verified before is not verified again until its
+        ``exp``: the gateway and its Guard both bind each request, and a signature check costs
+        about half a millisecond).
 
         Raises:
             EnforcementError: a token that does not verify (``status_hint`` 401), with why.
         """
+        known = self._verified.get(token)
+        if known is not None and self._wall.now() < known[1]:
+            return known[0]
+        tenant, exp = self._verify(token)
+        if len(self._verified) >= _VERIFIED_MAX:
+            del self._verified[next(iter(self._verified))]  # the oldest
+        self._verified[token] = (tenant, exp)
+        return tenant
+
+    def _verify(self, token: str) -> tuple[str, float]:
         import jwt
 
         c = self.config
@@ -108,7 +125,7 @@ class JwtVerifier:
         tenant = claims.get(c.tenant_claim)
         if not isinstance(tenant, str) or not tenant:
             raise EnforcementError(f"the token has no {c.tenant_claim!r} claim", status_hint=401)
-        return tenant
+        return tenant, float(claims["exp"])
 
 
 @dataclass(frozen=True)

@@ -259,3 +259,13 @@ def test_a_jwks_url_is_fetched(tmp_path: Path, idp: Idp) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_verified_token_is_remembered_only_until_it_expires(tmp_path: Path, idp: Idp) -> None:
+    binder = load_keys(keys_file(tmp_path, idp, "rsa1", leeway=0)).binder(contract())
+    token = identity_from_headers(auth(idp.token("rsa1", exp=time.time() + 1.0)))
+    assert binder.bind(token).tenant == "assured"
+    assert binder.bind(token).tenant == "assured"  # remembered
+    time.sleep(1.2)
+    late = binder.bind(token)
+    assert late.tenant is None and "expired" in late.reason
