@@ -194,7 +194,8 @@ def deployments(paths: Sequence[str]) -> list[Deployment]:
     """Group trace files (directories expanded to their segments) by deployment, each in order.
 
     Raises:
-        TraceFormatError: two files claim the same segment of one deployment.
+        TraceFormatError: two files claim the same segment of one deployment, or one between two
+            given is missing.
     """
     groups: dict[tuple[str | None, float], list[SegmentHeader]] = {}
     order: list[tuple[str | None, float] | str] = []
@@ -217,6 +218,13 @@ def deployments(paths: Sequence[str]) -> list[Deployment]:
             if a.segment == b.segment:
                 raise TraceFormatError(
                     f"segment {a.segment} given twice ({a.path})", path=b.path, field="segment"
+                )
+            if b.segment > a.segment + 1:  # a hole in the history: its requests would look malformed
+                raise TraceFormatError(
+                    f"segment {a.segment + 1} of this deployment is missing (after {a.path}): "
+                    "give every segment, or a directory holding them",
+                    path=b.path,
+                    field="segment",
                 )
         out.append(Deployment(tuple(h.path for h in heads), tuple(heads)))
     return out

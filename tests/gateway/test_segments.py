@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from rvguard.check import check_traces
-from rvguard.errors import SpecError
+from rvguard.errors import SpecError, TraceFormatError
 from rvguard.gateway.app import Gateway
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.io.segments import deployments, read_header
@@ -196,3 +196,10 @@ def test_the_trace_schema_states_the_header(tmp_path: Path) -> None:
         assert not validator.is_valid(bad), bad
     del head["origin"]
     assert not validator.is_valid(head)
+
+
+def test_a_missing_segment_is_named(tmp_path: Path) -> None:
+    _segment(tmp_path / "t.jsonl", "run-a", 0, 0.0, *_opp("g0", 0.1))
+    _segment(tmp_path / "t.2.jsonl", "run-a", 2, 0.5, {"t": 0.6, "kind": "complete", "rid": "g0"})
+    with pytest.raises(TraceFormatError, match="segment 1 of this deployment is missing"):
+        check_traces([str(tmp_path)], contract())
