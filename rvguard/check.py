@@ -31,6 +31,7 @@ from .errors import TraceError, TraceProtocolError
 from .events import Event, EventKind
 from .io import iter_records
 from .io.dataset import is_dataset, partitions
+from .io.segments import Deployment, Lost, deployments, history
 from .lifecycle import INITIAL, Stage
 from .monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from .monitors.phase import PhaseSweep, phase_sweep
@@ -91,6 +92,7 @@ class CheckReport:
     phase: PhaseSweep | None = None
     seconds: float = 0.0
     fleet: FleetCreditsSummary | None = None
+    lost: list[Lost] = field(default_factory=list)  # requests open at a restart (segmented traces)
 
     @property
     def holds(self) -> bool:
@@ -110,6 +112,7 @@ class CheckReport:
             "notes": [P95_NOTE],
             "seconds": self.seconds,
             **({} if self.fleet is None else {"fleet": _fleet_dict(self.fleet)}),  # several traces only
+            **({"lost_at_restart": [x.to_dict() for x in self.lost]} if self.lost else {}),  # segments
         }
 
 
@@ -287,12 +290,15 @@ def check_trace(
     )
 
 
-def _feed_merged(run: _Run, contract: Contract, paths: Sequence[str], fleet: FleetCredits | None) -> None:
+def _feed_merged(
+    run: _Run, contract: Contract, deps: Sequence[Deployment], fleet: FleetCredits | None, lost: list[Lost]
+) -> None:
     """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR."""
     from .fleet.merge import merge_traces
 
-    routing = {p: Monitor(contract, ["FR"], retain_finished=None) for p in paths}  # C_e: one replica's
-    for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
+    routing = {d.name: Monitor(contract, ["FR"], retain_finished=None) for d in deps}  # C_e: one replica's
+    sources = [(d.name, ((line, item) for _, line, item in history(d, lost, iter_records))) for d in deps]
+    for path, line, item in merge_traces(sources):
         run.path = path
         if run.take(line, item) and not isinstance(item, TraceError):
             run.violations.extend(routing[path].feed(item))
@@ -304,6 +310,40 @@ def _feed_merged(run: _Run, contract: Contract, paths: Sequence[str], fleet: Fle
 _PER_REPLICA = ("RB", "RL", "EV")
 
 
+def _sweep(run: _Run, contract: Contract, steps: int | None) -> PhaseSweep | None:
+    """The phase sweep over the kept events, when asked."""
+    if steps is None:
+        return None
+    return phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, steps)
+
+
+def _feed_history(
+    run: _Run, contract: Contract, deps: Sequence[Deployment], fleet: FleetCredits | None
+) -> list[Lost]:
+    """Feed the deployments' histories (merged when several); the requests lost at restarts."""
+    lost: list[Lost] = []
+    if len(deps) > 1:
+        _feed_merged(run, contract, deps, fleet, lost)
+        return lost
+    for path, line, item in history(deps[0], lost, iter_records):
+        run.path = path
+        run.take(line, item)
+    return lost
+
+
+def _judged(
+    deps: Sequence[Deployment], contract: Contract, properties: Sequence[str]
+) -> tuple[list[str], list[str], FleetCredits | None]:
+    """The properties reported, those the merged monitor runs, and AF's fleet count (several replicas)."""
+    if len(deps) == 1:
+        return list(properties), _monitored(properties), None
+    from .fleet.judge import FleetCredits
+
+    properties = [p for p in properties if p not in _PER_REPLICA]
+    fleet = FleetCredits(contract) if "AF" in properties else None
+    return properties, [p for p in properties if p not in ("AF", "WF", "FR")], fleet  # FR: per replica
+
+
 def check_traces(
     paths: Sequence[str],
     contract: Contract,
@@ -312,9 +352,14 @@ def check_traces(
     lenient: bool = False,
     phase_steps: int | None = None,
 ) -> CheckReport:
-    """Check several guard replicas' traces as one fleet (one path: `check_trace`).
+    """Check one deployment's trace, or several guard replicas' traces as one fleet.
 
-    The traces are merged by time (`rvguard.fleet.merge`); SF, DR and WF are
+    The files (a directory: its JSONL segments) are grouped by deployment
+    (`rvguard.io.segments`): the segments a gateway wrote across restarts and
+    rotations are read as one history, in order, a request open at a restart
+    closed as ``lost-at-restart`` (`CheckReport.lost`). One deployment is checked
+    as `check_trace` does; several are merged as a fleet by time
+    (`rvguard.fleet.merge`): SF, DR and WF are
     judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
     floor credit admitted per tenant and window ≤ B, and every entitled arrival
     admitted, entitlement counted in the shared pool's order where the trace
@@ -328,17 +373,15 @@ def check_traces(
     Raises:
         TraceError: strict mode, at the first bad line (with file, line, field).
     """
-    if len(paths) == 1:
+    deps = deployments(paths)
+    if len(deps) == 1 and len(deps[0].paths) == 1:
         return check_trace(
-            paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
+            deps[0].paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
         )
-    from .fleet.judge import FleetCredits
-
     started = time.monotonic()
-    properties = [p for p in properties if p not in _PER_REPLICA]
-    judged = [p for p in properties if p not in ("AF", "WF", "FR")]  # FR: each replica's own C_e
+    properties, judged, fleet = _judged(deps, contract, properties)
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
-    name = " + ".join(paths)
+    name = " + ".join(d.name for d in deps)
     run = _Run(
         monitor,
         name,
@@ -347,18 +390,15 @@ def check_traces(
         keep=phase_steps is not None,
         dataset=True,
     )
-    fleet = FleetCredits(contract) if "AF" in properties else None
-    _feed_merged(run, contract, paths, fleet)
-    sweep = None
-    if phase_steps is not None:
-        sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)
+    lost = _feed_history(run, contract, deps, fleet)
     return CheckReport(
         trace=name,
         properties=run.properties(properties),
         violations=sorted(run.violations, key=lambda v: v.key),
         metrics=monitor.summary(),
         bad_lines=run.bad,
-        phase=sweep,
+        phase=_sweep(run, contract, phase_steps),
         seconds=time.monotonic() - started,
         fleet=None if fleet is None else fleet.summary(),
+        lost=lost,
     )

@@ -34,11 +34,13 @@ class MonotonicClock:
     guard's first instant is the epoch).
     """
 
-    __slots__ = ("_base", "_start")
+    __slots__ = ("_base", "_start", "origin")
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, *, origin: float | None = None) -> None:
         self._start = start
         self._base = time.monotonic()
+        #: the Unix time of this clock's 0 (a trace segment's header records it)
+        self.origin = time.time() - start if origin is None else origin
 
     def now(self) -> float:
         """``start`` + elapsed monotonic seconds."""
@@ -52,7 +54,16 @@ class MonotonicClock:
         credit pool): their clocks must share a base, so each starts from Unix time
         and then runs monotonically (a step of the system clock moves none of them).
         """
-        return cls(start=time.time())
+        return cls(start=time.time(), origin=0.0)
+
+    @classmethod
+    def since(cls, origin: float) -> MonotonicClock:
+        """Monotonic, starting at the seconds elapsed since the Unix time ``origin``.
+
+        For a gateway restarted on an existing trace: its time goes on from the first
+        run's time line (and window grid) instead of starting again at 0.
+        """
+        return cls(start=max(time.time() - origin, 0.0), origin=origin)
 
 
 class WallClock:

@@ -106,6 +106,19 @@ def _bad_lines(report: CheckReport) -> list[str]:
     return out
 
 
+def _lost(report: CheckReport) -> list[str]:
+    if not report.lost:
+        return []
+    out = ["", f"{len(report.lost)} request(s) lost at restart (open when the gateway stopped):"]
+    out += [
+        f"  {printable(x.rid)} (in {printable(x.path)}), closed at t={x.t:g}"
+        for x in report.lost[:_MAX_VIOLATIONS]
+    ]
+    if len(report.lost) > _MAX_VIOLATIONS:
+        out.append(f"  ... and {len(report.lost) - _MAX_VIOLATIONS} more (use --json for all)")
+    return out
+
+
 def _phase(report: CheckReport) -> list[str]:
     ph = report.phase
     if ph is None or not ph.rows:
@@ -140,6 +153,7 @@ def render_check(report: CheckReport) -> str:
         *_verdicts(report),
         *_metrics(m),
         *_bad_lines(report),
+        *_lost(report),
         *_phase(report),
         *_fleet(report),
         "",

@@ -22,7 +22,7 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import DispatchError, MissingExtraError
 from .request import Request
-from .stream import Assembly, http_error, parse_chunk, sse_chunks, sse_lines
+from .stream import Assembly, http_error, parse_chunk, sse_chunks, sse_data
 
 if TYPE_CHECKING:
     import httpx
@@ -37,7 +37,7 @@ __all__ = [
     "failure_reason",
     "fresh_connections",
     "parse_chunk",
-    "sse_lines",
+    "sse_data",
 ]
 
 

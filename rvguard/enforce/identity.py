@@ -7,7 +7,12 @@ expired credential never yields a floored tenant: it is either rejected or
 bound to the contract's lowest-tier *unfloored* tenant (``unauthenticated``
 policy). A learner's ``objective`` never reaches this layer.
 
-Claim format: ``base64url(json {"tenant", "exp"}) "." base64url(HMAC-SHA256)``,
+A bearer that is no known key may be a JWT from an identity provider: the
+binder hands it to its ``token_verifier`` (`rvguard.gateway.keysfile.JwtVerifier`,
+PyJWT against a JWKS), which returns the tenant it names or raises.
+
+Legacy claim format (rvguard's own, kept for deployments that use it):
+``base64url(json {"tenant", "exp"}) "." base64url(HMAC-SHA256)``,
 compared with `hmac.compare_digest`. ``exp`` is Unix time (seconds since
 1970), checked against the binder's wall clock (`rvguard.clock.WallClock`,
 injectable), never against the guard's scheduling clock: that one starts at
@@ -22,7 +27,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,6 +109,8 @@ class IdentityBinder:
             tenant; if every tenant is floored, rejection).
         wall_clock: Unix time for claim expiry (default `WallClock`; a
             `ManualClock` in tests).
+        token_verifier: verifies a bearer that is no known key and looks like a JWT (three
+            dot-separated parts); returns the tenant it names, raises `EnforcementError`.
     """
 
     def __init__(
@@ -114,6 +121,7 @@ class IdentityBinder:
         secret: bytes | None = None,
         unauthenticated: Unauthenticated = "lowest-tier",
         wall_clock: Clock | None = None,
+        token_verifier: Callable[[str], str] | None = None,
     ) -> None:
         if unauthenticated not in ("reject", "lowest-tier"):
             raise ValueError(f"unauthenticated must be 'reject' or 'lowest-tier', got {unauthenticated!r}")
@@ -124,6 +132,7 @@ class IdentityBinder:
         self._contract = contract
         self._keys = keys
         self._secret = secret
+        self._token = token_verifier
         self._wall: Clock = wall_clock if wall_clock is not None else WallClock()
         fallback = contract.lowest_tier_tenant
         floored = contract.tenants[fallback].floored
@@ -145,7 +154,13 @@ class IdentityBinder:
             tenant = self._lookup(identity.api_key)
             if tenant is not None:
                 return Binding(tenant, True, "api-key")
-            reasons.append("unknown api key")
+            if self._token is not None and identity.api_key.count(".") == 2:
+                tenant, why = self._from_token(identity.api_key)
+                if tenant is not None:
+                    return Binding(tenant, True, "jwt")
+                reasons.append(why)
+            else:
+                reasons.append("unknown api key")
         return Binding(self._fallback, False, "; ".join(reasons) or "no credential")
 
     def _from_claim(self, claim: str, now: float) -> tuple[str | None, str]:
@@ -157,6 +172,16 @@ class IdentityBinder:
             return None, str(err)
         if tenant not in self._contract.tenants:
             return None, f"claim names unknown tenant {tenant!r}"
+        return tenant, ""
+
+    def _from_token(self, token: str) -> tuple[str | None, str]:
+        assert self._token is not None
+        try:
+            tenant = self._token(token)
+        except EnforcementError as err:
+            return None, str(err)
+        if tenant not in self._contract.tenants:
+            return None, f"the token names unknown tenant {tenant!r}"
         return tenant, ""
 
     def _lookup(self, key: str) -> str | None:

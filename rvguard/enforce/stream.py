@@ -2,7 +2,7 @@
 
 `VLLMDispatcher` and the gateway's `UpstreamDispatcher` both ask the engine
 for a stream (to time the first token and to abort a sequence by closing it)
-and read it here: `sse_lines` splits the body where SSE splits it,
+and read it here: `sse_data` reads the events with httpx-sse (the SSE spec's parser),
 `sse_chunks` yields each ``data:`` event parsed up to ``[DONE]`` (a stream that
 ends before it, a malformed chunk or an ``error`` chunk raise `DispatchError`),
 and `Assembly` folds the chunks into the answer the engine would have given
@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import DispatchError
 from ..events import CLIENT_ERROR
 
-__all__ = ["Assembly", "client_fault", "http_error", "parse_chunk", "sse_chunks", "sse_lines"]
+__all__ = ["Assembly", "client_fault", "http_error", "parse_chunk", "sse_chunks", "sse_data"]
 
 #: 4xx statuses that are not the client's fault: the gateway's own upstream credentials (401, 403,
 #: 407), the engine's timeouts and rate limits (408, 429)
@@ -45,22 +45,25 @@ _REPLACE = frozenset({"index", "id", "type", "role", "finish_reason", "stop_reas
 _OBJECT = {"chat.completion.chunk": "chat.completion", "text_completion": "text_completion"}
 
 
-async def sse_lines(resp: Any) -> AsyncIterator[str]:
-    """The lines of a streamed (SSE) body, split where SSE splits them: at LF (CR LF, CR stripped).
+async def sse_data(resp: Any) -> AsyncIterator[str]:
+    """The ``data`` of each event of a streamed (SSE) body, read by httpx-sse as the SSE spec says.
 
-    Not ``httpx.Response.aiter_lines``: it splits like ``str.splitlines``, also at U+2028, U+0085
-    and the like, which a model can emit and a JSON encoder may leave raw inside a chunk; the chunk
-    then arrives cut in two and the request failed as "malformed" (seen with the random-weight
-    test model in CI).
+    Lines end at LF, CR LF or CR only (not at U+2028, U+0085 and the like, which a model can
+    emit and a JSON encoder may leave raw inside a chunk: ``httpx.Response.aiter_lines`` cut
+    such a chunk in two); an event's ``data:`` lines are joined with LF (an upstream may spread
+    one JSON chunk over several); comments and events without data are skipped.
+
+    Raises:
+        DispatchError: the body is not an event stream (its content type says otherwise; 502).
     """
-    rest = ""
-    async for text in resp.aiter_text():
-        rest += text
-        *lines, rest = rest.split("\n")
-        for line in lines:
-            yield line.removesuffix("\r")
-    if rest:
-        yield rest.removesuffix("\r")
+    from httpx_sse import EventSource, SSEError
+
+    try:
+        async for event in EventSource(resp).aiter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as err:
+        raise DispatchError(f"not an event stream: {err}", status_hint=502) from None
 
 
 def parse_chunk(data: str) -> Mapping[str, Any]:
@@ -118,19 +121,22 @@ def http_error(status: int, body: bytes) -> DispatchError:
 
 
 async def sse_chunks(resp: Any) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
-    """Each ``data:`` event of a stream as (its raw JSON text, the parsed chunk), up to ``[DONE]``.
+    """Each ``data:`` event of a stream as (its JSON text, the parsed chunk), up to ``[DONE]``.
+
+    The text is the event's own, except that an event spread over several ``data:`` lines
+    comes back as its JSON on one line (the gateway relays it as one ``data:`` line).
 
     Raises:
         DispatchError: a malformed or ``error`` chunk (`parse_chunk`), or a
             stream that ends before ``[DONE]`` (502): a cut stream is a failed request.
     """
-    async for line in sse_lines(resp):
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
+    async for data in sse_data(resp):
+        if data.strip() == "[DONE]":
             return
-        yield data, parse_chunk(data)
+        chunk = parse_chunk(data)
+        if "\n" in data:  # relayed as one ``data:`` line: the JSON again, compact
+            data = json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+        yield data, chunk
     raise DispatchError("stream ended before [DONE]", status_hint=502)
 
 

@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
@@ -53,55 +53,31 @@ from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
 from ..events import is_client_error
 from ..fleet.credits import SharedCredits
+from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
+from .exposition import tenant_aliases, without_tenant_names
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
+from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
 from .server import KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
-from .trace import TraceFile
+from .trace import TraceFile, existing_trace
 from .upstream import END, Channel, UpstreamDispatcher
-from .wire import ForwardedContext, error_body, error_response, forwarded_context, relayed
+from .wire import ForwardedContext, error_body, error_response, relayed
 
 __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
 
 log = logging.getLogger("rvguard.gateway")
-_CONTEXT = "rvguard.context"  # the ASGI scope key holding a request's `ForwardedContext`
 #: seconds a readiness probe of the upstream may take before the upstream counts as down
 PROBE_TIMEOUT_S = 2.0
 
 
-class _RequestIds:
-    """ASGI middleware: every HTTP exchange gets its `ForwardedContext`; every answer its ``x-request-id``."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        ctx = forwarded_context(headers)
-        scope[_CONTEXT] = ctx
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), (b"x-request-id", ctx.request_id.encode())],
-                }
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
-
-
 def _context(http: HttpRequest) -> ForwardedContext:
-    ctx = http.scope.get(_CONTEXT)
-    return ctx if isinstance(ctx, ForwardedContext) else forwarded_context(http.headers)
+    return context_of(http.scope, http.headers)
 
 
 class Gateway:
@@ -129,17 +105,19 @@ class Gateway:
 
         self.contract = contract
         self.settings = settings
-        if clock is None:
-            clock = MonotonicClock.unix_anchored() if settings.replica else MonotonicClock()
-        self.clock: Clock = clock
-        self.trace = TraceFile(settings.trace) if settings.trace is not None else None
+        self.clock: Clock = clock if clock is not None else _clock(settings)
+        self.trace = None
+        if settings.trace is not None:
+            self.trace = TraceFile(
+                settings.trace, self.clock, replica=settings.replica, max_bytes=settings.trace_max_bytes
+            )
         c_e = {name: settings.engine_slots.get(name, contract.slots) for name, _ in settings.engines}
         hooks = FleetTrace(self.trace, self.clock, staleness=settings.staleness, slots=c_e)
         self.dispatcher, slots = build_dispatcher(contract, settings, self.clock, hooks)
         self.fleet = self.dispatcher if isinstance(self.dispatcher, FleetDispatcher) else None
         pool = settings.credits
         self.credits = None if pool is None else SharedCredits.open(contract, pool, now=self.clock.now())
-        self._binder = settings.keys.binder(contract)
+        self._binder = ReloadableBinder(settings.keys.binder(contract))  # the Guard's too
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
         register_fleet_series(self.metrics.registry, self.fleet, self.credits)
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
@@ -155,7 +133,8 @@ class Gateway:
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
         self.answers = Answers(contract, self.clock, self.metrics)
         self._ids = itertools.count()
-        self._rid_prefix = f"{settings.replica}-g" if settings.replica else "g"
+        restart = "" if self.trace is None else self.trace.rid_prefix  # r<segment>- after a restart
+        self._rid_prefix = f"{settings.replica}-{restart}g" if settings.replica else f"{restart}g"
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self.models: frozenset[str] = frozenset()
         self.upstream_up = False
@@ -166,7 +145,7 @@ class Gateway:
             lifespan=self._lifespan,
             exception_handlers={HTTPException: self._http_error, Exception: self._crash},
         )
-        self.app: ASGIApp = _RequestIds(app)
+        self.app: ASGIApp = RequestIds(app)
 
     def _guard(self, slots: int, sinks: list[Any]) -> Guard:
         """The Guard: ΣC_e slots over several engines; the shared credit pool, if any."""
@@ -226,11 +205,13 @@ class Gateway:
             loops.append(asyncio.ensure_future(self.credits.run(self.clock)))
         if self.fleet is not None:
             self.fleet.start()
+        reload = on_sighup(self.reload_keys)
         try:
             async with self.guard:  # on exit: drain live requests, then fail what is left ("shutdown")
                 self._open = True
                 yield
         finally:
+            reload.close()
             self._open = False
             for loop in loops:
                 loop.cancel()
@@ -257,6 +238,7 @@ class Gateway:
                 "credit": c.credit.value,
                 "keys": len(keys.keys),
                 "claims": keys.claim_secret is not None,
+                "jwt": keys.jwt is not None,
                 "unauthenticated": keys.unauthenticated,
                 "trace": str(s.trace) if s.trace is not None else "",
                 "learner": type(s.learner).__name__ if s.learner is not None else "AdmitAll",
@@ -279,11 +261,18 @@ class Gateway:
                 c.lowest_tier_tenant,
                 extra={"event": "startup", "unauthenticated": "lowest-tier"},
             )
-        elif not keys.keys and keys.claim_secret is None:
+        elif not keys.keys and keys.claim_secret is None and keys.jwt is None:
             log.warning(
-                "no API keys and no claim secret: every request will be refused with 401 (pass --keys)",
+                "no API keys, JWKS or claim secret: every request will be refused with 401 (pass --keys)",
                 extra={"event": "startup"},
             )
+
+    async def reload_keys(self) -> None:
+        """Read the keys file (and its JWKS) again and bind with it from now on; requests in flight
+        keep their tenant, none is dropped; a bad file is logged and the keys in use kept."""
+        source = self.settings.keys.source
+        if source is not None:
+            self._binder.current = await reload_binder(source, self.contract, self._binder.current)
 
     # -- readiness -------------------------------------------------------------
     async def _probe(self) -> None:
@@ -334,24 +323,32 @@ class Gateway:
     async def _chat(self, http: HttpRequest) -> Response:
         return await self._serve(http, "chat")
 
-    async def _serve(self, http: HttpRequest, endpoint: Endpoint) -> Response:
-        ctx = _context(http)
+    def _bind(self, http: HttpRequest, ctx: ForwardedContext) -> tuple[Identity, str] | Response:
+        """The request's identity and tenant, or the 401 refusing it (on its headers alone)."""
         identity = identity_from_headers(http.headers)
         binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
         if not binding.authenticated:
             self.metrics.unauthenticated.inc()
-        tenant = binding.tenant
-        if tenant is None:  # refused on its headers: the body is never read, the connection closed
-            self._refused(ctx, None, 401, "unauthenticated")
-            message = f"unauthenticated: {binding.reason or 'no valid API key or claim'}"
-            headers = {"www-authenticate": "Bearer", "connection": "close"}
-            return error_response(
-                401, message, "authentication_error", code="invalid_api_key", headers=headers
-            )
+        if binding.tenant is not None:
+            return identity, binding.tenant
+        self._refused(ctx, None, 401, "unauthenticated")  # the body is never read, the connection closed
+        message = f"unauthenticated: {binding.reason or 'no valid API key or token'}"
+        headers = {"www-authenticate": "Bearer", "connection": "close"}
+        return error_response(401, message, "authentication_error", code="invalid_api_key", headers=headers)
+
+    async def _serve(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        ctx, note = _context(http), access_note(http.scope)
+        bound = self._bind(http, ctx)
+        if isinstance(bound, Response):
+            note.refused("unauthenticated")
+            return bound
+        identity, tenant = bound
+        note.tenant = tenant
         try:
             body = await self._read(http, endpoint)
             prompt_tokens = await self._prompt_tokens(endpoint, body, tenant, ctx)
         except BadRequest as err:
+            note.refused(err.code or "invalid")
             self.metrics.invalid.labels(err.code or "invalid").inc()
             self._refused(ctx, tenant, err.status, err.code or "invalid", detail=str(err))
             unread = {"connection": "close"} if err.status in (408, 413) else None  # the rest is not read
@@ -359,10 +356,11 @@ class Gateway:
                 err.status, str(err), "invalid_request_error", param=err.param, code=err.code, headers=unread
             )
         except DispatchError as err:  # before arrival: the request never reaches the Guard
+            note.refused("tokenize_failed")
             self._upstream_failed(ctx, tenant, "", 502, str(err))
             message = f"cannot count the prompt's tokens for token credits: {err}"
             return error_response(502, message, "upstream_error", code="tokenize_failed")
-        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens)
+        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens, note)
 
     async def _read(self, http: HttpRequest, endpoint: Endpoint) -> dict[str, Any]:
         s = self.settings
@@ -403,8 +401,9 @@ class Gateway:
         endpoint: Endpoint,
         body: dict[str, Any],
         prompt_tokens: int | None,
+        note: AccessNote,
     ) -> Response:
-        rid = f"{self._rid_prefix}{next(self._ids)}"
+        rid = note.rid = f"{self._rid_prefix}{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
         request = Request(
             rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
@@ -415,6 +414,7 @@ class Gateway:
         if body.get("stream") is True:
             self.dispatcher.channels[rid] = channel
         task = asyncio.ensure_future(self._decide(request, identity, ctx, tenant))
+        task.add_done_callback(note.settle)  # before the answer resumes: its outcome for the access line
         task.add_done_callback(lambda t: self._finished(t, channel))
         self._tasks[task] = rid
         return PendingAnswer(self.answers, task, channel, body, rid=rid, tenant=tenant)
@@ -491,6 +491,10 @@ class Gateway:
 
     # -- other routes ----------------------------------------------------------
     async def _models(self, http: HttpRequest) -> Response:
+        bound = self._bind(http, _context(http))  # authenticated like the API
+        if isinstance(bound, Response):
+            access_note(http.scope).refused("unauthenticated")
+            return bound
         try:
             status, data = await self.dispatcher.get_json("/v1/models")
         except DispatchError as err:
@@ -502,7 +506,15 @@ class Gateway:
     async def _metrics(self, http: HttpRequest) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        if self.settings.metrics_auth:
+            bound = self._bind(http, _context(http))
+            if isinstance(bound, Response):
+                return bound
+
+        text = generate_latest(self.metrics.registry)
+        if not self.settings.metrics_tenant_names:
+            text = without_tenant_names(text, tenant_aliases(self.contract))
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     async def _http_error(self, http: HttpRequest, exc: Exception) -> Response:
         """Starlette's own errors (an unknown route: 404, a wrong method: 405) in OpenAI's shape."""
@@ -519,6 +531,14 @@ class Gateway:
             "internal error", exc_info=exc, extra={"event": "internal_error", **_fields(_context(http), None)}
         )
         return error_response(500, "internal error in the gateway", "server_error", code="internal_error")
+
+
+def _clock(settings: GatewaySettings) -> Clock:
+    """Unix time for a replica; else from the existing trace's origin (a restart), else from 0."""
+    if settings.replica:
+        return MonotonicClock.unix_anchored()
+    prior = existing_trace(settings.trace) if settings.trace is not None else None
+    return MonotonicClock() if prior is None else MonotonicClock.since(prior[0].origin)
 
 
 def _fields(ctx: ForwardedContext, tenant: str | None, **more: Any) -> dict[str, Any]:

@@ -37,8 +37,8 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     _add_fleet(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
-    p.add_argument("--trace", help="write the Guard's events to this JSONL file")
-    p.add_argument("--keys", help="keys file: API keys → tenants, claim secret (YAML or JSON)")
+    _add_trace(p)
+    _add_identity(p)
     p.add_argument("--learner", help="admit-all | reject-all | package.module:Name (default admit-all)")
     p.add_argument(
         "--learner-timeout",
@@ -83,6 +83,34 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--property", action="append", metavar="FILE", help="tables shielded in shadow (alerts)")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+
+
+def _add_identity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--keys",
+        help="keys file: API keys → tenants, an identity provider's JWKS (YAML or JSON); reloaded on SIGHUP",
+    )
+    p.add_argument(
+        "--metrics-auth", action="store_true", help="/metrics asks for a key or token as the API does"
+    )
+    p.add_argument(
+        "--metrics-hide-tenants",
+        action="store_true",
+        help="label /metrics series tenant0, tenant1, ... (the contract's order), not by tenant name",
+    )
+
+
+def _add_trace(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        help="write the Guard's events to this JSONL file (on a restart: its next segment, NAME.1.jsonl, …)",
+    )
+    p.add_argument(
+        "--trace-max-bytes",
+        type=int,
+        metavar="N",
+        help="go on in the trace's next segment once a file holds N bytes (default: never)",
+    )
 
 
 def _watch(args: argparse.Namespace) -> Any:
@@ -273,6 +301,16 @@ def _add_calibrate(c: argparse.ArgumentParser) -> None:
     c.add_argument("--json", action="store_true", help="print the full result as JSON")
 
 
+def _records(args: argparse.Namespace) -> dict[str, Any]:
+    """What the gateway records and shows: the trace (and its rotation), /metrics' access and labels."""
+    return {
+        "trace": args.trace,
+        "trace_max_bytes": args.trace_max_bytes,
+        "metrics_auth": args.metrics_auth,
+        "metrics_tenant_names": not args.metrics_hide_tenants,
+    }
+
+
 def run_serve(args: argparse.Namespace) -> bool:
     """Serve until interrupted; True on a clean stop."""
     import uvicorn
@@ -300,7 +338,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         keys=load_keys(args.keys) if args.keys else KeysConfig(),
         learner=resolve_learner(args.learner, contract),
         learner_timeout=args.learner_timeout,
-        trace=args.trace,
+        **_records(args),
         timeout=args.timeout,
         read_timeout=args.read_timeout,
         deferred_drop=args.deferred_drop,

@@ -265,9 +265,11 @@ class FakeUpstream:
             if i == 2 + chat and mode.startswith(("midfail", "miderror")):
                 return await _fail_midway(writer, abort=mode.startswith("midfail"))
             data = json.dumps(
-                {**head, **plan.top, "choices": [choice]}, ensure_ascii=False
+                {**head, **plan.top, "choices": [choice]},
+                ensure_ascii=False,
+                indent=1 if mode.startswith("multiline") else None,
             )  # U+2028 stays raw
-            await _chunk(writer, f"data: {data}\n\n".encode())
+            await _chunk(writer, _event(data))
         self.served += 1
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = json.dumps({**head, "choices": [], "usage": plan.usage()})
@@ -275,6 +277,13 @@ class FakeUpstream:
         await _chunk(writer, b"data: [DONE]\n\n")
         await _chunk(writer, b"")
         return True
+
+
+def _event(data: str) -> bytes:
+    """One SSE event: each line of ``data`` its own ``data:`` line (several for ``multiline``, which
+    an OpenAI-compatible server may send and the SSE spec joins with LF), and a comment before it."""
+    lines = "".join(f"data: {line}\n" for line in data.split("\n"))
+    return (": chunk\n" + lines + "\n").encode() if "\n" in data else f"data: {data}\n\n".encode()
 
 
 class _Plan:
@@ -289,7 +298,8 @@ class _Plan:
     tokens as ``reasoning_content`` (chat); ``refuse`` — a ``refusal`` (chat);
     ``extra`` — fields no spec names, in the delta/choice and at the top; a mode
     with ``stop`` in it finishes with ``stop`` (else ``length``, or ``tool_calls``);
-    ``linesep`` — tokens carry raw U+2028 and U+0085.
+    ``linesep`` — tokens carry raw U+2028 and U+0085; ``multiline`` — each streamed chunk's JSON
+    spread over several ``data:`` lines of one event.
     """
 
     def __init__(self, body: dict[str, Any], mode: str, *, chat: bool) -> None:

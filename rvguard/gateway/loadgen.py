@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, MonotonicClock
-from ..enforce.dispatchers import sse_lines
+from ..enforce.dispatchers import sse_data
 from ..io.public import FractionRule, TenantRule, read_public, to_arrivals
 from .upstream import fresh_connections
 
@@ -116,9 +116,9 @@ async def _send(
             rid = resp.headers.get("x-rvguard-rid", "")
             return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
         async with client.stream("POST", url, json=body, headers=headers) as resp:
-            async for line in sse_lines(resp):
-                if line.startswith("data:") and '"error"' not in line and "[DONE]" not in line:
-                    tokens += 1
+            if resp.status_code == 200:  # else a JSON error, not a stream
+                async for data in sse_data(resp):
+                    tokens += '"error"' not in data and "[DONE]" not in data
             rid = resp.headers.get("x-rvguard-rid", "")
             return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
     except httpx.HTTPError as exc:

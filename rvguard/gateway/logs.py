@@ -7,8 +7,12 @@ Events: ``startup`` (the configuration), ``refused`` (a request answered with
 an error before or by the Guard: 400/401/404/408/413/429/503), ``upstream_failed``
 (502/504, a client error the upstream refused, an error mid-stream),
 ``sink_error``/``sink_recovered`` (the trace file), ``upstream_down``/``upstream_up``
-(the readiness probe). `configure` installs one handler on the root logger
-(uvicorn's own lines come through it too), in either format:
+(the readiness probe), ``keys_reloaded``, and ``access``: one line per HTTP exchange
+(`rvguard.gateway.access`: request id, tenant, rid, status, latency, outcome and reason;
+probes and scrapes at DEBUG). `configure` installs one handler on the root logger
+(uvicorn's own lines come through it too) and keeps the HTTP client libraries' lines
+(httpx, httpcore: one per upstream call and probe) below WARNING out, unless the level is
+``debug``; in either format:
 
 * ``text``: ``2025-01-31T12:00:00.123Z WARNING rvguard.gateway upstream failed event=upstream_failed
   request_id=req-… tenant=assured status=502``;
@@ -26,6 +30,8 @@ from typing import Any, Literal
 __all__ = ["JsonFormatter", "TextFormatter", "configure", "fields_of"]
 
 LogFormat = Literal["text", "json"]
+#: libraries that log every HTTP call at INFO
+_CHATTY = ("httpx", "httpcore", "httpx_sse")
 #: record attributes that are not a call's fields (uvicorn adds ``color_message``, a copy of the message)
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message",
@@ -106,3 +112,5 @@ def configure(fmt: LogFormat = "text", level: str = "info") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for chatty in _CHATTY:  # a line per upstream call and per probe: noise at INFO
+        logging.getLogger(chatty).setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)

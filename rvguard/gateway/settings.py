@@ -38,7 +38,12 @@ class GatewaySettings:
         learner: the untrusted proposer (``None``: admit everything).
         learner_timeout: seconds the learner may take to answer; an overrun rejects the
             surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
-        trace: JSONL file the Guard's events go to (``None``: no trace); never truncated.
+        trace: JSONL file the Guard's events go to (``None``: no trace); never truncated: a restart
+            on an existing trace opens its next segment (`rvguard.gateway.trace`).
+        metrics_auth: ``/metrics`` asks for a credential as the API does (default: open to scrapers).
+        metrics_tenant_names: label ``/metrics`` series with tenant names (False: ``tenant0``, ... in
+            the contract's order, `rvguard.gateway.exposition`).
+        trace_max_bytes: rotate the trace to its next segment past this size (``None``: never).
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
         deferred_drop: drop doomed requests at dispatch time (503).
@@ -77,6 +82,9 @@ class GatewaySettings:
     learner: Learner | None = None
     learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
     trace: str | Path | None = None
+    trace_max_bytes: int | None = None
+    metrics_auth: bool = False
+    metrics_tenant_names: bool = True
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
     read_timeout: float = 60.0
@@ -117,6 +125,13 @@ class GatewaySettings:
         if self.eviction is not None and self.headroom_url is None:
             raise SpecError("an eviction channel needs headroom telemetry (headroom_url)", field="eviction")
 
+    def _check_trace(self) -> None:
+        if self.trace_max_bytes is not None and self.trace_max_bytes < 1024:
+            raise SpecError(
+                f"trace_max_bytes must be at least 1024, got {self.trace_max_bytes!r}",
+                field="trace_max_bytes",
+            )
+
     def __post_init__(self) -> None:
         engines = self.engines
         unknown = sorted(set(self.engine_slots) - {name for name, _ in engines})
@@ -139,6 +154,7 @@ class GatewaySettings:
                 f"relocations must be an integer >= 0, got {self.relocations!r}", field="relocations"
             )
         self._check_headroom(len(engines))
+        self._check_trace()
         if self.credits is not None and self.replica != self.credits.replica:
             raise SpecError("the credit pool's replica id must be the gateway's replica", field="replica")
         seconds = {

@@ -1,12 +1,18 @@
-"""The gateway's trace file: never truncated, and loud when it cannot be written.
+"""The gateway's trace file: never truncated, restart-safe, bounded, and loud when it cannot be written.
 
 Policy (README, "Serving"):
 
-* A trace is evidence, so it is never truncated: `TraceFile` refuses a path
-  that already holds data (`SpecError`, exit 2 from ``rvguard serve``) rather
-  than appending, because a second run's events would restart the clock at
-  the contract's epoch and reuse its rids, and the file would no longer be one
-  checkable run. An existing empty file is used (appended to).
+* A trace is evidence, so it is never truncated and never mixes runs: each
+  file is a *segment* starting with a header naming its run
+  (`rvguard.io.segments`). A start on a path that already holds a trace opens
+  the next segment (``NAME.1.jsonl``, ``NAME.2.jsonl``, …) instead: the
+  gateway's clock goes on from the first run's origin (`existing_trace`, so
+  the segments share one time line and window grid) and its rids carry the
+  segment's number (``r2-g0``), so ``rvguard check`` reads the segments as one
+  history. A path holding events without a header (an older gateway's) is
+  refused (`SpecError`, exit 2). An existing empty file is used.
+* With ``max_bytes``, the file in use is rotated to the next segment once it
+  holds that many bytes (a line is never split between two segments).
 * When a write fails (a full disk), the request is served all the same (the
   Guard applies every decision whatever its sinks do; the answer reaches the
   client) and the failure is loud: an ERROR log line, ``rvguard_sink_errors_total``
@@ -20,14 +26,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import SpecError
+from ..clock import Clock
+from ..errors import SpecError, TraceError
 from ..events import Arrive, Event, event_to_dict
+from ..io.segments import SegmentHeader, header_record, read_header, segment_path
 
-__all__ = ["TraceFile"]
+__all__ = ["TraceFile", "existing_trace"]
 
 log = logging.getLogger("rvguard.gateway")
 
@@ -38,28 +48,73 @@ class TraceFile:
 
     ``annotate(rid, fields)`` adds fields (the request id, the trace context) to
     that request's ``arrive`` record; they are unknown fields to the trace
-    format, which keeps them.
+    format, which keeps them. ``rid_prefix`` is what this run's rids start with
+    (``""`` on a new trace, ``r<segment>-`` on a restart).
+
+    Args:
+        path: the trace (its first segment's file).
+        clock: the Guard's clock (its ``origin``, Unix time of its 0, goes in the header).
+        replica: this replica's name, recorded in each header.
+        max_bytes: rotate to the next segment once a file holds this many bytes (None: never).
 
     Raises:
-        SpecError: the path holds data already, or cannot be opened.
+        SpecError: the path holds another deployment's or an older gateway's trace, or cannot be opened.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            if self.path.is_file() and self.path.stat().st_size > 0:
-                raise SpecError(
-                    f"{self.path}: the trace file already holds events; rvguard never truncates or mixes "
-                    "runs in one trace: pass a new path (or move the old trace)",
-                    field="trace",
-                    value=str(self.path),
-                )
-            self._out: IO[bytes] = open(self.path, "ab", buffering=0)  # noqa: SIM115 - one write(2) a line
-        except OSError as err:
-            raise SpecError(f"{self.path}: cannot open the trace: {err}", field="trace") from None
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Clock | None = None,
+        *,
+        replica: str | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.base = Path(path)
+        self._clock = clock
+        self.max_bytes = max_bytes
+        self.run = uuid.uuid4().hex
+        prior = existing_trace(self.base)
+        if prior is not None and prior[0].replica != replica:
+            raise SpecError(
+                f"{self.base}: the trace is replica {prior[0].replica!r}'s, not {replica!r}: "
+                "pass another path",
+                field="trace",
+            )
+        self.origin = prior[0].origin if prior is not None else float(getattr(clock, "origin", 0.0))
+        self.replica = replica
+        self.segment = 0 if prior is None else prior[1] + 1
+        self.rid_prefix = f"r{self.segment}-" if self.segment else ""
+        self._size = 0
         self._notes: dict[str, Mapping[str, Any]] = {}
         self.failing = False
         self.errors = 0
+        self._out: IO[bytes] = self._open(self.segment, "start")
+
+    @property
+    def path(self) -> Path:
+        """The segment being written."""
+        return Path(segment_path(self.base, self.segment))
+
+    def _open(self, segment: int, reason: str) -> IO[bytes]:
+        """Open segment ``segment``'s file and write its header (raises SpecError at start-up)."""
+        name = segment_path(self.base, segment)
+        t = self._clock.now() if self._clock is not None else 0.0
+        head = SegmentHeader(self.run, segment, self.origin, t, self.replica, reason)
+        line = (json.dumps(header_record(head), separators=(",", ":")) + "\n").encode()
+        try:
+            if os.path.isfile(name) and os.path.getsize(name) > 0:  # never mix two runs in one file
+                raise OSError("the file already holds a segment")
+            out = open(name, "ab", buffering=0)  # noqa: SIM115 - one write(2) a line
+        except OSError as err:
+            raise SpecError(f"{name}: cannot open the trace: {err}", field="trace") from None
+        try:
+            out.write(line)
+        except OSError as err:  # a full disk: served all the same, loud (as any failed write)
+            self.errors += 1
+            self.failing = True
+            log.error("trace write failed: %s", err, extra={"event": "sink_error", "path": name})
+        self._size = len(line)
+        return out
 
     def annotate(self, rid: str, fields: Mapping[str, Any]) -> None:
         """Fields to add to ``rid``'s ``arrive`` record, beside those added before (dropped after it
@@ -78,7 +133,11 @@ class TraceFile:
             rec.update((k, v) for k, v in self._notes.pop(event.rid, {}).items() if k not in rec)
         line = json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n"
         try:
-            self._write_all((("\n" + line) if self.failing else line).encode())
+            if self.max_bytes is not None and self._size >= self.max_bytes:
+                self._rotate()
+            data = (("\n" + line) if self.failing else line).encode()
+            self._write_all(data)
+            self._size += len(data)
         except OSError as err:
             self.errors += 1
             self.failing = True
@@ -94,6 +153,17 @@ class TraceFile:
             )
         self.failing = False
 
+    def _rotate(self) -> None:
+        """Go on in the next segment (the old file is closed once the new one holds its header)."""
+        try:
+            out = self._open(self.segment + 1, "rotate")
+        except SpecError as err:
+            raise OSError(str(err)) from None
+        self._out.close()
+        self._out = out
+        self.segment += 1
+        log.info("trace rotated", extra={"event": "trace_rotated", "path": str(self.path)})
+
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
@@ -103,3 +173,30 @@ class TraceFile:
     def close(self) -> None:
         """Flush and close."""
         self._out.close()
+
+
+def existing_trace(path: str | Path) -> tuple[SegmentHeader, int] | None:
+    """The first segment's header and the last segment's number of the trace at ``path``; None when
+    there is none yet (no file, or an empty one).
+
+    Raises:
+        SpecError: the file holds events without a segment header (an older gateway's trace).
+    """
+    base = os.fspath(path)
+    if not os.path.isfile(base) or os.path.getsize(base) == 0:
+        return None
+    try:
+        head = read_header(base)
+    except (TraceError, OSError) as err:
+        raise SpecError(f"{base}: cannot read the trace's segment header: {err}", field="trace") from None
+    if head is None:
+        raise SpecError(
+            f"{base}: the trace file already holds events with no segment header (an older rvguard's); "
+            "rvguard never truncates or mixes runs in one trace: pass a new path (or move the old trace)",
+            field="trace",
+            value=base,
+        )
+    last = 0
+    while os.path.isfile(segment_path(base, last + 1)):
+        last += 1
+    return head, last

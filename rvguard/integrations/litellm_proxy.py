@@ -9,7 +9,7 @@ In the proxy's ``config.yaml``::
       custom_auth: rvguard.integrations.litellm_proxy.user_api_key_auth   # optional, see below
 
 and in its environment: ``RVGUARD_CONTRACT`` (the contract file, required), ``RVGUARD_TRACE`` (the
-trace to write, unbuffered; a file that holds events is refused, as ``rvguard serve`` does),
+trace to write, unbuffered; on a restart a new segment, as ``rvguard serve`` does),
 ``RVGUARD_TENANT_FIELD`` (which attribute of LiteLLM's authenticated key names the tenant:
 ``team_alias`` by default, or ``team_id``, ``key_alias``, ``user_id``), ``RVGUARD_UNKNOWN``
 (``reject``, or an unfloored tenant that serves identities the contract does not know),
@@ -25,10 +25,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..clock import MonotonicClock
 from ..contract import load_contract
 from ..enforce.identity import Identity
 from ..errors import SpecError
-from ..gateway.trace import TraceFile
+from ..gateway.trace import TraceFile, existing_trace
 from .litellm_hook import HookSettings, make_callback
 
 __all__ = ["handler", "user_api_key_auth"]
@@ -54,9 +55,11 @@ def _build() -> Any:
     if not path:
         raise SpecError("RVGUARD_CONTRACT must name the contract file", field="RVGUARD_CONTRACT")
     trace = os.environ.get("RVGUARD_TRACE")
-    sinks = [] if not trace else [TraceFile(trace)]  # unbuffered, never truncates a trace
+    prior = existing_trace(trace) if trace else None  # a restart continues the first run's timeline
+    clock = MonotonicClock() if prior is None else MonotonicClock.since(prior[0].origin)
+    sinks = [] if not trace else [TraceFile(trace, clock)]  # unbuffered; a restart opens a new segment
     try:
-        return make_callback(load_contract(path), sinks=sinks, settings=_settings())
+        return make_callback(load_contract(path), sinks=sinks, settings=_settings(), clock=clock)
     except ValueError as err:
         raise SpecError(f"rvguard's LiteLLM hook: {err}", field="RVGUARD_TENANT_FIELD") from None
 

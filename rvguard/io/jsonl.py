@@ -15,6 +15,8 @@ Rules, each giving an error that names file, line and field:
   than ``MAX_DEPTH`` and an integer longer than Python's 4300-digit limit;
 * a UTF-8 byte-order mark is skipped at the start of the file, and is an
   error anywhere else;
+* a segment header (``"kind": "segment"``, `rvguard.io.segments`) is skipped
+  on the first line, after its fields are checked, and is an error anywhere else;
 * field checks are `rvguard.events.event_from_dict`'s, located here.
 
 Writing is compact (one object a line, floats as ``repr`` so they round-trip
@@ -34,6 +36,7 @@ from ..errors import TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
 from ..untrusted import StructureError, json_duplicate_hook, json_too_deep
 from ._source import STDIO, PathArg, display_name
+from .segments import is_header, parse_header
 
 __all__ = ["JsonlWriter", "iter_jsonl", "parse_jsonl_line"]
 
@@ -159,11 +162,27 @@ def iter_jsonl(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
         yield from _iter_stream(stream, name)
 
 
+def _header(chunk: bytes) -> bool:
+    """True when the first line is a valid segment header (to skip); raises when it is a bad one."""
+    if b'"segment"' not in chunk:
+        return False
+    try:
+        rec = _decode(chunk.decode("utf-8").rstrip("\r\n"), last_without_newline=False)
+    except (TraceError, UnicodeDecodeError):
+        return False  # not a header: the event parser reports it
+    if not is_header(rec):
+        return False
+    parse_header(rec)
+    return True
+
+
 def _iter_stream(stream: IO[bytes], name: str) -> Iterator[tuple[int, Event | TraceError]]:
     for lineno, chunk in enumerate(stream, start=1):
         if lineno == 1 and chunk.startswith(_BOM):
             chunk = chunk[len(_BOM) :]
         try:
+            if lineno == 1 and _header(chunk):
+                continue
             yield lineno, _one(chunk)
         except TraceError as err:
             yield lineno, err.located(path=name, line=lineno)

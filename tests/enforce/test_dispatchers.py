@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -24,7 +24,7 @@ from rvguard.enforce.dispatchers import (
     MockDispatcher,
     Response,
     VLLMDispatcher,
-    sse_lines,
+    sse_data,
 )
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.request import Request
@@ -251,7 +251,9 @@ async def test_issue_a_broken_stream_after_200_fails_the_request(
 
 
 class _Pieces:
-    """A response whose text arrives in the given pieces (for `sse_lines`)."""
+    """A response whose text arrives in the given pieces (for `sse_data`)."""
+
+    headers: ClassVar[dict[str, str]] = {"content-type": "text/event-stream"}
 
     def __init__(self, *pieces: str) -> None:
         self.pieces = pieces
@@ -261,8 +263,9 @@ class _Pieces:
             yield piece
 
 
-async def test_sse_lines_split_at_lf_only() -> None:
-    """U+2028, U+0085 and a lone CR inside a line stay in it; CR LF ends a line; pieces may cut anywhere."""
-    body = 'data: {"t": "a\u2028b\x85c"}\r\n\r\ndata: [DO', "NE]\n\nda", "ta: x\ry"
-    got = [line async for line in sse_lines(_Pieces(*body))]
-    assert got == ['data: {"t": "a\u2028b\x85c"}', "", "data: [DONE]", "", "data: x\ry"]
+async def test_sse_data_splits_lines_as_the_spec_says() -> None:
+    """U+2028 and U+0085 stay in a line; LF, CR LF and CR end one; pieces may cut anywhere;
+    several data: lines of one event are joined with LF; comments and empty events are skipped."""
+    body = 'data: {"t": "a\u2028b\x85c"}\r\n\r\ndata: [DO', "NE]\n\n: hi\n\nda", "ta: x\rdata: y\n\n"
+    got = [data async for data in sse_data(_Pieces(*body))]
+    assert got == ['{"t": "a\u2028b\x85c"}', "[DONE]", "x\ny"]

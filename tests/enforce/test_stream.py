@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given
@@ -17,6 +17,8 @@ from rvguard.errors import DispatchError
 
 
 class _Body:
+    headers: ClassVar[dict[str, str]] = {"content-type": "text/event-stream"}
+
     def __init__(self, *pieces: str) -> None:
         self._pieces = pieces
 
@@ -96,3 +98,26 @@ def test_http_errors_keep_the_upstream_object_and_blame_only_the_client() -> Non
     assert flat.error == {"message": "no model", "code": 404}
     assert http_error(500, b"oops").error is None and http_error(500, b"oops").reason == ""
     assert [s for s in range(400, 600) if not client_fault(s) and s < 500] == [401, 403, 407, 408, 429]
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(
+    content=st.lists(st.text(max_size=4), min_size=1, max_size=5),
+    cuts=st.lists(st.integers(0, 10_000), max_size=6),
+)
+async def test_an_event_spread_over_several_data_lines_is_one_chunk(
+    content: list[str], cuts: list[int]
+) -> None:
+    """Before: each ``data:`` line was parsed alone, and the request failed as a "malformed chunk"."""
+    chunks = [{"id": "x", "choices": [{"index": 0, "text": c}]} for c in content]
+    wire = "".join(
+        "".join(f"data: {line}\n" for line in json.dumps(c, indent=1, ensure_ascii=False).split("\n")) + "\n"
+        for c in chunks
+    )
+    answer = Assembly()
+    seen = []
+    async for data, chunk in sse_chunks(_Body(*_split(wire + "data: [DONE]\n\n", cuts))):
+        assert "\n" not in data and json.loads(data) == chunk  # relayed as one data: line
+        seen.append(chunk)
+        answer.add(chunk)
+    assert seen == chunks and answer.text == "".join(content)

@@ -243,7 +243,7 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
         if a.proc is None or a.proc.poll() is not None:  # the session's engines serve the later tests
             await asyncio.to_thread(a.start)
     traces = [trace_a, trace_b]
-    records = [json.loads(line) for t in traces for line in t.read_text().splitlines()]
+    records = [json.loads(line) for t in traces for line in t.read_text().splitlines()[1:]]  # past the header
     print(f"\nbatch={batch:.2f}s per_engine={per_engine:.2f}/s B={floor}/{W}s D={deadline:.1f}s "
           f"rate={rate:.1f}/s shots={len(shots)} run={run_s:.0f}s")  # fmt: skip
     static = _judge_fleet(records, results, floor=floor)

@@ -63,7 +63,9 @@ async def gateway(c: Contract, s: GatewaySettings) -> AsyncIterator[tuple[Gatewa
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The trace's event records (its segment header, on the first line, left out)."""
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    return recs[1:] if recs and recs[0].get("kind") == "segment" else recs
 
 
 def terminal_counts(events: list[dict[str, Any]]) -> Counter[str]:
@@ -98,18 +100,25 @@ def contract_data(c: Contract) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def serve_process(
-    c: Contract, upstream: str, tmp: Path, *extra: str, env: dict[str, str] | None = None
+    c: Contract,
+    upstream: str,
+    tmp: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    keys: dict[str, Any] | None = None,
+    procs: list[subprocess.Popen[bytes]] | None = None,
 ) -> Any:
     """``rvguard serve`` as a real process (its own event loop and CPU); yields (url, trace path).
 
-    ``env`` is added to the process's environment (e.g. the upstream's API key).
+    ``env`` is added to the process's environment (e.g. the upstream's API key); ``keys`` is the
+    keys file's content (default: `KEYS` and the claim secret); the process is appended to ``procs``.
 
     Stopped with SIGINT (graceful: drains, closes the trace), then killed if it lingers.
     """
     root = Path(__file__).resolve().parents[2]
-    spec, keys, trace = tmp / "contract.yaml", tmp / "keys.yaml", tmp / "serve.jsonl"
+    spec, keys_file, trace = tmp / "contract.yaml", tmp / "keys.yaml", tmp / "serve.jsonl"
     spec.write_text(yaml.safe_dump(contract_data(c)))
-    keys.write_text(yaml.safe_dump({"keys": KEYS, "claim_secret": SECRET.decode()}))
+    keys_file.write_text(yaml.safe_dump(keys or {"keys": KEYS, "claim_secret": SECRET.decode()}))
     with socket_port() as port:
         pass
     cmd = [
@@ -123,9 +132,11 @@ def serve_process(
         "--port",
         str(port),
     ]
-    cmd += ["--keys", str(keys), "--trace", str(trace), *extra]
+    cmd += ["--keys", str(keys_file), "--trace", str(trace), *extra]
     proc = subprocess.Popen(cmd, cwd=root, start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
+    if procs is not None:
+        procs.append(proc)
     try:
         for _ in range(300):  # ≤ 30 s
             try:

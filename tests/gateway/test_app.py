@@ -277,11 +277,11 @@ async def test_models_metrics_and_health(tmp_path: Path) -> None:
         await client.post(
             url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, headers=auth("sk-assured")
         )
-        models = await client.get(url + "/v1/models")
+        models = await client.get(url + "/v1/models", headers=auth("sk-opp"))
         metrics = (await client.get(url + "/metrics")).text
         health = (await client.get(url + "/healthz")).json()
         await up.kill()
-        down = await client.get(url + "/v1/models")
+        down = await client.get(url + "/v1/models", headers=auth("sk-opp"))
     assert models.json()["data"][0]["id"] == "tiny"
     assert 'rvguard_admitted_total{basis="floor",tenant="assured"} 1.0' in metrics
     assert 'rvguard_completed_total{basis="floor",tenant="assured"} 1.0' in metrics
