@@ -102,8 +102,8 @@ def _stage(plan: dict[Path, str | Path], secret: set[Path]) -> list[tuple[Path, 
     try:
         for target, source in plan.items():
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-            staged.append((Path(tmp), target))
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((Path(name), target))
             os.fchmod(fd, 0o600 if target in secret else 0o644)
             data = source.read_bytes() if isinstance(source, Path) else source.encode("utf-8")
             with os.fdopen(fd, "wb") as f:
