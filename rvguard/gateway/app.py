@@ -55,7 +55,7 @@ from ..events import is_client_error
 from ..fleet.credits import SharedCredits
 from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
-from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
+from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
@@ -72,6 +72,7 @@ log = logging.getLogger("rvguard.gateway")
 _CONTEXT = "rvguard.context"  # the ASGI scope key holding a request's `ForwardedContext`
 #: seconds a readiness probe of the upstream may take before the upstream counts as down
 PROBE_TIMEOUT_S = 2.0
+_CLOSE = {"connection": "close"}
 
 
 class _RequestIds:
@@ -87,13 +88,19 @@ class _RequestIds:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         ctx = forwarded_context(headers)
         scope[_CONTEXT] = ctx
+        # both framings (RFC 9112 §6.1: Transfer-Encoding wins, as h11 reads it): answer, then close,
+        # since a proxy in front may have framed the body by its Content-Length
+        smuggled = "content-length" in headers and "transfer-encoding" in headers
+        more = [(b"x-request-id", ctx.request_id.encode())] + (
+            [(b"connection", b"close")] if smuggled else []
+        )
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), (b"x-request-id", ctx.request_id.encode())],
-                }
+                kept = [
+                    h for h in message.get("headers", []) if not (smuggled and h[0].lower() == b"connection")
+                ]
+                message = {**message, "headers": [*kept, *more]}
             await send(message)
 
         await self.app(scope, receive, send_with_id)
@@ -335,6 +342,14 @@ class Gateway:
 
     async def _serve(self, http: HttpRequest, endpoint: Endpoint) -> Response:
         ctx = _context(http)
+        try:  # before identity: a duplicated credential is refused whoever it names
+            check_credentials_once(http)
+        except BadRequest as err:
+            self.metrics.invalid.labels(err.code or "invalid").inc()
+            self._refused(ctx, None, err.status, err.code or "invalid", detail=str(err))
+            return error_response(
+                400, str(err), "invalid_request_error", param=err.param, code=err.code, headers=_CLOSE
+            )
         identity = identity_from_headers(http.headers)
         binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
         if not binding.authenticated:

@@ -274,7 +274,7 @@ def run_serve(args: argparse.Namespace) -> bool:
     from .app import Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
     from .logs import configure
-    from .server import uvicorn_config
+    from .server import stop_signals, uvicorn_config
 
     configure(args.log_format, args.log_level)
     contract = load_contract(args.spec)
@@ -314,14 +314,18 @@ def run_serve(args: argparse.Namespace) -> bool:
         header_timeout=args.header_timeout,
         log_level=args.log_level,
     )
-    try:
-        uvicorn.Server(config).run()
-    except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
-        if stop.code in (0, None):
-            return True
-        raise SpecError(
-            f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
-        ) from None
+    with stop_signals() as received:
+        try:
+            uvicorn.Server(config).run()
+        except (
+            SystemExit
+        ) as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
+            if stop.code not in (0, None):
+                raise SpecError(
+                    f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
+                ) from None
+    if received:
+        print(f"rvguard serve: stopped ({received[0]})", file=sys.stderr)
     return True
 
 
