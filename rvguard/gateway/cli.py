@@ -267,14 +267,12 @@ def _add_calibrate(c: argparse.ArgumentParser) -> None:
 
 def run_serve(args: argparse.Namespace) -> bool:
     """Serve until interrupted; True on a clean stop."""
-    import uvicorn
-
     from ..contract import load_contract
     from ..errors import SpecError
     from .app import Gateway, GatewaySettings
     from .config import KeysConfig, load_keys, resolve_learner
     from .logs import configure
-    from .server import stop_signals, uvicorn_config
+    from .server import uvicorn_config
 
     configure(args.log_format, args.log_level)
     contract = load_contract(args.spec)
@@ -314,12 +312,20 @@ def run_serve(args: argparse.Namespace) -> bool:
         header_timeout=args.header_timeout,
         log_level=args.log_level,
     )
+    return _run_uvicorn(config, args)
+
+
+def _run_uvicorn(config: Any, args: argparse.Namespace) -> bool:
+    """Serve until a signal; uvicorn's own start failure (it has logged why) is exit 2."""
+    import uvicorn
+
+    from ..errors import SpecError
+    from .server import stop_signals
+
     with stop_signals() as received:
         try:
             uvicorn.Server(config).run()
-        except (
-            SystemExit
-        ) as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
+        except SystemExit as stop:  # uvicorn exits 3 when it cannot start (e.g. port in use)
             if stop.code not in (0, None):
                 raise SpecError(
                     f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
