@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
 from ._record import record
-from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
+from .bounds import MAX_DOUBLE, MAX_ID_CHARS, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
 from .lifecycle import (
     ADMIT,
@@ -308,10 +308,16 @@ def _opt_int(value: Any, name: str) -> int | None:
     return int(value)
 
 
+#: text fields that are ids (keys a checker holds for the whole trace): at most MAX_ID_CHARS long
+_IDS = frozenset({"rid", "tenant", "engine", "resource"})
+
+
 def _text(value: Any, name: str, *, required: bool) -> str:
     if value is None and not required:
         return ""
     if isinstance(value, str) and (value or not required):
+        if len(value) > MAX_ID_CHARS and name in _IDS:
+            raise TraceFormatError(f"longer than {MAX_ID_CHARS} characters ({len(value):,})", field=name)
         if not value.isascii():
             _unicode(value, name)
         return value

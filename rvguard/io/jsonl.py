@@ -33,6 +33,7 @@ from ..bounds import MAX_DEPTH, shown
 from ..errors import TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
 from ..untrusted import StructureError, json_duplicate_hook, json_too_deep
+from ._lines import bounded_lines
 from ._source import STDIO, PathArg, display_name
 
 __all__ = ["JsonlWriter", "iter_jsonl", "parse_jsonl_line"]
@@ -149,7 +150,10 @@ def _one(chunk: bytes) -> Event:
 def iter_jsonl(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
     """Each line of a JSONL trace as (line number, event or located error); ``-`` reads stdin.
 
-    Memory is constant: one line is held at a time.
+    Memory is constant: one line is held at a time, at most `MAX_LINE_BYTES` long.
+
+    Raises:
+        LineTooLongError: a line over `MAX_LINE_BYTES` (raised, not yielded: the rest is unreadable).
     """
     name = display_name(path)
     if str(path) == STDIO:
@@ -160,7 +164,7 @@ def iter_jsonl(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
 
 
 def _iter_stream(stream: IO[bytes], name: str) -> Iterator[tuple[int, Event | TraceError]]:
-    for lineno, chunk in enumerate(stream, start=1):
+    for lineno, chunk in enumerate(bounded_lines(stream, name), start=1):
         if lineno == 1 and chunk.startswith(_BOM):
             chunk = chunk[len(_BOM) :]
         try:
