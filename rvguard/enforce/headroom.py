@@ -29,6 +29,8 @@ the URL and the metric.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -39,6 +41,7 @@ from .redline import HeadroomSample
 
 __all__ = [
     "KV_USAGE",
+    "MAX_SCRAPE_BYTES",
     "RUNNING",
     "WAITING",
     "CallableHeadroomSource",
@@ -50,6 +53,10 @@ __all__ = [
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # new name first
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
+#: the largest exposition a scrape reads, bytes (vLLM's is a few hundred kB with every histogram)
+MAX_SCRAPE_BYTES = 4 << 20
+#: scrapes ask for the text as is: an exporter's compression is never inflated (a bomb stays small)
+_IDENTITY = {"accept-encoding": "identity"}
 
 
 class HeadroomSource(Protocol):
@@ -156,6 +163,8 @@ class MetricsHeadroomSource:
         timeout: seconds a scrape may take.
         client: an ``httpx.AsyncClient`` to scrape with (the engine's own: a client per scrape
             costs a TLS context, a quarter of a second on a busy machine); ``None``: one per scrape.
+        max_bytes: the largest exposition read (`MAX_SCRAPE_BYTES`); a larger one is streamed up
+            to the cap, then refused as no sample (`TelemetryFormatError`, counted as an error).
     """
 
     def __init__(
@@ -168,6 +177,7 @@ class MetricsHeadroomSource:
         timeout: float = 2.0,
         client: Any = None,
         wall: Clock | None = None,
+        max_bytes: int = MAX_SCRAPE_BYTES,
     ) -> None:
         if not min_interval >= 0.0:
             raise ValueError(f"min_interval must be ≥ 0, got {min_interval!r}")
@@ -178,6 +188,7 @@ class MetricsHeadroomSource:
         self._timeout = timeout
         self._client = client
         self._wall = WallClock() if wall is None else wall
+        self.max_bytes = max_bytes
         self._stamps: dict[str, float] = {}  # the last payload timestamp seen, per resource
         self._last = -math.inf
         self.scrapes = 0
@@ -186,34 +197,71 @@ class MetricsHeadroomSource:
         """Scrape once, unless the last scrape is younger than ``min_interval`` (then ``[]``).
 
         Raises:
-            TelemetryUnavailableError: refused, timed out, or an HTTP error status.
-            TelemetryFormatError: as `samples_from_exposition`.
+            TelemetryUnavailableError: refused, timed out (``timeout`` bounds the whole scrape), or
+                an HTTP error status.
+            TelemetryFormatError: as `samples_from_exposition`; a payload over ``max_bytes``, or
+                compressed.
         """
         if self._clock.now() - self._last < self._min_interval:
             return []
-        import httpx
-
         self._last = self._clock.now()
-        try:
-            if self._client is not None:
-                answer = await self._client.get(self.url, timeout=self._timeout)
-            else:
-                async with httpx.AsyncClient(timeout=self._timeout) as client:
-                    answer = await client.get(self.url)
-        except httpx.HTTPError as exc:
-            raise TelemetryUnavailableError(f"{type(exc).__name__}: {exc}", source=self.url) from None
-        if answer.status_code >= 400:
-            raise TelemetryUnavailableError(f"HTTP {answer.status_code}", source=self.url)
+        text = await self._fetch()
         self.scrapes += 1
         scraped_at, wall_at = self._clock.now(), self._wall.now()
+        # parsed off the loop: a payload near the cap takes a parser tens of milliseconds
+        readings = await asyncio.to_thread(_readings, text, self.url, self._max_num_seqs)
         fresh = []
-        for resource, headroom, stamp in _readings(answer.text, self.url, self._max_num_seqs):
+        for resource, headroom, stamp in readings:
             if stamp is not None:
                 if self._stamps.get(resource) == stamp:
                     continue  # the exporter's old reading again (module doc)
                 self._stamps[resource] = stamp
             fresh.append(HeadroomSample(resource, headroom, _placed(stamp, scraped_at, wall_at)))
         return fresh
+
+    async def _fetch(self) -> str:
+        """The exposition text: at most ``max_bytes``, uncompressed, within ``timeout`` in all."""
+        import httpx
+
+        try:
+            async with asyncio.timeout(self._timeout), contextlib.AsyncExitStack() as stack:
+                client = self._client
+                if client is None:
+                    client = await stack.enter_async_context(httpx.AsyncClient(timeout=self._timeout))
+                answer = await stack.enter_async_context(
+                    client.stream("GET", self.url, headers=_IDENTITY, timeout=self._timeout)
+                )
+                if answer.status_code >= 400:
+                    raise TelemetryUnavailableError(f"HTTP {answer.status_code}", source=self.url)
+                return await self._body(answer)
+        except (httpx.HTTPError, TimeoutError) as exc:
+            raise TelemetryUnavailableError(f"{type(exc).__name__}: {exc}", source=self.url) from None
+
+    async def _body(self, answer: Any) -> str:
+        """The raw bytes as they came (never inflated: a gzip bomb stays small), up to the cap."""
+        encoding = answer.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise TelemetryFormatError(
+                f"a {encoding!r} body was sent though identity was asked for (never inflated)",
+                source=self.url,
+            )
+        declared = answer.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise _too_large(self.url, self.max_bytes)
+        parts, size = [], 0
+        async for chunk in answer.aiter_raw():
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise _too_large(self.url, self.max_bytes)
+            parts.append(chunk)
+        try:
+            return b"".join(parts).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TelemetryFormatError(f"not UTF-8 text (byte {exc.start})", source=self.url) from None
+
+
+def _too_large(url: str, cap: int) -> TelemetryFormatError:
+    return TelemetryFormatError(f"the exposition is larger than {cap:,} bytes: no sample", source=url)
 
 
 class CallableHeadroomSource:

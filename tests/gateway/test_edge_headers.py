@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import httpx
@@ -80,3 +81,22 @@ async def test_serve_stops_cleanly_on_sigint_as_on_sigterm(tmp_path: Path, sig: 
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert f"stopped ({sig.name})" in err
+
+
+async def test_a_gzip_bomb_body_is_never_inflated(tmp_path: Path) -> None:
+    """Why a gzip bomb did no harm: Starlette hands the body over as sent and the gateway never
+    decodes a Content-Encoding, so the bomb is its compressed size (bounded by --max-body) and
+    not JSON: 400 at once. (Scrapes of /metrics ask for identity and refuse a compressed answer:
+    tests/enforce/test_scrape_bounds.py.)"""
+    co = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    bomb = b"".join([co.compress(b" " * (1 << 20)) for _ in range(512)] + [co.flush()])  # 512 MiB inflated
+    headers = {"authorization": "Bearer sk-opp", "content-encoding": "gzip"}
+    async with (
+        FakeUpstream() as up,
+        gateway(contract(), settings(up.url, tmp_path / "t.jsonl")) as (_, url),
+        httpx.AsyncClient(timeout=10.0) as client,
+    ):
+        start = time.monotonic()
+        answer = await client.post(url + "/v1/completions", content=bomb, headers=headers)
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_json"
+    assert time.monotonic() - start < 2.0 and len(bomb) < 1 << 20
