@@ -63,6 +63,7 @@ from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .sinks import JsonlSink, MonitorSink
+from .stall import LoopWatchdog
 from .watch import WatchConfig
 
 __all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
@@ -189,6 +190,8 @@ class Guard:
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
             grants no floor the pool refused (`Request.pool`).
+        stall_threshold: seconds late that make an event-loop stall a ``stall`` record
+            (`rvguard.enforce.stall`); ``None``: no watchdog.
     """
 
     def __init__(
@@ -215,6 +218,7 @@ class Guard:
         headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
         eviction: EvictionConfig | None = None,
+        stall_threshold: float | None = None,
     ) -> None:
         self.contract = contract
         self._credits = credits
@@ -243,17 +247,21 @@ class Guard:
         self._unauth = 0
         self._sink_errors = 0
         self._calling = 0
+        #: the loop watchdog (``stall_threshold``): a stalled loop is a ``stall`` record
+        self.stalls = LoopWatchdog(self._handle, self._clock, threshold=stall_threshold)
         #: the telemetry loop (``None`` without a headroom source)
-        if eviction is not None and headroom is None:
+        self.headroom = self._telemetry(headroom, headroom_interval, eviction)
+
+    def _telemetry(
+        self, source: HeadroomSource | None, interval: float, eviction: Any
+    ) -> HeadroomLoop | None:
+        if eviction is not None and source is None:
             raise EnforcementError("an eviction channel needs a headroom source to act on")
-        self.headroom = (
-            None
-            if headroom is None
-            else HeadroomLoop(self, headroom, interval=headroom_interval, eviction=eviction)
-        )
+        return None if source is None else HeadroomLoop(self, source, interval=interval, eviction=eviction)
 
     async def __aenter__(self) -> Guard:
         self._open = True
+        self.stalls.start()
         if self.headroom is not None:
             self.headroom.start()
         return self
@@ -376,6 +384,7 @@ class Guard:
         if not self._open:
             return
         self._open = False
+        await self.stalls.stop()
         if self.headroom is not None:
             await self.headroom.stop()
         if self._drain and self._calls:

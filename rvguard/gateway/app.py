@@ -183,6 +183,7 @@ class Gateway:
             self.dispatcher,
             learner=s.learner,
             learner_timeout=s.learner_timeout,
+            stall_threshold=s.stall_threshold,
             sinks=sinks,
             clock=self.clock,
             binder=self._binder,

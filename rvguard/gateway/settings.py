@@ -37,6 +37,8 @@ class GatewaySettings:
         learner: the untrusted proposer (``None``: admit everything).
         learner_timeout: seconds the learner may take to answer; an overrun rejects the
             surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
+        stall_threshold: seconds late that make an event-loop stall a ``stall`` trace record
+            (`rvguard.enforce.stall`; ``None``: no watchdog).
         trace: JSONL file the Guard's events go to (``None``: no trace); never truncated.
         timeout: seconds a whole upstream call may take (Guard-level).
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
@@ -75,6 +77,7 @@ class GatewaySettings:
     keys: KeysConfig = field(default_factory=KeysConfig)
     learner: Learner | None = None
     learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
+    stall_threshold: float | None = 0.25
     trace: str | Path | None = None
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
