@@ -7,7 +7,12 @@ and ``vllm:num_requests_waiting``; older engines called the first ``vllm:gpu_cac
 read when the new name is absent. Resources:
 
 * ``kv_cache`` = 1 − the KV-cache usage (the highest over the engine's label sets);
-* ``seqs`` = 1 − running / ``max_num_seqs``, when the engine's ``max_num_seqs`` is given.
+* ``seqs`` = 1 − running / ``max_num_seqs``, when the engine's ``max_num_seqs`` is given (0 when
+  more run: other clients share the engine).
+
+Each resource is judged on its own series: one missing or out of range is an error for that
+resource alone, and the others' readings stand (the redline judges the dominant share on the
+valid ones); only when none is readable is the scrape no sample.
 
 The exposition is parsed with prometheus_client's own text parser. A sample's time is the
 scrape's (the guard clock's time when the answer arrived), moved back by the payload's age when
@@ -16,9 +21,11 @@ is not (it starts at the contract's epoch), so the payload's age on the wall clo
 clock at the scrape minus the stamp; an exporter clock ahead of ours is age 0) is what carries
 it onto the guard's clock. A stamp the source has seen before for a resource is the exporter's
 old reading served again: no sample (the redline would ignore it; RL's freshness must not count
-it as fresh). `MetricsHeadroomSource.read` polls no faster than ``min_interval`` (set it to
-the exporter's refresh period): a call sooner returns no sample, so a loop ticking faster than
-its telemetry cannot feed the redline duplicates (which it would ignore anyway).
+it as fresh). A stamp beyond the skew bound (``max_skew`` ahead of the wall clock, ``max_age``
+behind it: a year-2286 or a 1970 stamp) or earlier than the resource's previous one (going
+backwards) is refused for that resource. `MetricsHeadroomSource.read` polls no faster than
+``min_interval`` (set it to the exporter's refresh period): a call sooner returns no sample, so
+a loop ticking faster than its telemetry cannot feed the redline duplicates (which it would ignore anyway).
 
 `CallableHeadroomSource` embeds any function returning ``{resource: headroom}``.
 
@@ -42,6 +49,8 @@ from .redline import HeadroomSample
 __all__ = [
     "KV_USAGE",
     "MAX_SCRAPE_BYTES",
+    "MAX_STAMP_AGE",
+    "MAX_STAMP_SKEW",
     "RUNNING",
     "WAITING",
     "CallableHeadroomSource",
@@ -55,6 +64,9 @@ RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 #: the largest exposition a scrape reads, bytes (vLLM's is a few hundred kB with every histogram)
 MAX_SCRAPE_BYTES = 4 << 20
+#: how far a payload stamp may be ahead of this clock, and behind it, seconds (else refused)
+MAX_STAMP_SKEW, MAX_STAMP_AGE = 30.0, 300.0
+_AGAIN = "again"
 #: scrapes ask for the text as is: an exporter's compression is never inflated (a bomb stays small)
 _IDENTITY = {"accept-encoding": "identity"}
 
@@ -119,8 +131,8 @@ def samples_from_exposition(
         max_num_seqs: the engine's sequence slots; ``None`` leaves ``seqs`` out.
 
     Raises:
-        TelemetryFormatError: unparsable text, a metric missing, a usage above 1 or a
-            running count above ``max_num_seqs``.
+        TelemetryFormatError: unparsable text, or no resource readable (a metric missing, a
+            usage above 1 or not a number ≥ 0).
     """
     return [
         HeadroomSample(resource, headroom, _placed(stamp, scraped_at, wall_at))
@@ -133,21 +145,42 @@ def _placed(stamp: float | None, scraped_at: float, wall_at: float) -> float:
     return scraped_at if stamp is None else scraped_at - max(0.0, wall_at - stamp)
 
 
-def _readings(text: str, source: str, max_num_seqs: int | None) -> list[tuple[str, float, float | None]]:
-    """(resource, headroom, payload timestamp or None) for each resource the payload gives."""
+Reading = tuple[str, float, float | None]  # (resource, headroom, payload timestamp or None)
+
+
+def _readings(text: str, source: str, max_num_seqs: int | None) -> list[Reading]:
+    """(resource, headroom, payload timestamp or None) for each resource the payload gives.
+
+    Raises:
+        TelemetryFormatError: unparsable text, or no resource readable (the first error).
+    """
+    readings, errors = _each_reading(text, source, max_num_seqs)
+    if not readings:
+        raise errors[0]
+    return readings
+
+
+def _each_reading(
+    text: str, source: str, max_num_seqs: int | None
+) -> tuple[list[Reading], list[TelemetryFormatError]]:
+    """Each resource judged on its own series: one missing or out of range leaves the others."""
     fams = _families(text, source)
-    usage, ts = _metric(fams, KV_USAGE, source)
-    if usage > 1.0:
-        raise TelemetryFormatError(f"is a fraction, got {usage!r}", source=source, field=KV_USAGE[0])
-    out: list[tuple[str, float, float | None]] = [("kv_cache", 1.0 - usage, ts)]
+    out: list[Reading] = []
+    errors: list[TelemetryFormatError] = []
+    try:
+        usage, ts = _metric(fams, KV_USAGE, source)
+        if usage > 1.0:
+            raise TelemetryFormatError(f"is a fraction, got {usage!r}", source=source, field=KV_USAGE[0])
+        out.append(("kv_cache", 1.0 - usage, ts))
+    except TelemetryFormatError as err:
+        errors.append(err)
     if max_num_seqs is not None:
-        running, ts = _metric(fams, (RUNNING,), source)
-        if running > max_num_seqs:
-            raise TelemetryFormatError(
-                f"{running:g} running exceeds max_num_seqs {max_num_seqs}", source=source, field=RUNNING
-            )
-        out.append(("seqs", 1.0 - running / max_num_seqs, ts))
-    return out
+        try:  # more running than max_num_seqs: others share the engine; no sequence slot is free
+            running, ts = _metric(fams, (RUNNING,), source)
+            out.append(("seqs", max(0.0, 1.0 - running / max_num_seqs), ts))
+        except TelemetryFormatError as err:
+            errors.append(err)
+    return out, errors
 
 
 class MetricsHeadroomSource:
@@ -165,6 +198,9 @@ class MetricsHeadroomSource:
             costs a TLS context, a quarter of a second on a busy machine); ``None``: one per scrape.
         max_bytes: the largest exposition read (`MAX_SCRAPE_BYTES`); a larger one is streamed up
             to the cap, then refused as no sample (`TelemetryFormatError`, counted as an error).
+        max_skew, max_age: a payload stamp more than ``max_skew`` seconds ahead of ``wall`` or
+            ``max_age`` behind it, or earlier than the resource's previous stamp, is refused (the
+            resource gives no sample; the others do; `take_errors` says why).
     """
 
     def __init__(
@@ -178,6 +214,8 @@ class MetricsHeadroomSource:
         client: Any = None,
         wall: Clock | None = None,
         max_bytes: int = MAX_SCRAPE_BYTES,
+        max_skew: float = MAX_STAMP_SKEW,
+        max_age: float = MAX_STAMP_AGE,
     ) -> None:
         if not min_interval >= 0.0:
             raise ValueError(f"min_interval must be ≥ 0, got {min_interval!r}")
@@ -189,6 +227,8 @@ class MetricsHeadroomSource:
         self._client = client
         self._wall = WallClock() if wall is None else wall
         self.max_bytes = max_bytes
+        self.max_skew, self.max_age = max_skew, max_age
+        self._errors: list[TelemetryFormatError] = []
         self._stamps: dict[str, float] = {}  # the last payload timestamp seen, per resource
         self._last = -math.inf
         self.scrapes = 0
@@ -209,15 +249,40 @@ class MetricsHeadroomSource:
         self.scrapes += 1
         scraped_at, wall_at = self._clock.now(), self._wall.now()
         # parsed off the loop: a payload near the cap takes a parser tens of milliseconds
-        readings = await asyncio.to_thread(_readings, text, self.url, self._max_num_seqs)
+        readings, errors = await asyncio.to_thread(_each_reading, text, self.url, self._max_num_seqs)
         fresh = []
         for resource, headroom, stamp in readings:
             if stamp is not None:
-                if self._stamps.get(resource) == stamp:
+                problem = self._stamp_problem(resource, stamp, wall_at)
+                if problem == _AGAIN:
                     continue  # the exporter's old reading again (module doc)
+                if problem:
+                    errors.append(TelemetryFormatError(problem, source=self.url, field=resource))
+                    continue
                 self._stamps[resource] = stamp
             fresh.append(HeadroomSample(resource, headroom, _placed(stamp, scraped_at, wall_at)))
+        if errors and not fresh:
+            raise errors[0]
+        self._errors.extend(errors)
         return fresh
+
+    def take_errors(self) -> list[TelemetryFormatError]:
+        """The series refused by the reads since the last call, beside valid ones (then cleared)."""
+        errors, self._errors = self._errors, []
+        return errors
+
+    def _stamp_problem(self, resource: str, stamp: float, wall_at: float) -> str:
+        """Why a payload timestamp is refused (``""``: it is fine; `_AGAIN`: seen before)."""
+        last = self._stamps.get(resource)
+        if last == stamp:
+            return _AGAIN
+        if stamp - wall_at > self.max_skew:
+            return f"stamped {stamp - wall_at:.3g} s ahead of this clock (bound {self.max_skew:g} s)"
+        if wall_at - stamp > self.max_age:
+            return f"stamped {wall_at - stamp:.3g} s in the past (bound {self.max_age:g} s)"
+        if last is not None and stamp < last:
+            return f"stamped {last - stamp:.3g} s before the previous reading: time went backwards"
+        return ""
 
     async def _fetch(self) -> str:
         """The exposition text: at most ``max_bytes``, uncompressed, within ``timeout`` in all."""

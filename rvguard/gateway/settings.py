@@ -77,7 +77,7 @@ class GatewaySettings:
     keys: KeysConfig = field(default_factory=KeysConfig)
     learner: Learner | None = None
     learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
-    stall_threshold: float | None = 0.25
+    stall_threshold: float | None = 0.5
     trace: str | Path | None = None
     timeout: float | None = 120.0
     connect_timeout: float = 2.0
