@@ -333,15 +333,15 @@ class Guard:
         """The rids in flight now (dispatched, not ended), in dispatch order."""
         return [rid for rid, call in self._calls.items() if call.dispatched and call.outcome is None]
 
-    def preempt(self, rid: str, *, grace: float | None = None) -> float:
+    def preempt(self, rid: str, *, grace: float | None = None, resource: str = "") -> float:
         """Preempt running surplus request ``rid``: stopped after ``grace`` seconds (default: the
         Guard's ``preempt_grace``) unless it ends first; its caller gets the outcome ``preempted``
-        with the retry hint. Returns when (the Guard's clock) it will be stopped.
+        with the retry hint; ``resource`` (whose floor was crossed) is named on its record. Returns when.
 
         Raises:
             EnforcementError: ``rid`` is not in flight, or was admitted on the floor (409).
         """
-        notice = self.preemption.notice(rid, self._clock.now(), grace=grace)
+        notice = self.preemption.notice(rid, self._clock.now(), grace=grace, resource=resource)
         call = self._calls[rid]
         if call.stop_timer is None:
             delay = notice.stop_at - notice.at

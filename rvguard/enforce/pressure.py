@@ -190,7 +190,7 @@ class HeadroomLoop:
             if self.voluntary is not None:
                 self.voluntary.act(now)
         elif crossing is not None:
-            self._preempt_surplus()
+            self._preempt_surplus(crossing.resource)
         return len(samples)
 
     def _expire_hold(self) -> None:
@@ -211,11 +211,11 @@ class HeadroomLoop:
         self.expired += len(ended)
         guard._handle(ended)  # the Guard's sinks and callers, as observe_headroom feeds them
 
-    def _preempt_surplus(self) -> None:
+    def _preempt_surplus(self, resource: str) -> None:
         guard = self._guard
         for rid in guard.running():
             if not guard.preemption.preemptible(rid) or rid in guard.preemption.noticed:
                 continue
             with contextlib.suppress(EnforcementError):  # ended between the two looks
-                guard.preempt(rid)
+                guard.preempt(rid, resource=resource)
                 self.preempted += 1
