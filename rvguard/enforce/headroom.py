@@ -161,12 +161,15 @@ def _readings(text: str, source: str, max_num_seqs: int | None) -> list[Reading]
 
 
 def _each_reading(
-    text: str, source: str, max_num_seqs: int | None
+    text: str, source: str, max_num_seqs: int | None, counts: dict[str, float] | None = None
 ) -> tuple[list[Reading], list[TelemetryFormatError]]:
-    """Each resource judged on its own series: one missing or out of range leaves the others."""
+    """Each resource judged on its own series: one missing or out of range leaves the others.
+    ``counts`` gets the running and waiting series' values (the requests the engine says it has)."""
+    counts = {} if counts is None else counts
     fams = _families(text, source)
     out: list[Reading] = []
     errors: list[TelemetryFormatError] = []
+    counts.update({name: max(v for v, _ in fams[name]) for name in (RUNNING, WAITING) if fams.get(name)})
     try:
         usage, ts = _metric(fams, KV_USAGE, source)
         if usage > 1.0:
@@ -229,6 +232,8 @@ class MetricsHeadroomSource:
         self.max_bytes = max_bytes
         self.max_skew, self.max_age = max_skew, max_age
         self._errors: list[TelemetryFormatError] = []
+        #: the last scrape's ``vllm:num_requests_running`` / ``_waiting`` values, where present
+        self.reported: dict[str, float] = {}
         self._stamps: dict[str, float] = {}  # the last payload timestamp seen, per resource
         self._last = -math.inf
         self.scrapes = 0
@@ -249,7 +254,9 @@ class MetricsHeadroomSource:
         self.scrapes += 1
         scraped_at, wall_at = self._clock.now(), self._wall.now()
         # parsed off the loop: a payload near the cap takes a parser tens of milliseconds
-        readings, errors = await asyncio.to_thread(_each_reading, text, self.url, self._max_num_seqs)
+        counts: dict[str, float] = {}
+        readings, errors = await asyncio.to_thread(_each_reading, text, self.url, self._max_num_seqs, counts)
+        self.reported = counts
         fresh = []
         for resource, headroom, stamp in readings:
             if stamp is not None:
