@@ -15,7 +15,9 @@ Trace records (`rvguard.events.event_from_dict`, every format alike):
 ``prompt_tokens``  whole, 0 ≤ n ≤ MAX_TOKENS (``48.0`` reads as 48)
 ``max_tokens``     whole, 0 ≤ n ≤ MAX_TOKENS
 ``priority_hint``  finite double (an integer beyond float range is refused)
-``rid``            non-empty text, or an integer with |rid| ≤ MAX_RID_INT
+``rid``            non-empty text of at most MAX_ID_CHARS characters, or an
+                   integer with |rid| ≤ MAX_RID_INT
+``tenant``         non-empty text of at most MAX_ID_CHARS characters
 =================  ==================================================
 
 Contracts (`rvguard.contract.Contract`): ``|epoch| ≤ MAX_TIME``;
@@ -34,7 +36,9 @@ text read from a file through `printable` (escaped, whatever it holds).
 
 Structure of the files themselves (`rvguard.untrusted`): JSON and YAML
 nesting at most MAX_DEPTH levels, YAML alias expansion at most
-MAX_ALIAS_NODES nodes, a contract file at most MAX_SPEC_BYTES bytes.
+MAX_ALIAS_NODES nodes, a contract file at most MAX_SPEC_BYTES bytes, a line of any
+line-oriented file (JSONL, CSV, public traces, alert logs) at most MAX_LINE_BYTES: a file
+with no newline (a link to ``/dev/zero``) is refused at its first line, in bounded memory.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DOUBLE",
     "MAX_FLOOR",
+    "MAX_ID_CHARS",
+    "MAX_LINE_BYTES",
     "MAX_RID_INT",
     "MAX_SLOTS",
     "MAX_SPAN",
@@ -84,6 +90,10 @@ MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 #: Size of a contract file, bytes.
 MAX_SPEC_BYTES = 1_000_000
+#: A line of a line-oriented file (a trace record, a CSV row, an alert), bytes (text: characters).
+MAX_LINE_BYTES = 1 << 20
+#: An id read from a file (``rid``, ``tenant``), characters: ids are keys held for a whole check.
+MAX_ID_CHARS = 1024
 #: Largest finite double, the bound of ``priority_hint``.
 MAX_DOUBLE = sys.float_info.max
 

@@ -8,6 +8,7 @@ going backwards, a missing optional dependency.
     ├── SpecError (ValueError)            a contract field is wrong: .field, .value (.errors: all)
     ├── TraceError (ValueError)           a trace record is wrong: .path, .line, .field
     │   ├── TraceFormatError              malformed JSON/CSV, missing or mistyped field
+    │   │   └── LineTooLongError          a line over MAX_LINE_BYTES: the rest of the file is unreadable
     │   ├── TraceOrderError               a timestamp earlier than the one before
     │   ├── TraceProtocolError            the record breaks the WF protocol (strict reading)
     │   └── UnknownTenantError            an event names a tenant the contract lacks
@@ -31,6 +32,7 @@ __all__ = [
     "DispatchError",
     "EnforcementError",
     "LifecycleError",
+    "LineTooLongError",
     "MissingExtraError",
     "RvguardError",
     "SinkError",
@@ -96,6 +98,11 @@ class TraceError(RvguardError, ValueError):
 
 class TraceFormatError(TraceError):
     """Malformed record: bad JSON, a missing or mistyped field, a non-finite time."""
+
+
+class LineTooLongError(TraceFormatError):
+    """A line longer than `rvguard.bounds.MAX_LINE_BYTES`: readers raise it even when lenient,
+    since what follows a line with no end cannot be read (``rvguard.io._lines``)."""
 
 
 class TraceOrderError(TraceError):

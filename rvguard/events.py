@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeAlias
 
 from ._record import record
-from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
+from .bounds import MAX_DOUBLE, MAX_ID_CHARS, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
 from .lifecycle import (
     ADMIT,
@@ -31,13 +31,13 @@ from .lifecycle import (
     DROP,
     FAIL,
     KINDS,
+    NODE_CODES,
     REJECT,
-    SAMPLE,
 )
 from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
 from .proposal import Proposal as Proposal
-from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample
+from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample, Stall
 
 __all__ = [
     "CLIENT_ERROR",
@@ -62,6 +62,7 @@ __all__ = [
     "Route",
     "RouteMode",
     "Sample",
+    "Stall",
     "event_from_dict",
     "event_to_dict",
     "is_client_error",
@@ -242,6 +243,7 @@ Event: TypeAlias = (
     | Restore
     | Evict
     | Relocate  # DESIGN §10
+    | Stall  # the loop watchdog
 )
 
 #: the ``fail`` reason (alone or as ``client-error: <detail>``) of a request the backend refused as
@@ -261,7 +263,7 @@ PREEMPTED = "preempted"
 
 
 _DESIGN2: tuple[type[Event], ...] = (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)
-_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate)
+_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate, Stall)
 #: the record class of each kind (the core and the columnar form build events through it)
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
     {cls.kind: cls for cls in _DESIGN2 + _DESIGN10}
@@ -308,10 +310,16 @@ def _opt_int(value: Any, name: str) -> int | None:
     return int(value)
 
 
+#: text fields that are ids (keys a checker holds for the whole trace): at most MAX_ID_CHARS long
+_IDS = frozenset({"rid", "tenant", "engine", "resource"})
+
+
 def _text(value: Any, name: str, *, required: bool) -> str:
     if value is None and not required:
         return ""
     if isinstance(value, str) and (value or not required):
+        if len(value) > MAX_ID_CHARS and name in _IDS:
+            raise TraceFormatError(f"longer than {MAX_ID_CHARS} characters ({len(value):,})", field=name)
         if not value.isascii():
             _unicode(value, name)
         return value
@@ -420,6 +428,13 @@ def _sample(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]
     )
 
 
+def _stall(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    lag = rec.get("lag")
+    if isinstance(lag, bool) or not isinstance(lag, int | float) or not 0.0 <= lag <= MAX_TIME:
+        raise TraceFormatError(f"must be a number of seconds ≥ 0, got {shown(lag)}", field="lag")
+    return Stall(t=t, lag=float(lag), since=_required_time(rec, "since"), extra=extra)
+
+
 def _route(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
     mode = rec.get("mode")
     mode = "p2c" if mode is None else mode
@@ -482,15 +497,16 @@ _NODE_BUILDERS = {
     "restore": _redline,
     "evict": _evict,
     "relocate": _relocate,
+    "stall": _stall,
 }
 
 
 def _rid(rec: Mapping[str, Any], kind: str) -> str:
-    """The record's rid; a node event (``sample``) has none (its ``rid`` is the empty string)."""
-    if kind != "sample":
+    """The record's rid; a node event (``sample``, ``stall``) has none (its ``rid`` is the empty string)."""
+    if kind not in ("sample", "stall"):
         return _text(rec.get("rid"), "rid", required=True)
     if "rid" in rec:
-        raise TraceFormatError("a sample is about the engine, not a request: it has no rid", field="rid")
+        raise TraceFormatError(f"a {kind} is about the node, not a request: it has no rid", field="rid")
     return ""
 
 
@@ -563,7 +579,7 @@ def event_to_dict(ev: Event) -> dict[str, Any]:
 
 
 def _node_fields(ev: Event, rec: dict[str, Any]) -> None:
-    if ev.code == SAMPLE:
+    if ev.code in NODE_CODES:
         del rec["rid"]
     for name in RECORD_FIELDS[ev.code]:
         value = getattr(ev, name)

@@ -43,6 +43,9 @@ are positions, so the old codes stay):
 
 Each request still ends exactly once: the terminal kinds are unchanged.
 
+``stall`` is a second node kind: the Guard's event loop was late by ``lag`` seconds (a blocking
+learner, sink or parse), recorded by the loop watchdog (`rvguard.enforce.stall`); no rid, no move.
+
 This module is pure: it imports only `rvguard.errors`.
 """
 
@@ -79,6 +82,7 @@ __all__ = [
     "ROUTE",
     "SAMPLE",
     "STAGES",
+    "STALL",
     "TERMINAL_CODES",
     "TERMINAL_KINDS",
     "EventKind",
@@ -104,6 +108,7 @@ class EventKind(StrEnum):
     RESTORE = "restore"
     EVICT = "evict"
     RELOCATE = "relocate"
+    STALL = "stall"
 
 
 KINDS: tuple[EventKind, ...] = tuple(EventKind)
@@ -124,9 +129,10 @@ DEMOTE: Final = CODE[EventKind.DEMOTE]
 RESTORE: Final = CODE[EventKind.RESTORE]
 EVICT: Final = CODE[EventKind.EVICT]
 RELOCATE: Final = CODE[EventKind.RELOCATE]
+STALL: Final = CODE[EventKind.STALL]
 
 #: kinds that concern the node, not one request: no rid, in no move (they carry time and telemetry)
-NODE_KINDS = frozenset({EventKind.SAMPLE})
+NODE_KINDS = frozenset({EventKind.SAMPLE, EventKind.STALL})
 NODE_CODES = frozenset(CODE[k] for k in NODE_KINDS)
 
 

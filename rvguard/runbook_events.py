@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ._record import record
-from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, EventKind
+from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, STALL, EventKind
 
 __all__ = [
     "EMERGENCY",
@@ -29,6 +29,7 @@ __all__ = [
     "Route",
     "RouteMode",
     "Sample",
+    "Stall",
 ]
 
 #: the ``evict`` reason of an eviction past the hard floor (EV judges its credited headroom)
@@ -60,6 +61,23 @@ class Sample:
     rid: ClassVar[str] = ""  # a node event: no request (no real rid is empty)
     kind: ClassVar[EventKind] = EventKind.SAMPLE
     code: ClassVar[int] = SAMPLE
+
+
+@record(frozen=True, unsafe_hash=True)
+class Stall:
+    """The Guard's event loop ran ``lag`` seconds late (from ``since`` to ``t``): a node event.
+
+    Nothing the loop timed in that span (a deadline, a learner's timeout, a trace stamp) was
+    seen on time; the watchdog (`rvguard.enforce.stall`) records it so a stall is never invisible.
+    """
+
+    t: float
+    lag: float
+    since: float
+    extra: Mapping[str, Any] = field(default_factory=_empty, compare=False, hash=False, repr=False)
+    rid: ClassVar[str] = ""  # a node event: no request
+    kind: ClassVar[EventKind] = EventKind.STALL
+    code: ClassVar[int] = STALL
 
 
 class RouteMode(StrEnum):
@@ -154,5 +172,6 @@ RECORD_FIELDS: Mapping[int, tuple[str, ...]] = MappingProxyType(
         RESTORE: ("resource", "sample_time"),
         EVICT: ("state", "reason", "resource", "headroom", "target", "capacity"),
         RELOCATE: ("engine",),
+        STALL: ("lag", "since"),
     }
 )

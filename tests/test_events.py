@@ -173,6 +173,8 @@ _SOME = {
     "headroom": 0.125,
     "target": 0.375,
     "capacity": 9,
+    "lag": 0.625,
+    "since": 0.875,
 }
 
 

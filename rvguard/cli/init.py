@@ -10,8 +10,9 @@ commands run in any directory. Nothing is overwritten without ``--force``.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
-import shutil
+import tempfile
 from pathlib import Path
 
 from ..errors import SpecError
@@ -68,22 +69,59 @@ def _keys() -> str:
 
 
 def run(args: argparse.Namespace) -> bool:
-    """Write the files (all or none: an existing one stops everything unless ``--force``)."""
+    """Write the files all or none: each to a temporary file beside it, then renamed into place.
+
+    An existing path stops everything unless ``--force`` (a dangling symlink counts: ``lexists``),
+    and a rename replaces a symlink itself, never the file it points to. ``keys.yaml`` holds the
+    secrets, so it is created 0600 from its first byte.
+    """
     from ..data import SPECS
 
     root = Path(args.dir)
     plan: dict[Path, str | Path] = {root / "contract.yaml": CONTRACT, root / "keys.yaml": _keys()}
     if args.examples:
         plan |= {root / "specs" / name: SPECS / name for name in EXAMPLES}
-    existing = [str(p) for p in plan if p.exists()]
+    existing = [p for p in plan if os.path.lexists(p)]
     if existing and not args.force:
-        raise SpecError(f"{', '.join(existing)}: exists; --force overwrites", field="dir", value=existing[0])
-    for target, source in plan.items():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, Path):
-            shutil.copyfile(source, target)
-        else:
-            target.write_text(source, encoding="utf-8")
+        names = ", ".join(map(str, existing))
+        raise SpecError(f"{names}: exists; --force overwrites", field="dir", value=str(existing[0]))
+    for p in existing:
+        if p.is_dir() and not p.is_symlink():
+            raise SpecError(f"{p}: is a directory; init writes files only", field="dir", value=str(p))
+    staged = _stage(plan, secret={root / "keys.yaml"})
+    _commit(staged)
+    for target in plan:
         print(f"wrote {target}")
     print(f"next: rvguard verify {root / 'contract.yaml'}")
     return True
+
+
+def _stage(plan: dict[Path, str | Path], secret: set[Path]) -> list[tuple[Path, Path]]:
+    """Each file's content in a fresh temporary file in its target's directory (same filesystem)."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for target, source in plan.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((Path(name), target))
+            os.fchmod(fd, 0o600 if target in secret else 0o644)
+            data = source.read_bytes() if isinstance(source, Path) else source.encode("utf-8")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    return staged
+
+
+def _commit(staged: list[tuple[Path, Path]]) -> None:
+    """Rename every staged file into place; a failed rename removes the temporaries left."""
+    try:
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)

@@ -15,11 +15,16 @@ learner raises or returns is a `learners.LearnerFailure` (`consult`).
   learner that never returns costs each later question nothing and holds
   no queue. The thread is a daemon: a hung learner cannot keep the process
   from exiting (it can keep its thread, which Python cannot kill).
-* An ``async def propose`` runs as a task on the loop; on overrun it is
-  cancelled and abandoned (never awaited again, so a learner that ignores
-  cancellation holds nothing either). A `asyncio.CancelledError` the
-  learner raises itself is its failure; only a cancellation of the asking
-  coroutine (its caller's, or the Guard's at shutdown) propagates.
+* An ``async def propose`` runs on an event loop of its own, in one daemon
+  thread, never on the Guard's: a coroutine that blocks (``time.sleep``, a
+  synchronous HTTP client) stalls only its own loop. Its questions may
+  overlap there; on overrun the question is cancelled (in the learner's
+  loop) and abandoned, and while a question that overran has not ended
+  (a blocked loop cannot even run the cancellation) new questions are
+  answered at once with a timeout, as for a synchronous learner. A
+  `asyncio.CancelledError` the learner raises itself is its failure; only a
+  cancellation of the asking coroutine (its caller's, or the Guard's at
+  shutdown) propagates.
 * rvguard's own learners (`AdmitAll`, `RejectAll`, `RandomLearner`,
   `LSQLearner`, by exact type: O(1), no I/O) and, with ``timeout=None``,
   any synchronous learner are *inline*: asked synchronously with the
@@ -28,8 +33,8 @@ learner raises or returns is a `learners.LearnerFailure` (`consult`).
 
 Every learner sees `Request.read_only` (a deep read-only copy).
 
-Cost: inline, one `consult`; otherwise one thread hop (or one task) per
-question and O(1) memory beyond the questions in flight.
+Cost: inline, one `consult`; otherwise one thread hop per question and O(1) memory beyond
+the questions in flight.
 """
 
 from __future__ import annotations
@@ -95,6 +100,59 @@ class _Thread:
             question.answer.set_result(answer)
 
 
+class _LoopThread:
+    """The daemon thread running an ``async def propose`` learner's own event loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.late: set[concurrent.futures.Future[object]] = set()  # overran, not yet ended there
+        threading.Thread(target=self._serve, name="rvguard-async-learner", daemon=True).start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:  # stopped (`close`): cancel what is left, let it end, close the loop
+            tasks = asyncio.all_tasks(self.loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self.loop.close()
+
+    def ask(self, propose: Any, request: Request, view: LoadView) -> _AsyncQuestion:
+        """Start ``propose`` on the learner's loop."""
+        ended: concurrent.futures.Future[object] = concurrent.futures.Future()
+
+        async def run() -> None:
+            try:
+                value = await propose(request.read_only(), view)
+            except BaseException as exc:  # noqa: BLE001 - the learner's own: passed to the asker
+                ended.set_exception(exc)
+            else:
+                ended.set_result(value)
+
+        return _AsyncQuestion(ended, asyncio.run_coroutine_threadsafe(run(), self.loop))
+
+    def stuck(self) -> bool:
+        """A question that overran has not ended yet (its loop is blocked, or it ignores cancellation)."""
+        self.late = {f for f in self.late if not f.done()}
+        return bool(self.late)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class _AsyncQuestion:
+    """One question on the learner's loop: ``ended`` when its coroutine has; ``task`` to cancel it."""
+
+    __slots__ = ("ended", "task")
+
+    def __init__(self, ended: concurrent.futures.Future[object], task: concurrent.futures.Future[None]):
+        self.ended = ended
+        self.task = task
+
+
 class BoundedLearner:
     """A learner asked within ``timeout`` seconds (module doc).
 
@@ -119,6 +177,7 @@ class BoundedLearner:
         self._async = inspect.iscoroutinefunction(getattr(learner, "propose", None))
         self.inline = type(learner) in OWN_LEARNERS or (timeout is None and not self._async)
         self._thread: _Thread | None = None
+        self._loop: _LoopThread | None = None
         self.timeouts = 0
 
     def ask_now(self, request: Request, view: LoadView) -> Proposal:
@@ -147,33 +206,38 @@ class BoundedLearner:
         return answer.result()
 
     async def _ask_coroutine(self, request: Request, view: LoadView) -> Proposal:
-        propose: Any = self.learner.propose
+        """Ask an ``async def propose`` on its own loop, in its own thread (module doc)."""
+        runner = self._loop = self._loop or _LoopThread()
+        if runner.stuck():
+            return self._overrun("still busy with an earlier question that overran")
         try:
-            task: asyncio.Future[object] = asyncio.ensure_future(propose(request.read_only(), view))
+            question = runner.ask(self.learner.propose, request, view)
         except Exception as exc:  # noqa: BLE001 - a learner failure is a learner decision
             return failure_from(exc)
-        task.add_done_callback(_retrieve)
-        try:
-            await asyncio.wait((task,), timeout=self.timeout)
-        finally:
-            if not task.done():
-                task.cancel()  # and abandoned: never awaited again
-        if not task.done():
+        answer = asyncio.wrap_future(question.ended)
+        answer.add_done_callback(_retrieve)
+        await asyncio.wait((answer,), timeout=self.timeout)
+        if not question.ended.done():
+            question.task.cancel()  # cancels the coroutine in its own loop, when that loop runs
+            runner.late.add(question.ended)
             return self._overrun(f"no answer within {self.timeout} s")
-        if task.cancelled():  # nobody here cancelled it: the learner's own doing
+        error = question.ended.exception()
+        if isinstance(error, asyncio.CancelledError):  # nobody here cancelled it: the learner's own doing
             return failure_from(asyncio.CancelledError("the learner's coroutine was cancelled"))
-        error = task.exception()
-        return failure_from(error) if error is not None else checked_proposal(task.result())
+        return failure_from(error) if error is not None else checked_proposal(question.ended.result())
 
     def _overrun(self, why: str) -> LearnerTimeout:
         self.timeouts += 1
         return LearnerTimeout(reason=f"timeout: {why}")
 
     def close(self) -> None:
-        """Let the learner thread end (after the question it is on, if any)."""
+        """Let the learner's thread end (after the question it is on, if any), or its loop stop."""
         if self._thread is not None:
             self._thread.close()
             self._thread = None
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
 
 def _retrieve(task: asyncio.Future[object]) -> None:

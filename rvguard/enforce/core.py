@@ -70,7 +70,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from ..contract import Contract, Entitlement
 from ..errors import EnforcementError, TraceOrderError
@@ -357,16 +357,16 @@ class DecisionCore(ReliefMixin):
         self._fill(now, out)
         return out
 
-    def cancel(self, rid: str, now: float, reason: str = "cancelled") -> list[Event]:
+    def cancel(self, rid: str, now: float, reason: str = "cancelled", **extra: Any) -> list[Event]:
         """End a live request: ``fail`` (queued or in flight), or ``reject`` when it still waits for
-        `decide` (it was never admitted); idempotent for finished ones."""
+        `decide` (it was never admitted); ``extra`` rides on the record; idempotent for finished ones."""
         self._check_time(now)
         entry = self._live.get(rid)
         if entry is None:
             return []
         self._advance(now)
         end = Reject if entry.state is Stage.ARRIVED else Fail
-        out: list[Event] = [end(now, rid, reason)]
+        out: list[Event] = [end(now, rid, reason, extra)]
         self._apply(entry, out[0])
         self._fill(now, out)
         return out

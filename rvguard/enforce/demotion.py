@@ -38,12 +38,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import EnforcementError
-from ..events import Demote, Event, Restore, Sample
+from ..events import Demote, Event, Fail, Restore, Sample
 from .ready import Key
 from .redline import HardFloorCrossing, HeadroomSample, Redline, RedlineReading
 from .request import Request
 
-__all__ = ["DemotionMixin", "Holdable"]
+__all__ = ["REDLINE_STALE", "DemotionMixin", "Holdable"]
+
+#: the ``fail`` reason of surplus the redline held past its hold limit on a sample too old
+REDLINE_STALE = "redline-stale"
 
 
 class Holdable(Protocol):
@@ -135,6 +138,26 @@ class DemotionMixin:
         assert self._reading is not None
         resource = self._reading.resource
         return resource, self._redline.last_sample_time(resource)
+
+    def expire_hold(self: _Core, now: float, hold_limit: float) -> list[Event]:
+        """While the redline fires on a deciding sample older than ``hold_limit`` seconds, end
+        every held and queued surplus request ``fail`` (reason `REDLINE_STALE`, the deciding
+        ``resource`` and its ``sample_time`` on the record): one sample cannot hold surplus for
+        ever (its callers get 503 and a retry signal). Floor work is never touched."""
+        if self._redline is None or not self._redline.firing or self._reading is None:
+            return []
+        resource, sample_time = self._decided_by()
+        if not now - sample_time > hold_limit:
+            return []
+        self._check_time(now)
+        self._advance(now)
+        out: list[Event] = []
+        why = {"resource": resource, "sample_time": sample_time}
+        for entry in [*sorted(self._held.values(), key=lambda e: e.key), *self._take_surplus()]:
+            ev = Fail(now, entry.request.rid, REDLINE_STALE, why)
+            self._apply(entry, ev)
+            out.append(ev)
+        return out
 
     def _hold_surplus(self: _Core, now: float, out: list[Event]) -> None:
         """Demote every queued surplus request (the redline fires), citing a sample no older than

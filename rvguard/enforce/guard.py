@@ -65,6 +65,7 @@ from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .shadow import ShieldHook
 from .sinks import JsonlSink, MonitorSink
+from .stall import LoopWatchdog
 from .watch import WatchConfig
 
 __all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
@@ -188,6 +189,8 @@ class Guard:
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
             grants no floor the pool refused (`Request.pool`).
+        stall_threshold: seconds late that make an event-loop stall a ``stall`` record
+            (`rvguard.enforce.stall`); ``None``: no watchdog.
     """
 
     def __init__(
@@ -215,6 +218,7 @@ class Guard:
         credits: CreditPool | None = None,
         eviction: EvictionConfig | None = None,
         properties: Sequence[PropertyTable] = (),
+        stall_threshold: float | None = None,
     ) -> None:
         self.contract = contract
         self.shield = ShieldHook(contract, properties, watch) if properties else None  # no cost without
@@ -242,17 +246,21 @@ class Guard:
         self._unauth = 0
         self._sink_errors = 0
         self._calling = 0
+        #: the loop watchdog (``stall_threshold``): a stalled loop is a ``stall`` record
+        self.stalls = LoopWatchdog(self._handle, self._clock, threshold=stall_threshold)
         #: the telemetry loop (``None`` without a headroom source)
-        if eviction is not None and headroom is None:
+        self.headroom = self._telemetry(headroom, headroom_interval, eviction)
+
+    def _telemetry(
+        self, source: HeadroomSource | None, interval: float, eviction: Any
+    ) -> HeadroomLoop | None:
+        if eviction is not None and source is None:
             raise EnforcementError("an eviction channel needs a headroom source to act on")
-        self.headroom = (
-            None
-            if headroom is None
-            else HeadroomLoop(self, headroom, interval=headroom_interval, eviction=eviction)
-        )
+        return None if source is None else HeadroomLoop(self, source, interval=interval, eviction=eviction)
 
     async def __aenter__(self) -> Guard:
         self._open = True
+        self.stalls.start()
         if self.headroom is not None:
             self.headroom.start()
         return self
@@ -324,15 +332,15 @@ class Guard:
         """The rids in flight now (dispatched, not ended), in dispatch order."""
         return [rid for rid, call in self._calls.items() if call.dispatched and call.outcome is None]
 
-    def preempt(self, rid: str, *, grace: float | None = None) -> float:
+    def preempt(self, rid: str, *, grace: float | None = None, resource: str = "") -> float:
         """Preempt running surplus request ``rid``: stopped after ``grace`` seconds (default: the
         Guard's ``preempt_grace``) unless it ends first; its caller gets the outcome ``preempted``
-        with the retry hint. Returns when (the Guard's clock) it will be stopped.
+        with the retry hint; ``resource`` (whose floor was crossed) is named on its record. Returns when.
 
         Raises:
             EnforcementError: ``rid`` is not in flight, or was admitted on the floor (409).
         """
-        notice = self.preemption.notice(rid, self._clock.now(), grace=grace)
+        notice = self.preemption.notice(rid, self._clock.now(), grace=grace, resource=resource)
         call = self._calls[rid]
         if call.stop_timer is None:
             delay = notice.stop_at - notice.at
@@ -375,6 +383,7 @@ class Guard:
         if not self._open:
             return
         self._open = False
+        await self.stalls.stop()
         if self.headroom is not None:
             await self.headroom.stop()
         if self._drain and self._calls:

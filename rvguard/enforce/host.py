@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from ..clock import Clock
 from ..contract import Contract
+from ..events import Event
 from .core import DecisionCore
 from .preemption import Preemption
 from .redline import HeadroomSample
@@ -34,8 +35,12 @@ class ReliefHost(Protocol):
 
     def request(self, rid: str) -> Request | None: ...
 
-    def preempt(self, rid: str, *, grace: float | None = None) -> float: ...
+    def preempt(self, rid: str, *, grace: float | None = None, resource: str = "") -> float: ...
 
     def evict_now(self, rid: str, state: int, reason: str, **decided: Any) -> None: ...
 
     def observe_headroom(self, sample: HeadroomSample) -> None: ...
+
+    def _handle(self, events: list[Event]) -> None:
+        """The Guard's delivery of the core's events (sinks, waiting callers): what relief decided
+        in the core reaches the trace through it."""

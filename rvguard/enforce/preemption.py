@@ -51,11 +51,13 @@ PREEMPTIBLE = frozenset({Basis.SURPLUS, Basis.DEMOTED})
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """A running request marked for preemption: stopped at ``stop_at`` unless it ends first."""
+    """A running request marked for preemption: stopped at ``stop_at`` unless it ends first;
+    ``resource``: the one whose hard floor was crossed, named on the ``fail`` record ("": none)."""
 
     rid: str
     at: float
     stop_at: float
+    resource: str = ""
 
 
 class Preemption:
@@ -91,7 +93,7 @@ class Preemption:
         """Notices given and not stopped or forgotten yet."""
         return tuple(self._notices.values())
 
-    def notice(self, rid: str, now: float, *, grace: float | None = None) -> Notice:
+    def notice(self, rid: str, now: float, *, grace: float | None = None, resource: str = "") -> Notice:
         """Mark ``rid`` for preemption at ``now + grace``; a second notice keeps the first.
 
         Raises:
@@ -105,7 +107,7 @@ class Preemption:
         wait = self.grace if grace is None else grace
         if not 0.0 <= wait < math.inf:
             raise EnforcementError(f"grace must be finite seconds >= 0, got {wait!r}", status_hint=400)
-        return self._notices.setdefault(rid, Notice(rid, now, now + wait))
+        return self._notices.setdefault(rid, Notice(rid, now, now + wait, resource))
 
     def due(self, now: float) -> list[str]:
         """Noticed requests whose grace has passed by ``now``, in stop order."""
@@ -119,7 +121,8 @@ class Preemption:
         if notice is None or not self.preemptible(rid):
             return []
         self.stopped += 1
-        return self.core.cancel(rid, now, PREEMPTED)
+        named = {"resource": notice.resource} if notice.resource else {}
+        return self.core.cancel(rid, now, PREEMPTED, **named)
 
     def forget(self, rid: str) -> None:
         """Drop the notice of a request that ended by itself (a no-op without one)."""

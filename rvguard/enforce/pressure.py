@@ -17,6 +17,14 @@ preemption: grace, then stop, the caller gets its retry signal). With the contra
 (`rvguard.enforce.voluntary`: the crossover rule, through the same planner, k and link
 bucket). Either way `Guard.preempt`'s test refuses floor work, so PR holds by construction.
 
+One sample cannot hold surplus for ever: while the redline fires on a deciding sample older than
+``hold_limit`` (default: the contract's ``headroom.staleness``, else 30 s), every poll ends the
+held and queued surplus ``fail`` with reason ``redline-stale`` (`DecisionCore.expire_hold`; the
+gateway answers 503 with a retry signal), and the first such poll of an episode logs a warning
+(`expired` counts the requests). A series the source refused (a stamp out of its skew bound,
+one going backwards, a missing or out-of-range series beside valid ones) is counted as an error
+too, and the other resources' readings are used.
+
 A telemetry error (unreachable, malformed) is counted and kept (`errors`, `last_error`) and the
 loop goes on: the redline keeps its last state, the samples' age shows in ``/metrics``
 (``rvguard_headroom_sample_age_seconds``) and the stale-telemetry alert fires. Any other
@@ -66,6 +74,7 @@ class HeadroomLoop:
         *,
         interval: float,
         eviction: EvictionConfig | None = None,
+        hold_limit: float | None = None,
     ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -80,6 +89,10 @@ class HeadroomLoop:
         self.errors = 0
         self.last_error: Exception | None = None
         self.preempted = 0
+        block = guard.contract.headroom
+        self.hold_limit = hold_limit if hold_limit is not None else 30.0 if block is None else block.staleness
+        self.expired = 0
+        self._expiring = False
         self.emergency: EmergencyChannel | None = None
         self.voluntary: VoluntaryChannel | None = None
         config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
@@ -162,7 +175,12 @@ class HeadroomLoop:
         except TelemetryError as exc:
             self.errors += 1
             self.last_error = exc
+            self._expire_hold()
             return 0
+        for refused in getattr(self._source, "take_errors", list)():  # series refused beside valid ones
+            self.errors += 1
+            self.last_error = refused
+        self._expire_hold()
         crossing = self._guard.core.hard_floor_crossed()
         if self.emergency is not None:
             self.emergency.land()
@@ -172,14 +190,32 @@ class HeadroomLoop:
             if self.voluntary is not None:
                 self.voluntary.act(now)
         elif crossing is not None:
-            self._preempt_surplus()
+            self._preempt_surplus(crossing.resource)
         return len(samples)
 
-    def _preempt_surplus(self) -> None:
+    def _expire_hold(self) -> None:
+        """End the surplus a sample older than ``hold_limit`` still holds (module doc)."""
+        guard = self._guard
+        ended = guard.core.expire_hold(guard.clock.now(), self.hold_limit)
+        redline = guard.core.redline
+        if redline is None or not redline.firing:
+            self._expiring = False
+        if ended and not self._expiring:
+            self._expiring = True
+            log.warning(
+                "the redline has held surplus on a sample older than %g s: its requests get 503 and "
+                "a retry signal until telemetry is fresh again",
+                self.hold_limit,
+                extra={"event": "redline_stale", "reason": ended[0].extra.get("resource", "")},
+            )
+        self.expired += len(ended)
+        guard._handle(ended)  # the Guard's sinks and callers, as observe_headroom feeds them
+
+    def _preempt_surplus(self, resource: str) -> None:
         guard = self._guard
         for rid in guard.running():
             if not guard.preemption.preemptible(rid) or rid in guard.preemption.noticed:
                 continue
             with contextlib.suppress(EnforcementError):  # ended between the two looks
-                guard.preempt(rid)
+                guard.preempt(rid, resource=resource)
                 self.preempted += 1

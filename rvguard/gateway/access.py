@@ -86,14 +86,20 @@ class RequestIds:
         scope[_CONTEXT], scope[_NOTE] = ctx, note
         started = self._clock.now()
         status = [0]
+        # both framings (RFC 9112 §6.1: Transfer-Encoding wins, as h11 reads it): answer, then close,
+        # since a proxy in front may have framed the body by its Content-Length
+        smuggled = "content-length" in headers and "transfer-encoding" in headers
+        more = [(b"x-request-id", ctx.request_id.encode())] + (
+            [(b"connection", b"close")] if smuggled else []
+        )
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = int(message["status"])
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), (b"x-request-id", ctx.request_id.encode())],
-                }
+                kept = [
+                    h for h in message.get("headers", []) if not (smuggled and h[0].lower() == b"connection")
+                ]
+                message = {**message, "headers": [*kept, *more]}
             await send(message)
 
         try:

@@ -5,6 +5,8 @@
 * rejected — 429 + ``retry-after-ms``/``retry-after`` to the next window start;
 * dropped as doomed — 503 + ``x-should-retry: false`` (a retry would be doomed too);
 * cancelled or shut down — 503 (a retry, elsewhere, can help);
+* held by the redline past its hold limit on a stale sample (``redline-stale``) — 503 +
+  ``retry-after`` and ``x-should-retry: true``;
 * preempted (a running surplus request stopped to shed load) — 503 + ``retry-after-ms``/``retry-after``
   (the Guard's retry hint) and ``x-should-retry: true``; mid-stream, the same error object as an SSE
   event, after which the stream ends (no ``[DONE]``): the client retries, it never hangs;
@@ -30,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..clock import Clock
 from ..contract import Contract, CreditMode
+from ..enforce.demotion import REDLINE_STALE
 from ..enforce.guard import Outcome
 from ..enforce.stream import client_fault
 from ..errors import DispatchError, EnforcementError
@@ -126,6 +129,9 @@ def _failed(outcome: Outcome, message: str) -> tuple[int, dict[str, Any], dict[s
         return 504, error_body(message, "upstream_error", code="timeout"), {}
     if isinstance(err, DispatchError):
         return _upstream_failed(err, message)
+    if outcome.reason == REDLINE_STALE:  # held on a stale sample: the node may be fine by now
+        body = error_body(message, "service_unavailable_error", code=REDLINE_STALE)
+        return 503, body, retry_headers(1.0, retry=True)
     if isinstance(err, EnforcementError) or outcome.reason in ("cancelled", "shutdown"):
         code = outcome.reason if outcome.reason in ("cancelled", "shutdown") else "unavailable"
         return 503, error_body(message, "service_unavailable_error", code=code), retry_headers(1.0)

@@ -56,7 +56,7 @@ from ..fleet.credits import SharedCredits
 from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
-from .edge import BadRequest, Endpoint, check_body, parse_json, read_body
+from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .exposition import tenant_aliases, without_tenant_names
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
@@ -74,6 +74,7 @@ __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_bod
 log = logging.getLogger("rvguard.gateway")
 #: seconds a readiness probe of the upstream may take before the upstream counts as down
 PROBE_TIMEOUT_S = 2.0
+_CLOSE = {"connection": "close"}
 
 
 def _context(http: HttpRequest) -> ForwardedContext:
@@ -155,6 +156,7 @@ class Gateway:
             self.dispatcher,
             learner=s.learner,
             learner_timeout=s.learner_timeout,
+            stall_threshold=s.stall_threshold,
             sinks=sinks,
             clock=self.clock,
             binder=self._binder,
@@ -324,7 +326,15 @@ class Gateway:
         return await self._serve(http, "chat")
 
     def _bind(self, http: HttpRequest, ctx: ForwardedContext) -> tuple[Identity, str] | Response:
-        """The request's identity and tenant, or the 401 refusing it (on its headers alone)."""
+        """The request's identity and tenant, or the 400/401 refusing it (on its headers alone)."""
+        try:  # before identity: a duplicated credential is refused whoever it names
+            check_credentials_once(http)
+        except BadRequest as err:
+            self.metrics.invalid.labels(err.code or "invalid").inc()
+            self._refused(ctx, None, err.status, err.code or "invalid", detail=str(err))
+            return error_response(
+                400, str(err), "invalid_request_error", param=err.param, code=err.code, headers=_CLOSE
+            )
         identity = identity_from_headers(http.headers)
         binding = self._binder.bind(identity)  # claim expiry: the binder's wall clock (Unix time)
         if not binding.authenticated:
@@ -340,7 +350,7 @@ class Gateway:
         ctx, note = _context(http), access_note(http.scope)
         bound = self._bind(http, ctx)
         if isinstance(bound, Response):
-            note.refused("unauthenticated")
+            note.refused("unauthenticated" if bound.status_code == 401 else "duplicate_header")
             return bound
         identity, tenant = bound
         note.tenant = tenant

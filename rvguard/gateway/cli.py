@@ -313,8 +313,6 @@ def _records(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_serve(args: argparse.Namespace) -> bool:
     """Serve until interrupted; True on a clean stop."""
-    import uvicorn
-
     from ..contract import load_contract
     from ..errors import SpecError
     from .app import Gateway, GatewaySettings
@@ -360,14 +358,26 @@ def run_serve(args: argparse.Namespace) -> bool:
         header_timeout=args.header_timeout,
         log_level=args.log_level,
     )
-    try:
-        uvicorn.Server(config).run()
-    except SystemExit as stop:  # uvicorn exits 3 when it cannot start (it has logged why: e.g. port in use)
-        if stop.code in (0, None):
-            return True
-        raise SpecError(
-            f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
-        ) from None
+    return _run_uvicorn(config, args)
+
+
+def _run_uvicorn(config: Any, args: argparse.Namespace) -> bool:
+    """Serve until a signal; uvicorn's own start failure (it has logged why) is exit 2."""
+    import uvicorn
+
+    from ..errors import SpecError
+    from .server import stop_signals
+
+    with stop_signals() as received:
+        try:
+            uvicorn.Server(config).run()
+        except SystemExit as stop:  # uvicorn exits 3 when it cannot start (e.g. port in use)
+            if stop.code not in (0, None):
+                raise SpecError(
+                    f"could not serve on {args.host}:{args.port} (see above)", field="port", value=args.port
+                ) from None
+    if received:
+        print(f"rvguard serve: stopped ({received[0]})", file=sys.stderr)
     return True
 
 

@@ -15,6 +15,9 @@ its 4xx and is recorded as a ``client-error`` fail (`rvguard.events.CLIENT_ERROR
 * One request is one engine sequence: a batched ``prompt`` (a list of strings
   or of token-id lists) is refused (400), as are ``n``/``best_of`` other than
   1; ``max_tokens`` is at least 1 and ``min_tokens`` at most the capped output.
+* Credentials once: a request carrying ``Authorization`` (or the signed claim header) more
+  than once is refused (400): a front proxy that takes the last one would see a different
+  tenant than the gateway, which would take the first.
 * Types of the sampling fields the engine would refuse (`_FIELDS`). Fields
   not listed pass through untouched (engine extensions).
 """
@@ -31,11 +34,22 @@ from starlette.requests import Request as HttpRequest
 
 from ..errors import RvguardError
 
-__all__ = ["MAX_DEPTH", "BadRequest", "Endpoint", "check_body", "parse_json", "read_body"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "MAX_DEPTH",
+    "BadRequest",
+    "Endpoint",
+    "check_body",
+    "check_credentials_once",
+    "parse_json",
+    "read_body",
+]
 
 Endpoint = Literal["completions", "chat"]
 #: deepest JSON nesting accepted (OpenAI bodies need 5 or 6: tools' JSON schemas a few more)
 MAX_DEPTH = 64
+#: headers that say who the client is: each may appear at most once
+CREDENTIAL_HEADERS = ("authorization", "x-rvguard-claim")
 
 
 class BadRequest(RvguardError, ValueError):
@@ -52,6 +66,16 @@ class BadRequest(RvguardError, ValueError):
         self.param = param
         self.code = code
         super().__init__(message)
+
+
+def check_credentials_once(http: HttpRequest) -> None:
+    """Refuse (`BadRequest` 400) a request naming its credentials twice (module doc)."""
+    for name in CREDENTIAL_HEADERS:
+        count = len(http.headers.getlist(name))
+        if count > 1:
+            raise BadRequest(
+                f"the {name} header appears {count} times: send it once", param=name, code="duplicate_header"
+            )
 
 
 async def read_body(http: HttpRequest, *, max_body: int, timeout: float) -> bytes:

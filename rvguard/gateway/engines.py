@@ -17,6 +17,10 @@ headroom comes from:
   free slots over C_e, from this gateway's own count, always fresh;
 * ``unknown`` — not scraped yet: no view (the router then routes siloed).
 
+An engine whose ``/metrics`` reports fewer requests (running + waiting) than this gateway has on
+it, at three scrapes in a row, is lying (or broken): it is logged and judged on its free slots
+from then on (`Engine.liar`). Whatever a view says, the router never places more than C_e.
+
 An engine leaves rotation when a call to it fails in transport (refused,
 reset, cut mid-stream), when a readiness probe (``GET /v1/models``) fails, or
 when ``PROBE_MISSES`` probes in a row go unanswered in time; it comes back when
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..clock import Clock
-from ..enforce.headroom import MetricsHeadroomSource
+from ..enforce.headroom import RUNNING, WAITING, MetricsHeadroomSource
 from ..enforce.redline import Redline, RedlineConfig, ResourceLimit
 from ..errors import TelemetryError, TelemetryFormatError, TelemetryUnavailableError
 from ..fleet.router import EngineView, slot_headroom
@@ -69,6 +73,8 @@ class EngineStatistics:
 
 #: probes in a row an engine may leave unanswered in time (slow, not refused) and stay in rotation
 PROBE_MISSES = 3
+#: scrapes in a row an engine may report fewer requests than this gateway has on it
+LIE_SCRAPES = 3
 
 
 class Engine:
@@ -106,6 +112,8 @@ class Engine:
         self.failures = 0
         self.probe_misses = 0  # probes in a row not answered in time
         self.scrape_error = ""
+        self.lie_strikes = 0
+        self.liar = False  # its /metrics was found out (`_lies`): headroom from free slots
 
     @property
     def url(self) -> str:
@@ -141,6 +149,8 @@ class Engine:
             else:
                 self._scrape_failed(err)
             return
+        if self._lies():
+            return
         for sample in samples:
             self.redline.observe(sample)
         if self.telemetry == "unknown":
@@ -153,6 +163,25 @@ class Engine:
         if self.scrape_error:
             log.info("engine %s: /metrics answers again", self.name, extra={"event": "engine_telemetry"})
         self.scrape_error = ""
+
+    def _lies(self) -> bool:
+        """Is the engine's ``/metrics`` found out? Every request this gateway has on it is at the
+        engine, running or waiting: reporting fewer at ``LIE_SCRAPES`` scrapes in a row (one
+        could race a request's start or end by a few milliseconds) is a lie, and the engine is
+        judged on its free slots from then on (its ``/metrics`` is no longer read into the view:
+        the safe view, since placement is capped by the gateway's own count either way)."""
+        reported = self.source.reported
+        if RUNNING not in reported:
+            return False
+        at_engine = reported[RUNNING] + reported.get(WAITING, 0.0)
+        self.lie_strikes = self.lie_strikes + 1 if at_engine < self.in_flight else 0
+        if self.lie_strikes < LIE_SCRAPES:
+            return False
+        self.liar = True
+        self._use_slots(
+            f"reports {at_engine:g} requests on its /metrics while this gateway has {self.in_flight} on it"
+        )
+        return True
 
     def _use_slots(self, why: str) -> None:
         self.telemetry = "slots"

@@ -22,7 +22,8 @@ output token i is ``t<i>`` with id ``OUT_BASE + i``. A prompt given as ids conti
 the output ids it ends with, so a continuation (`rvguard.fleet.relocate`) yields the rest of
 the uninterrupted output, as greedy decoding does; ``POST /detokenize`` renders ids back.
 With ``metrics=True``, ``GET /metrics`` exports vLLM's ``vllm:kv_cache_usage_perc`` (``kv_usage``
-when set, else active / slots), ``vllm:num_requests_running`` and ``..._waiting``; its status is
+when set, else active / slots), ``vllm:num_requests_running`` (``running_reported`` when set: a
+lying engine) and ``..._waiting``; its status is
 ``metrics_status`` (set it to 503 to make the telemetry fail); without, it answers 404.
 
 Chunks have the real shape (``"object": "chat.completion.chunk"``, a role-only
@@ -76,6 +77,7 @@ class FakeUpstream:
         self.metrics = metrics
         self.metrics_status = 200
         self.kv_usage: float | None = None
+        self.running_reported: int | None = None  # set: /metrics lies about the running count
         self.api_key = api_key
         self.headers: list[dict[str, str]] = []
         self.token_delay = token_delay
@@ -216,7 +218,10 @@ class FakeUpstream:
             f"# TYPE {name} gauge\n{name}{labels} {value}\n"
             for name, value in (
                 ("vllm:kv_cache_usage_perc", kv),
-                ("vllm:num_requests_running", self.active),
+                (
+                    "vllm:num_requests_running",
+                    self.active if self.running_reported is None else self.running_reported,
+                ),
                 ("vllm:num_requests_waiting", 0),
             )
         ).encode()

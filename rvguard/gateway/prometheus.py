@@ -45,6 +45,7 @@ Read at scrape time (`watch_guard`): ``rvguard_in_flight``, ``rvguard_queue_dept
 ``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total``,
 ``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``,
 ``rvguard_learner_timeouts_total`` (answers past ``learner_timeout``),
+``rvguard_loop_stalls_total`` (event-loop stalls, each a ``stall`` trace record: `rvguard.enforce.stall`),
 ``rvguard_eviction_deadline_warnings_total`` (emergency-eviction plans whose k-bounded, serialized
 relief cannot land before the node's deadline: `rvguard.enforce.emergency`). The gateway adds
 ``rvguard_unauthenticated_total``, ``rvguard_invalid_requests_total{code}`` (refused at the
@@ -314,6 +315,10 @@ class MetricsSink:
             "Learner answers past learner_timeout (each rejected the surplus it was asked about)",
             lambda: float(guard.statistics().learner_timeouts),
         )
+        stalls = (
+            "Event-loop stalls the watchdog recorded (stall records)",
+            lambda: float(guard.stalls.stalls),
+        )
         loop = guard.headroom
         warned = (
             "Emergency-eviction plans whose k-bounded relief cannot land before the node's deadline",
@@ -328,6 +333,7 @@ class MetricsSink:
                 {
                     "rvguard_sink_errors": errors,
                     "rvguard_learner_timeouts": late,
+                    "rvguard_loop_stalls": stalls,
                     "rvguard_headroom_errors": telemetry,
                     "rvguard_eviction_deadline_warnings": warned,
                 }

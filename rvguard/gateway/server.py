@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Iterator
+from types import FrameType
 from typing import Any
 
 import h11
@@ -23,7 +25,14 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import EnforcementError
 
-__all__ = ["KEEP_ALIVE_S", "GuardedH11Protocol", "guarded_protocol", "serving", "uvicorn_config"]
+__all__ = [
+    "KEEP_ALIVE_S",
+    "GuardedH11Protocol",
+    "guarded_protocol",
+    "serving",
+    "stop_signals",
+    "uvicorn_config",
+]
 
 #: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
 #: client never reuses a connection at the instant the server closes it
@@ -92,6 +101,30 @@ class GuardedH11Protocol(H11Protocol):
 def guarded_protocol(header_timeout: float) -> type[GuardedH11Protocol]:
     """A `GuardedH11Protocol` class with this header deadline (uvicorn takes a class)."""
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout": header_timeout})
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[list[str]]:
+    """SIGINT stops `uvicorn.Server.run` as cleanly as SIGTERM; yields the names of those received.
+
+    uvicorn catches both while it serves, shuts down gracefully (lifespan: the Guard drains, the
+    trace closes), then raises each again under the handler it found: Python's SIGINT default is
+    a ``KeyboardInterrupt`` traceback (asyncio's runner adds its own), SIGTERM's kills the process.
+    Installed around ``run``, this handler is what uvicorn finds: it records the signal and exits 0
+    (also when the signal comes before uvicorn has taken over, at start-up).
+    """
+    received: list[str] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
+        raise SystemExit(0)
+
+    kept = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
 
 
 def uvicorn_config(app: Any, *, host: str, port: int, header_timeout: float, log_level: str) -> Any:

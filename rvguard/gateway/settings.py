@@ -38,6 +38,8 @@ class GatewaySettings:
         learner: the untrusted proposer (``None``: admit everything).
         learner_timeout: seconds the learner may take to answer; an overrun rejects the
             surplus with ``learner-timeout`` (the Guard's ``learner_timeout``).
+        stall_threshold: seconds late that make an event-loop stall a ``stall`` trace record
+            (`rvguard.enforce.stall`; ``None``: no watchdog).
         trace: JSONL file the Guard's events go to (``None``: no trace); never truncated: a restart
             on an existing trace opens its next segment (`rvguard.gateway.trace`).
         metrics_auth: ``/metrics`` asks for a credential as the API does (default: open to scrapers).
@@ -81,6 +83,7 @@ class GatewaySettings:
     keys: KeysConfig = field(default_factory=KeysConfig)
     learner: Learner | None = None
     learner_timeout: float = DEFAULT_LEARNER_TIMEOUT
+    stall_threshold: float | None = 0.5
     trace: str | Path | None = None
     trace_max_bytes: int | None = None
     metrics_auth: bool = False

@@ -24,8 +24,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
-from ..errors import TraceError, TraceFormatError
+from ..errors import LineTooLongError, TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
+from ._lines import bounded_lines
 from ._source import PathArg, display_name
 
 __all__ = ["COLUMNS", "CsvWriter", "iter_csv", "record_from_row"]
@@ -149,6 +150,9 @@ def iter_csv(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
     """Each data row of a CSV trace as (file line, event or located error); constant memory.
 
     A bad header yields one error at line 1 and ends the file.
+
+    Raises:
+        LineTooLongError: a line over `MAX_LINE_BYTES` characters (the rest is unreadable).
     """
     name = display_name(path)
     with open(path, encoding="utf-8-sig", newline="") as stream:
@@ -156,10 +160,12 @@ def iter_csv(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
 
 
 def _iter_stream(stream: IO[str], name: str) -> Iterator[tuple[int, Event | TraceError]]:
-    lines = _Lines(stream)
+    lines = _Lines(bounded_lines(stream, name))
     reader = csv.reader(lines, strict=True)
     try:
         header = _check_header(next(reader, None))
+    except LineTooLongError:
+        raise
     except (TraceError, csv.Error, UnicodeDecodeError) as exc:
         yield 1, _locate(exc, name, 1)
         return
@@ -170,6 +176,8 @@ def _iter_stream(stream: IO[str], name: str) -> Iterator[tuple[int, Event | Trac
             if row is None:
                 return
             yield start, _row_event(header, row, ended=lines.ended)
+        except LineTooLongError:
+            raise
         except (TraceError, csv.Error) as exc:
             yield start, _locate(exc, name, start)
         except UnicodeDecodeError as exc:

@@ -35,6 +35,7 @@ from ..bounds import MAX_DEPTH, shown
 from ..errors import TraceError, TraceFormatError
 from ..events import Event, event_from_dict, event_to_dict
 from ..untrusted import StructureError, json_duplicate_hook, json_too_deep
+from ._lines import bounded_lines
 from ._source import STDIO, PathArg, display_name
 from .segments import is_header, parse_header
 
@@ -152,7 +153,10 @@ def _one(chunk: bytes) -> Event:
 def iter_jsonl(path: PathArg) -> Iterator[tuple[int, Event | TraceError]]:
     """Each line of a JSONL trace as (line number, event or located error); ``-`` reads stdin.
 
-    Memory is constant: one line is held at a time.
+    Memory is constant: one line is held at a time, at most `MAX_LINE_BYTES` long.
+
+    Raises:
+        LineTooLongError: a line over `MAX_LINE_BYTES` (raised, not yielded: the rest is unreadable).
     """
     name = display_name(path)
     if str(path) == STDIO:
@@ -177,7 +181,7 @@ def _header(chunk: bytes) -> bool:
 
 
 def _iter_stream(stream: IO[bytes], name: str) -> Iterator[tuple[int, Event | TraceError]]:
-    for lineno, chunk in enumerate(stream, start=1):
+    for lineno, chunk in enumerate(bounded_lines(stream, name), start=1):
         if lineno == 1 and chunk.startswith(_BOM):
             chunk = chunk[len(_BOM) :]
         try:

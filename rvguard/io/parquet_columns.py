@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..bounds import MAX_TIME, MAX_TOKENS, shown
+from ..bounds import MAX_ID_CHARS, MAX_TIME, MAX_TOKENS, shown
 from ..columnar import BASIS_CODES, COLUMN_KINDS, KIND_CODES, ColumnarTrace
 from ..errors import TraceError, TraceFormatError
 from ..events import Basis, Event, EventKind, Proposal, event_from_dict
@@ -118,7 +118,14 @@ def _core_checks(c: _Cols, kind: npt.NDArray[np.int64]) -> list[Check]:
         (kind < 0, "kind", lambda i: f"unknown event kind {c.value('kind', i)!r}"),
         (~t_present, "t", lambda i: "is missing"),
         (~_in_range(t, MAX_TIME), "t", lambda i: _time_message(c, "t", i)),
-        (~rid_ok, "rid", lambda i: f"must be a non-empty string, got {c.value('rid', i)!r}"),
+        (
+            ~rid_ok,
+            "rid",
+            lambda i: (
+                f"must be a non-empty string of at most {MAX_ID_CHARS} characters, "
+                f"got {shown(c.value('rid', i))}"
+            ),
+        ),
     ]
 
 
@@ -127,8 +134,10 @@ def _rid_ok(c: _Cols) -> Mask:
         return c.valid("rid")
     if not c.is_kind("rid"):
         return np.zeros(c.n, dtype=bool)
-    length = c.pc.utf8_length(c.get("rid")).fill_null(0)
-    return np.asarray(length.to_numpy(zero_copy_only=False), dtype=np.int64) > 0
+    length = np.asarray(
+        c.pc.utf8_length(c.get("rid")).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64
+    )
+    return (length > 0) & (length <= MAX_ID_CHARS)
 
 
 def _text_ok(c: _Cols, name: str, *, required: bool) -> Mask:

@@ -32,9 +32,10 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from ..bounds import MAX_TIME, MAX_TOKENS, shown
 from ..contract import Contract
-from ..errors import TraceError, TraceFormatError, TraceOrderError
+from ..errors import LineTooLongError, TraceError, TraceFormatError, TraceOrderError
 from ..events import Arrive
 from ..untrusted import load_json
+from ._lines import bounded_lines
 from ._source import PathArg, display_name
 
 __all__ = [
@@ -76,7 +77,7 @@ def detect_public_format(path: PathArg) -> PublicFormat:
     """
     name = display_name(path)
     with open(path, "rb") as f:
-        raw = f.readline()
+        raw = next(bounded_lines(f, name), b"")
     try:
         first = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -170,12 +171,14 @@ def _csv_rows(
     """(file line, row) for each CSV data row; the header is line 1."""
     name = display_name(path)
     with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f, strict=True)
+        reader = csv.DictReader(bounded_lines(f, name), strict=True)
         start = 2
         try:
             for row in reader:
                 yield start, _csv_row(row, cols, stamp)
                 start = reader.line_num + 1
+        except LineTooLongError:
+            raise
         except TraceError as err:
             raise err.located(path=name, line=start) from None
         except csv.Error as exc:
@@ -187,7 +190,7 @@ def _csv_rows(
 def _mooncake_rows(path: PathArg) -> Iterator[tuple[int, _Row]]:
     name = display_name(path)
     with open(path, "rb") as f:
-        for line, raw in enumerate(f, start=1):
+        for line, raw in enumerate(bounded_lines(f, name), start=1):
             try:
                 rec = _mooncake_json(raw[3:] if line == 1 and raw.startswith(b"\xef\xbb\xbf") else raw)
                 if not isinstance(rec, dict):

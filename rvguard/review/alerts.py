@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import TraceFormatError
+from ..io._lines import bounded_lines
 from ..untrusted import StructureError, load_json
 
 __all__ = ["ALERT_KINDS", "count_alerts"]
@@ -38,7 +39,7 @@ def count_alerts(path: str | Path) -> dict[str, int]:
     """
     counts: Counter[str] = Counter()
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+        for n, line in enumerate(bounded_lines(f, str(path)), 1):
             if not line.strip():
                 continue
             try:

@@ -31,6 +31,8 @@ from .queueing import ServiceDistribution
 __all__ = ["add_arguments", "parse_service_percentiles", "read_service_sample", "render_screen", "run"]
 
 _TRACE_SUFFIXES = (".jsonl", ".ndjson", ".parquet")
+#: the largest numbers file --service-sample reads, bytes (a few million samples)
+_SAMPLE_BYTES = 64 << 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,13 +146,13 @@ def read_service_sample(path: str) -> ServiceDistribution:
 
 
 def _text(p: Path) -> str:
-    """A numbers file as text; a binary file is bad input, not a traceback."""
+    """A numbers file as text, at most `_SAMPLE_BYTES`; a binary or huge file is bad input."""
+    from ..untrusted import StructureError, read_text
+
     try:
-        return p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            f"--service-sample {p}: not UTF-8 text (bad byte at offset {exc.start})", field="service-sample"
-        ) from None
+        return read_text(p, limit=_SAMPLE_BYTES)
+    except StructureError as exc:
+        raise SpecError(f"--service-sample {p}: {exc}", field="service-sample") from None
 
 
 def _numbers(text: str) -> list[float] | None:

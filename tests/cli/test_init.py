@@ -42,3 +42,30 @@ def test_examples_are_the_shipped_specs(tmp_path: Path) -> None:
     assert main(["init", str(tmp_path), "--examples"]) == 0
     for name in ("marquee.yaml", "two_tenants.yaml", "trace.schema.json"):
         assert (tmp_path / "specs" / name).read_bytes() == (SPECS / name).read_bytes()
+
+
+def test_the_keys_file_is_private_and_the_others_readable(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path)]) == 0
+    assert (tmp_path / "keys.yaml").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "contract.yaml").stat().st_mode & 0o777 == 0o644
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_dangling_symlink_at_keys_is_refused_and_never_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere" / "stolen.yaml"
+    elsewhere.parent.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keys.yaml").symlink_to(elsewhere)
+    assert main(["init", str(out)]) == 2
+    assert not elsewhere.exists() and not (out / "contract.yaml").exists()
+    assert main(["init", str(out), "--force"]) == 0  # --force replaces the link itself
+    assert not elsewhere.exists() and not (out / "keys.yaml").is_symlink()
+    assert (out / "keys.yaml").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_failure_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "keys.yaml").mkdir()  # cannot be replaced by a file, even with --force
+    assert main(["init", str(tmp_path), "--force"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.yaml"]
+    assert (tmp_path / "keys.yaml").is_dir()

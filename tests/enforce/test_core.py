@@ -29,6 +29,7 @@ from rvguard.events import (
     Restore,
     Route,
     Sample,
+    Stall,
     event_to_dict,
 )
 from rvguard.lifecycle import Stage
@@ -272,6 +273,7 @@ def _any_event(kind: EventKind) -> Event:
         "restore": lambda: Restore(0.0, "r", "kv", 0.0),
         "evict": lambda: Evict(0.0, "r", 5),
         "relocate": lambda: Relocate(0.0, "r", "e1"),
+        "stall": lambda: Stall(0.0, 0.5, 0.0),
     }
     return makers[kind.value]()
 

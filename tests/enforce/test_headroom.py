@@ -142,10 +142,9 @@ async def test_an_http_error_status_is_unavailable(exporter: tuple[_Exporter, st
     ("body", "field"),
     [
         ("this is { not exposition", ""),
-        ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n", "vllm:kv_cache_usage_perc"),
+        ("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\n", "vllm:kv_cache_usage_perc"),
         ("vllm:kv_cache_usage_perc 1.5\n", "vllm:kv_cache_usage_perc"),
         ("vllm:kv_cache_usage_perc NaN\n", "vllm:kv_cache_usage_perc"),
-        ("vllm:kv_cache_usage_perc 0.5\nvllm:num_requests_running 9\n", "vllm:num_requests_running"),
     ],
 )
 async def test_malformed_exposition_is_a_format_error_naming_the_metric(

@@ -114,6 +114,8 @@ async def test_past_the_hard_floor_running_surplus_is_preempted_and_floor_work_i
     assert guard.headroom is not None and guard.headroom.preempted == 1
     requests = [e for e in trace if e.rid]
     assert check_pr(requests) == [] and check_wf(requests) == []
+    [stop] = [e for e in requests if e.rid == "o" and e.kind.value == "fail"]
+    assert stop.extra == {"resource": "kv_cache"}  # the deciding resource, named on the record
 
 
 async def test_a_telemetry_error_is_counted_and_the_loop_goes_on() -> None:
