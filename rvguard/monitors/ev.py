@@ -1,5 +1,5 @@
 """EV — eviction: at most k in flight, never of a protected request; an emergency one recorded,
-triggered, not redundant and in time (DESIGN §10, §11).
+triggered and not redundant (DESIGN §10, §11).
 
 Theory of operation
 -------------------
@@ -15,7 +15,7 @@ not final: the request still relocates or ends, so the count stays exact
 after a violation, and each later violating eviction is reported too.
 
 An *emergency* eviction (reason ``emergency``) is judged on what the
-channel recorded on the ``evict`` (`rvguard.events.Evict`), four more clauses:
+channel recorded on the ``evict`` (`rvguard.events.Evict`), three more clauses:
 
 * **it records what it acted on**: ``resource`` and ``headroom``, the
   measured (smoothed) headroom fraction of that resource. One that records
@@ -39,12 +39,9 @@ channel recorded on the ``evict`` (`rvguard.events.Evict`), four more clauses:
   tie is reached. Target and capacity are the contract's ``eviction``
   block's when it states them, else the record's own (not judged with
   neither);
-* **the relief deadline**: when the record carries the plan's ``lands_at``
-  (when the k-bounded serialized relief of every eviction the plan needs
-  lands) and ``deadline`` (when the redline's trend reaches zero headroom),
-  ``lands_at ≤ deadline``. This clause is monitored, not enforced: the
-  planner only warns (a target out of reach, or a node not falling, records
-  neither field and is not judged here).
+Whether the relief lands before the node's deadline is not EV's: the
+Guard cannot enforce it (it depends on the node's trend, the overhead and
+the link), so it is its own monitored property, ER (`rvguard.monitors.er`).
 
 Cost: O(1) per event but an ``evict`` or a ``sample``, O(credited evictions) for those; memory
 O(evictions in flight and credited + resources).
@@ -129,12 +126,6 @@ def _gap(state: dict[str, Any], ev: Evict) -> tuple[Fraction, float, int] | None
     return tokens_short(target, ev.headroom, capacity, credited), target, capacity
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def _emergency_faults(state: dict[str, Any], ev: Evict) -> list[str]:
     """The emergency clauses ``ev`` breaks (module doc): record, trigger, redundancy, deadline."""
     if ev.reason != EMERGENCY:
@@ -156,11 +147,6 @@ def _emergency_faults(state: dict[str, Any], ev: Evict) -> list[str]:
             f"emergency eviction issued while the credited headroom already reaches the target {gap[1]:g}: "
             f"measured {ev.headroom:g} + {credited} state tokens of {len(state['credit'])} credited "
             f"eviction(s) / capacity {gap[2]}"
-        )
-    lands, deadline = _number(ev.extra.get("lands_at")), _number(ev.extra.get("deadline"))
-    if lands is not None and deadline is not None and lands > deadline:
-        why.append(
-            f"the k-bounded serialized relief lands at {lands:g}, after the node's deadline {deadline:g}"
         )
     return why
 
@@ -226,7 +212,7 @@ def _detail(inst: Instance, ev: Event | None, now: float) -> str:
 _TAKE = Edge(
     Loc.EVICTED,
     _room,
-    "fewer than k in flight; an emergency one recorded, triggered, not redundant, relief in time",
+    "fewer than k in flight; an emergency one recorded, triggered, not redundant",
     update=_take,
 )
 _OVER = Edge(
@@ -272,8 +258,8 @@ def _context(inst: Instance) -> Mapping[str, Any]:
 EV = TimedAutomaton(
     name="EV",
     description="at most k evictions in flight, never of an assured or floor-entitled request; an "
-    "emergency one records its headroom, is below the hard floor, is not redundant (credited headroom "
-    "below the target, exactly) and its relief lands by the node's deadline",
+    "emergency one records its headroom, is below the hard floor, and is not redundant (credited "
+    "headroom below the target, exactly)",
     locations=Loc,
     initial=Loc.NEW,
     bad=frozenset({Loc.OVER}),

@@ -244,7 +244,17 @@ def _none(reqs: _Requests) -> list[Violation]:
     return []
 
 
-_JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd, "PR": _pr, "RL": _none, "EV": _none, "FR": _none}
+_JUDGES = {
+    "AF": _af,
+    "SF": _sf,
+    "DR": _dr,
+    "ND": _nd,
+    "PR": _pr,
+    "RL": _none,
+    "EV": _none,
+    "ER": _none,
+    "FR": _none,
+}
 
 
 def offline_violations(
