@@ -137,7 +137,9 @@ def _landed(prefix: list[Event], j: int, resource: str) -> bool:
 
 
 def routing(events: list[Event], c: Contract) -> Found:
-    """FR: a p2c route on no view or one older than the staleness; a request taking a slot of an
+    """FR: a p2c route on no view or one older than the staleness; a fresh p2c route to an engine with
+    less headroom than another it sampled (`_worse`); a siloed route (of a request holding no slot)
+    naming an engine that already holds C_e or is not listed; a request taking a slot of an
     engine that already holds C_e (or that the contract does not list). A request takes its slot at
     its dispatch when routed (or relocated) before it, else at a late route after its dispatch (which,
     when stale, is judged stale alone); a route of a request holding a slot moves nothing."""
@@ -156,10 +158,14 @@ def routing(events: list[Event], c: Contract) -> Found:
     for e in events:
         if isinstance(e, Route):
             stale = e.mode is RouteMode.P2C and (e.view_time is None or e.t - e.view_time > c.fleet.staleness)
-            if stale:
+            if stale or (e.mode is RouteMode.P2C and _worse(e)):
                 out.add(("FR", e.rid, e.t))
             if e.rid in holding:
                 continue
+            if e.mode is RouteMode.SILOED:  # on its engine's own slots: one must be free at the route
+                held = sum(x == e.engine for x in holding.values())
+                if e.engine not in c.fleet.engines or held >= c.fleet.engines[e.engine]:
+                    out.add(("FR", e.rid, e.t))
             engine_of[e.rid] = e.engine
             if e.rid in unplaced:
                 unplaced.discard(e.rid)
@@ -182,6 +188,15 @@ def routing(events: list[Event], c: Contract) -> Found:
             unplaced.discard(e.rid)
             engine_of.pop(e.rid, None)
     return out
+
+
+def _worse(e: Route) -> bool:
+    """A p2c route that records the engines it compared (``sampled``: engine -> headroom) and went to
+    one it did not sample or with less headroom than another it sampled."""
+    sampled = e.extra.get("sampled")
+    if not isinstance(sampled, dict) or not sampled:
+        return False
+    return e.engine not in sampled or any(h > sampled[e.engine] for h in sampled.values())
 
 
 def redline(events: list[Event], c: Contract) -> Found:

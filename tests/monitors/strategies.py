@@ -120,7 +120,15 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
     if kind == "route":
         mode = draw(st.sampled_from(list(RouteMode)))
         view = None if mode is RouteMode.SILOED and draw(st.booleans()) else max(0.0, t - back)
-        return Route(t, rid, draw(st.sampled_from(ENGINES)), view, mode)
+        engine = draw(st.sampled_from(ENGINES))
+        # what a p2c route compared: often both engines' headroom (ties too), sometimes nothing
+        heads = st.sampled_from([0.0, 0.25, 0.5])
+        sampled = draw(st.sampled_from([None, "both", "both", "one"]))
+        extra = {}
+        if mode is RouteMode.P2C and sampled is not None:
+            chosen = ENGINES if sampled == "both" else [engine]
+            extra = {"sampled": {e: draw(heads) for e in chosen}}
+        return Route(t, rid, engine, view, mode, extra=extra)
     if kind in ("demote", "restore"):
         cls = Demote if kind == "demote" else Restore
         # mostly the resource sampled last (what a redline acting on a reading cites)
