@@ -1,4 +1,4 @@
-"""Plain, independent checkers for PR, RL, EV and FR, written from DESIGN §10's sentences.
+"""Plain, independent checkers for PR, RL, EV, ER and FR, written from DESIGN §10's sentences.
 
 Each recomputes its facts from the trace prefix at every event that could violate (O(n²) on
 purpose) and shares no code with rvguard.monitors: entitlement is the contract's window formula,
@@ -68,8 +68,7 @@ def eviction(events: list[Event], c: Contract) -> Found:
     fewer than k, and the request must not be protected; an emergency evict must record its resource
     and headroom, that headroom must be below the resource's hard floor (when the contract has a
     headroom block), it must not come while the credited headroom already reaches the target
-    (`_redundant`), and when it records its plan's lands_at and deadline the first is not after the
-    second."""
+    (`_redundant`). (Its plan's relief time is ER's, `relief`.)"""
     assert c.eviction is not None
     guarded = _protected(events, c)
     out = set()
@@ -97,9 +96,20 @@ def _emergency_wrong(events: list[Event], i: int, c: Contract) -> bool:
         limit = c.headroom.resources.get(e.resource)
         if limit is None or e.headroom >= limit.hard_floor:
             return True
-    lands, deadline = e.extra.get("lands_at"), e.extra.get("deadline")
-    late = isinstance(lands, float) and isinstance(deadline, float) and lands > deadline
-    return late or _redundant(events, i, c)
+    return _redundant(events, i, c)
+
+
+def relief(events: list[Event], c: Contract) -> Found:
+    """ER: an evict with reason emergency whose record carries the plan's lands_at and deadline (finite
+    numbers) with lands_at after deadline."""
+    out = set()
+    for e in events:
+        if isinstance(e, Evict) and e.reason == "emergency":
+            lands, deadline = e.extra.get("lands_at"), e.extra.get("deadline")
+            numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (lands, deadline))
+            if numbers and lands > deadline:  # type: ignore[operator]
+                out.add(("ER", e.rid, e.t))
+    return out
 
 
 def _dec(x: float) -> Fraction:

@@ -189,7 +189,11 @@ def test_rl_reports_a_miscited_demote_of_any_core_trace_at_it(
     assert C.headroom is not None
     core = DecisionCore(C, redline=redline_config(C.headroom))
     trace: list[Event] = []
-    now, n = 0.0, 0
+    for i in range(4):  # the slots busy with floor work: surplus queues, where the redline acts
+        trace += core.arrive(Request(f"a{i}", "assured", 0.0), Proposal(), 0.0)
+    trace += core.arrive(Request("r0", "opp", 0.0), Proposal(), 0.0)
+    trace += core.observe(HeadroomSample("kv", 0.05, 0.0), 0.0)  # fires: r0 demoted
+    now, n = 0.0, 1
     for step, op, value in script:
         now += step
         if op == "arrive":

@@ -1,4 +1,5 @@
-"""PR, RL, EV and FR: online = offline = an independent brute force; each violation caught with a witness."""
+"""PR, RL, EV, ER and FR: online = offline = an independent brute force; each violation caught with
+a witness."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
 from rvguard.monitors.rl import toggle_bound
 
-from .brute_force_runbook import eviction, preemption, redline, routing
+from .brute_force_runbook import eviction, preemption, redline, relief, routing
 from .strategies import eviction_traces, small_contract, wellformed_traces
 
-PROPS = ("PR", "RL", "EV", "FR")
+PROPS = ("PR", "RL", "EV", "ER", "FR")
 CONTRACTS = {
     "count": small_contract("count"),
     "tokens": small_contract("tokens", epoch=0.3),
@@ -44,7 +45,7 @@ CONTRACTS = {
     "stated": small_contract("count", eviction={"k": 2, "capacity": 64, "target": 0.5}),
 }
 TRACES = st.booleans().flatmap(lambda runbook: wellformed_traces(runbook=runbook, max_steps=50))
-ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "FR": routing}
+ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "ER": relief, "FR": routing}
 
 
 def _online(events: list[Event], c: Contract, props: tuple[str, ...] = PROPS) -> Monitor:
@@ -92,9 +93,9 @@ def test_ev_with_its_credited_headroom_rule_is_the_brute_force_online_and_offlin
     headroom, target and capacity, landed or not by fresh samples): online = the exact-fraction
     brute force = offline, witnesses included."""
     c = CONTRACTS[name]
-    online = _online(events, c, ("EV",))
-    assert {(v.property, v.rid, v.t) for v in online.violations()} == eviction(events, c)
-    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", "EV"))
+    online = _online(events, c, ("EV", "ER"))
+    assert {(v.property, v.rid, v.t) for v in online.violations()} == eviction(events, c) | relief(events, c)
+    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", "EV", "ER"))
     assert [_key(v) for v in online.violations()] == [_key(v) for v in offline.violations]
 
 
