@@ -61,6 +61,7 @@ class _Core(Protocol):
     _redline: Redline | None
     _reading: RedlineReading | None
     _staleness: float
+    _restore_waits: bool
 
     @property
     def _held(self) -> Mapping[str, Holdable]: ...
@@ -88,6 +89,7 @@ class DemotionMixin:
     _redline: Redline | None
     _reading: RedlineReading | None
     _staleness: float
+    _restore_waits: bool
 
     @property
     def redline(self: _Core) -> Redline | None:
@@ -122,6 +124,7 @@ class DemotionMixin:
         elif reading.toggled or self._held:
             self._restore_held(now, out, sample)
             self._fill(now, out)
+        self._restore_waits = bool(self._held) and not reading.firing
         return out
 
     def hard_floor_crossed(self: _Core) -> HardFloorCrossing | None:
