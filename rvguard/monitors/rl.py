@@ -168,8 +168,17 @@ def _faults(state: dict[str, Any], ev: Demote | Restore) -> list[str]:
 
 
 def _ok(inst: Instance, ev: Event) -> bool:
+    """No clause broken; the faults are kept for the update that follows on the same event."""
     assert isinstance(ev, Demote | Restore)
-    return not _faults(inst.shared["RL"], ev)
+    faults = _faults(inst.shared["RL"], ev)
+    inst.vars["rl_judged"] = (ev, faults)
+    return not faults
+
+
+def _judged(inst: Instance, ev: Demote | Restore) -> list[str]:
+    """`_faults` of ``ev``, as `_ok` found them just before (computed again if it did not run)."""
+    kept = inst.vars.pop("rl_judged", None)
+    return kept[1] if kept is not None and kept[0] is ev else _faults(inst.shared["RL"], ev)
 
 
 def _account(inst: Instance, ev: Event) -> None:
@@ -182,7 +191,7 @@ def _account(inst: Instance, ev: Event) -> None:
     reading = None if replay is None else replay.cited(ev.sample_time)
     bound = toggle_bound(state["n"].get(res, 0), state["dwell"])
     inst.vars.update(
-        rl_why=_faults(state, ev),
+        rl_why=_judged(inst, ev),
         rl_resource=res,
         rl_freshest=state["fresh"].get(res),
         rl_toggles=toggles,
