@@ -53,11 +53,15 @@ CLAIMS = {
     "the gateway routes on views within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
     "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
-    "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
+    "RL": "monitored; the guard's core demotes surplus only, citing the traced sample that fires its "
+    "redline (replayed from the trace), restores only on a fresh sample with the redline clear, toggles "
     "bounded by the redline's hysteresis (by construction)",
     "EV": "monitored; the Guard's emergency channel keeps it by construction (at most k in flight, "
-    "no eviction while credited headroom reaches the target, surplus only); the fleet gateway's "
-    "moves off a dead engine are checked only",
+    "surplus only; an emergency eviction records its headroom, below the hard floor, none while "
+    "credited headroom reaches the target, exactly); the fleet gateway's moves off a dead engine are "
+    "checked only",
+    "ER": "monitored, not enforced: an emergency eviction's planned relief lands by the node's deadline "
+    "(a miss says eviction cannot relieve the node in time)",
 }
 P95_NOTE = (
     "P95 is an ensemble obligation: this trace's assured P95 sojourn is estimated "
@@ -307,7 +311,7 @@ def _feed_merged(
 
 
 #: judged on each replica's trace alone: its C − R, its redline's samples and toggles, its k
-_PER_REPLICA = ("RB", "RL", "EV")
+_PER_REPLICA = ("RB", "RL", "EV", "ER")
 
 
 def _sweep(run: _Run, contract: Contract, steps: int | None) -> PhaseSweep | None:

@@ -22,6 +22,11 @@ themselves:
   the sums stay below 2^53, Python ints beyond). Integer units rather than
   `Fraction` objects: the same exactness at the cost of an int addition on
   the core's and the monitor's hot path, and numpy can sum them.
+* **Credited headroom**: the eviction rule "no emergency eviction while the
+  credited headroom already reaches the target" is an equality too (headroom
+  0.29, one credited eviction of 10 tokens of 1000, target 0.3: exactly
+  0.30, reached); `tokens_short` decides it on the decimals, in tokens, for
+  the planner and for EV alike.
 * **Window edges**: window k is ``[epoch + k·W, epoch + (k+1)·W)`` with
   epoch, W and the time read as decimals, so an arrival written exactly at
   an edge ``epoch + k·W`` is in window k, the window it opens. Away from an
@@ -43,7 +48,15 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, overload
 
-__all__ = ["EDGE_TOLERANCE", "CreditUnits", "credit_units", "decimal", "near_edge", "window_index"]
+__all__ = [
+    "EDGE_TOLERANCE",
+    "CreditUnits",
+    "credit_units",
+    "decimal",
+    "near_edge",
+    "tokens_short",
+    "window_index",
+]
 
 #: distance of ``(t - epoch) / W`` to a whole number, relative to ``1 + (|t| + |epoch|) / W``, within
 #: which `window_index` decides exactly: 64 float epsilons, well above the few the quotient can be
@@ -56,6 +69,13 @@ def decimal(value: float) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     return Fraction(repr(float(value)))
+
+
+def tokens_short(target: float, headroom: float, capacity: int, credited: int) -> Fraction:
+    """State tokens still to free before ``headroom`` plus ``credited`` state tokens (of a resource
+    of ``capacity`` tokens) reach ``target``: ``(target − headroom)·capacity − credited`` on the
+    decimals (≤ 0: the target is reached, exactly at a tie)."""
+    return (decimal(target) - decimal(headroom)) * capacity - credited
 
 
 def _tolerance(t: Any, origin: float, window: float) -> Any:

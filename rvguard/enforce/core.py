@@ -231,6 +231,7 @@ class DecisionCore(ReliefMixin):
             staleness if staleness is not None else math.inf if block is None else block.staleness
         )
         self._reading: RedlineReading | None = None
+        self._restore_waits = False  # the redline cleared on a stale sample: the held wait for a fresh one
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
 
     # -- public API ------------------------------------------------------------
@@ -409,7 +410,7 @@ class DecisionCore(ReliefMixin):
         held = [e for e in self._live.values() if e.state is Stage.HELD]
         assert len(held) == len(self._held)
         assert all(e.basis is not Basis.FLOOR for e in held)
-        assert self._holding() or not held, "requests held while the redline is clear"
+        assert self._holding() or not held or self._restore_waits, "requests held while the redline is clear"
         assert not any(self.protected(e.request.rid) for e in held), "a protected request is held"
         floors = self._entitlement.units.floors
         for tenant, (_, used) in self._floor_used.items():

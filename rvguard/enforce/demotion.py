@@ -12,7 +12,9 @@ The core (`rvguard.enforce.core.DecisionCore`) owns one `Redline` when it is giv
   timestamp of that resource's last fresh sample (so RL can match each demote to a sample
   already traced); surplus admitted while it fires is demoted at once, before any dispatch;
 * when the redline clears, every held request is restored (``restore``) in its rank order and
-  keeps its original rank, then dispatch resumes;
+  keeps its original rank, then dispatch resumes; the restore cites the fresh sample that found the
+  redline clear, and only one at most ``staleness`` old at ``now`` restores (stale telemetry never
+  restores: the held wait for the next fresh sample while the redline stays clear);
 * a demotion cites a sample no older than ``staleness`` (the contract's ``headroom.staleness``):
   when the deciding resource's last fresh sample is older, nothing more is demoted, and surplus
   still waits (no dispatch of surplus while the redline fires) until a fresh sample either
@@ -62,6 +64,7 @@ class _Core(Protocol):
     _redline: Redline | None
     _reading: RedlineReading | None
     _staleness: float
+    _restore_waits: bool
 
     @property
     def _held(self) -> Mapping[str, Holdable]: ...
@@ -78,7 +81,7 @@ class _Core(Protocol):
 
     def _hold_surplus(self, now: float, out: list[Event]) -> None: ...
 
-    def _restore_held(self, now: float, out: list[Event]) -> None: ...
+    def _restore_held(self, now: float, out: list[Event], sample: HeadroomSample) -> None: ...
 
     def _decided_by(self) -> tuple[str, float]: ...
 
@@ -89,6 +92,7 @@ class DemotionMixin:
     _redline: Redline | None
     _reading: RedlineReading | None
     _staleness: float
+    _restore_waits: bool
 
     @property
     def redline(self: _Core) -> Redline | None:
@@ -120,9 +124,10 @@ class DemotionMixin:
         out: list[Event] = [Sample(now, sample.resource, sample.value, sample.t)]
         if reading.firing:
             self._hold_surplus(now, out)
-        elif reading.toggled:
-            self._restore_held(now, out)
+        elif reading.toggled or self._held:
+            self._restore_held(now, out, sample)
             self._fill(now, out)
+        self._restore_waits = bool(self._held) and not reading.firing
         return out
 
     def hard_floor_crossed(self: _Core) -> HardFloorCrossing | None:
@@ -171,12 +176,13 @@ class DemotionMixin:
             self._apply(entry, ev)
             out.append(ev)
 
-    def _restore_held(self: _Core, now: float, out: list[Event]) -> None:
-        """Restore every held request, in rank order (the redline cleared)."""
-        if not self._held:
+    def _restore_held(self: _Core, now: float, out: list[Event], sample: HeadroomSample) -> None:
+        """Restore every held request, in rank order (the redline is clear), citing ``sample``, the
+        fresh one that found it clear; when that sample is older than ``staleness`` nothing is
+        restored (stale telemetry never restores): the held wait for a fresh one."""
+        if not self._held or now - sample.t > self._staleness:
             return
-        resource, sample_time = self._decided_by()
         for entry in sorted(self._held.values(), key=lambda e: e.key):
-            ev = Restore(now, entry.request.rid, resource, sample_time)
+            ev = Restore(now, entry.request.rid, sample.resource, sample.t)
             self._apply(entry, ev)
             out.append(ev)

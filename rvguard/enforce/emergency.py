@@ -21,8 +21,9 @@ requests to evict now:
   bucket;
 * each eviction is written first, as an ``evict`` event (rid, state, reason
   ``emergency``, and what it was decided on: the crossing resource, its
-  headroom Ĥ, the target and the capacity, so EV can judge the credited-headroom
-  rule from the trace) to every sink, then acted on at once: the request is
+  headroom Ĥ, the target and the capacity, and the plan's ``lands_at`` and
+  ``deadline``, so EV can judge its trigger, the credited-headroom rule and the
+  relief deadline from the trace) to every sink, then acted on at once: the request is
   preempted with no grace (the hard threshold evicts immediately, as the
   kubelet's does) — it ends with ``fail(preempted)`` and its caller gets the
   retry signal (`Guard.preempt`'s outcome). Written and stopped in one
@@ -61,6 +62,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..runbook_events import EMERGENCY
@@ -82,6 +85,18 @@ def node_deadline(smoothed: float, projected: float, horizon: float, sample_time
         return math.inf
     slope = (projected - smoothed) / horizon
     return sample_time + max(0.0, smoothed) / -slope
+
+
+_NO_RELIEF: Mapping[str, float] = MappingProxyType({})
+
+
+def _relief(plan: EmergencyPlan) -> Mapping[str, float]:
+    """What an emergency ``evict`` records of its plan for EV's deadline clause: when the k-bounded
+    serialized relief lands and the node's deadline, both finite (a target out of reach or a node
+    not falling has nothing to compare; the plan's warning says which)."""
+    if math.isinf(plan.lands_at) or math.isinf(plan.deadline):
+        return _NO_RELIEF
+    return MappingProxyType({"lands_at": plan.lands_at, "deadline": plan.deadline})
 
 
 class EmergencyChannel:
@@ -151,13 +166,24 @@ class EmergencyChannel:
                 extra={"event": "eviction-deadline", "resource": crossing.resource},
             )
         self.last_warning = plan.warning
+        relief = _relief(plan)
         for ev in plan.evict:
-            self.stop(ev, EMERGENCY, crossing.resource, crossing.smoothed, now)
+            self.stop(ev, EMERGENCY, crossing.resource, crossing.smoothed, now, relief=relief)
         return plan
 
-    def stop(self, ev: Eviction, reason: str, resource: str, headroom: float, now: float) -> None:
+    def stop(
+        self,
+        ev: Eviction,
+        reason: str,
+        resource: str,
+        headroom: float,
+        now: float,
+        *,
+        relief: Mapping[str, float] = _NO_RELIEF,
+    ) -> None:
         """Trace the planner's eviction ``ev`` (with what it was decided on: ``resource``, its
-        ``headroom``, the target and capacity) and stop the request; credited until it lands."""
+        ``headroom``, the target and capacity, and ``relief``: the plan's ``lands_at`` and
+        ``deadline`` when both are finite) and stop the request; credited until it lands."""
         core, config = self._guard.core, self.planner.config
         self._guard.evict_now(
             ev.rid,
@@ -167,6 +193,7 @@ class EmergencyChannel:
             headroom=headroom,
             target=config.target,
             capacity=config.capacity,
+            extra=relief,
         )
         seen = -math.inf if core.redline is None else core.redline.last_sample_time(resource)
         self._stopped[ev.rid] = (resource, max(now, seen))

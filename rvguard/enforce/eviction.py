@@ -51,8 +51,10 @@ import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ..errors import SpecError
+from ..exact import tokens_short
 from ..runbook_spec import EvictionSpec, VoluntarySpec
 
 __all__ = [
@@ -336,7 +338,7 @@ class EvictionPlanner:
 
     def _needed(self, headroom: float, ranked: list[Candidate]) -> list[Candidate]:
         """The top of the ranking that brings credited headroom to the target (counted in tokens:
-        ``headroom·capacity + ΣS ≥ target·capacity``, so a sum of reliefs has no rounding)."""
+        ``headroom·capacity + ΣS ≥ target·capacity`` on the decimals, so a tie is reached)."""
         gap, out = self._gap(headroom), []
         for c in ranked:
             if gap <= 0:
@@ -345,10 +347,11 @@ class EvictionPlanner:
             gap -= c.state
         return out
 
-    def _gap(self, headroom: float) -> float:
-        """State tokens still to free before credited headroom reaches the target (≤ 0: reached)."""
-        cap = self.config.capacity
-        return (self.config.target - headroom) * cap - sum(e.state for e in self._flight.values())
+    def _gap(self, headroom: float) -> Fraction:
+        """State tokens still to free before credited headroom reaches the target (≤ 0: reached),
+        on the decimals (`rvguard.exact.tokens_short`: a tie is reached, as EV judges it)."""
+        credited = sum(e.state for e in self._flight.values())
+        return tokens_short(self.config.target, headroom, self.config.capacity, credited)
 
     def _issue(self, c: Candidate, now: float, reason: str) -> Eviction:
         self.link.take(c.state, now)

@@ -10,7 +10,9 @@ runbook's "signal at admission" — never remembered from an earlier one.
 
 * **P2C** — among live engines with a free slot (in flight < C_e), sample
   two at random and take the one with more headroom; ties by a coin, all
-  from an injected `random.Random` (seeded in tests). A fleet-wide argmax
+  from an injected `random.Random` (seeded in tests); the decision carries
+  the two compared and their headroom (``sampled``), which the gateway
+  traces so FR can judge the choice. A fleet-wide argmax
   would send every decision taken on the same view to the same engine
   (herding); sampling two spreads them (`herding` measures both).
 * **Siloed** — when the view is unavailable, or any live engine's view is
@@ -70,12 +72,17 @@ class EngineView:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One routing decision: the engine (None when none has room), on what view, and why."""
+    """One routing decision: the engine (None when none has room), on what view, and why.
+
+    ``sampled``: the engines a P2C decision compared, each with the headroom it read (what FR
+    judges the choice on: the route goes to one with the most); empty when siloed.
+    """
 
     engine: str | None
     view_time: float | None
     mode: RouteMode
     reason: str = ""
+    sampled: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +158,14 @@ class Router:
         if not free:
             return Route(None, None, "p2c", "full")
         if len(free) == 1:
-            best = free[0]
+            best, compared = free[0], free
         else:
-            a, b = self.rng.sample(free, 2)
+            a, b = compared = self.rng.sample(free, 2)
             if a.headroom == b.headroom:
                 best = a if self.rng.random() < 0.5 else b
             else:
                 best = a if a.headroom > b.headroom else b
-        return Route(best.name, best.view_time, "p2c")
+        return Route(best.name, best.view_time, "p2c", sampled=tuple((v.name, v.headroom) for v in compared))
 
 
 def _siloed(rid: str, views: Sequence[EngineView], reason: str) -> Route:
@@ -180,7 +187,7 @@ def argmax_route(views: Sequence[EngineView]) -> Route:
     if not free:
         return Route(None, None, "p2c", "full")
     best = max(free, key=lambda v: v.headroom)
-    return Route(best.name, best.view_time, "p2c")
+    return Route(best.name, best.view_time, "p2c", sampled=tuple((v.name, v.headroom) for v in free))
 
 
 def herding(views: Sequence[EngineView], decisions: int, rng: random.Random) -> dict[str, list[int]]:

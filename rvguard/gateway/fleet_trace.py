@@ -5,8 +5,9 @@ lifecycle allows them (`rvguard.lifecycle.MOVES`):
 
 * ``route`` (rid, engine, view_time, mode; and ``staleness``, ``slots``: the
   bounds FR judges it against when the contract has no fleet block,
-  `rvguard.monitors.fr`) — each request's engine, decided at its dispatch
-  event and written just before it (the request is
+  `rvguard.monitors.fr`; a p2c one also ``sampled``, the engines it compared
+  and the headroom it read for each, on which FR judges the choice) — each
+  request's engine, decided at its dispatch event and written just before it (the request is
   still admitted); ``view_time`` is when the view it was decided on was read
   (none when siloed). A dispatch that had to wait for a slot (only while an
   engine is out of rotation) is routed when one frees: its ``route`` record
@@ -51,7 +52,10 @@ class FleetTrace:
         self._slots = dict(slots)
 
     def _route(self, t: float, rid: str, engine: str, route: Decision) -> Route:
-        bounds = {"staleness": self._staleness, "slots": self._slots[engine]}  # what FR judges against
+        # what FR judges against: the bounds, and the engines a p2c route compared
+        bounds: dict[str, object] = {"staleness": self._staleness, "slots": self._slots[engine]}
+        if route.sampled:
+            bounds["sampled"] = dict(route.sampled)
         return Route(t, rid, engine, route.view_time, RouteMode(route.mode), extra=bounds)
 
     def routed(self, rid: str, engine: str, route: Decision, t: float) -> None:

@@ -1,5 +1,5 @@
-"""EV — eviction: at most k in flight, none while credited headroom reaches the target, never of a
-protected request (DESIGN §10).
+"""EV — eviction: at most k in flight, never of a protected request; an emergency one recorded,
+triggered and not redundant (DESIGN §10, §11).
 
 Theory of operation
 -------------------
@@ -9,29 +9,39 @@ by all requests (`shared`): the evicted requests in flight, in eviction
 order; the contract's ``eviction.k`` bounds their number. An ``evict``
 is a bad prefix when k are already in flight, or when the request is
 protected (floor-entitled or admitted on the floor: `pr.protected`),
-which the emergency channel must never pick; or when it is an
-*emergency* eviction issued while the **credited headroom** already reaches
-the target (the runbook's "no redundant eviction"). The bad locations are
+which the emergency channel must never pick; or when an emergency eviction
+breaks one of the clauses below. The bad locations are
 not final: the request still relocates or ends, so the count stays exact
 after a violation, and each later violating eviction is reported too.
 
-The credited-headroom rule reads what the channel recorded on the
-``evict`` (`rvguard.events.Evict`): ``headroom``, the measured headroom
-fraction of ``resource`` it acted on, and judges it against the contract's
-``eviction.target`` and ``eviction.capacity`` when the contract states them,
-else the record's own ``target`` and ``capacity`` (as FR reads a route's own
-bounds without a fleet block). Credited headroom = headroom + the relief
-(state / capacity) of every eviction still *credited*: one that recorded a
-``resource`` stays credited from its ``evict`` until a fresh ``sample`` of
-that resource taken after it (sample time later than both the eviction and
-every earlier sample of the resource) is recorded — only then does the
-measured headroom include its relief. An emergency eviction is a bad prefix
-when ``(target − headroom) · capacity − Σ credited state ≤ 0`` (compared in
-tokens, as the planner does, so the two make the same float operations). An
-eviction that records no headroom, or with no target or capacity anywhere,
-is not judged on this rule; EV takes the recorded headroom as given (the
-Guard records its redline's Ĥ; an independent check re-deriving it from the
-samples is in the tests).
+An *emergency* eviction (reason ``emergency``) is judged on what the
+channel recorded on the ``evict`` (`rvguard.events.Evict`), three more clauses:
+
+* **it records what it acted on**: ``resource`` and ``headroom``, the
+  measured (smoothed) headroom fraction of that resource. One that records
+  neither is a bad prefix: EV does not reconstruct a decision from the last
+  recorded sample, because the trigger and the credited rule are about what
+  the channel saw when it chose, and a record with no evidence that passed
+  would make the clauses below unable to fail;
+* **its trigger**: the recorded headroom is below the resource's
+  ``hard_floor`` (the contract's ``headroom`` block; a resource it does not
+  state, or a hard floor of 0, is never crossed). Without a ``headroom``
+  block the trigger is not judged (the Guard then has no redline and no
+  emergency channel);
+* **no redundant eviction**: credited headroom = headroom + the relief
+  (state / capacity) of every eviction still *credited* — one that recorded
+  a ``resource`` stays credited from its ``evict`` until a fresh ``sample``
+  of that resource taken after it (sample time later than both the eviction
+  and every earlier sample of the resource) is recorded. The eviction is a
+  bad prefix when that already reaches the target: ``(target − headroom) ·
+  capacity − Σ credited state ≤ 0``, decided on the decimals
+  (`rvguard.exact.tokens_short`, the planner's own comparison), so an exact
+  tie is reached. Target and capacity are the contract's ``eviction``
+  block's when it states them, else the record's own (not judged with
+  neither);
+Whether the relief lands before the node's deadline is not EV's: the
+Guard cannot enforce it (it depends on the node's trend, the overhead and
+the link), so it is its own monitored property, ER (`rvguard.monitors.er`).
 
 Cost: O(1) per event but an ``evict`` or a ``sample``, O(credited evictions) for those; memory
 O(evictions in flight and credited + resources).
@@ -43,11 +53,13 @@ import itertools
 import math
 from collections.abc import Mapping
 from enum import Enum
+from fractions import Fraction
 from typing import Any
 
 from ..contract import Contract
 from ..errors import SpecError
 from ..events import Event, EventKind, Evict, Sample
+from ..exact import tokens_short
 from ..runbook_events import EMERGENCY
 from .automaton import Edge, Instance, TimedAutomaton
 from .pr import protected
@@ -77,7 +89,10 @@ def _shared(contract: Contract) -> dict[str, Any]:
     if block is None:  # pragma: no cover - resolve_properties refuses EV first
         raise SpecError("property EV needs the contract's eviction block (k)", field="eviction")
     # credit: (rid, state, resource, after) per credited eviction; fresh: resource -> newest sample_time
+    h = contract.headroom
+    floors = None if h is None else {name: r.hard_floor for name, r in h.resources.items()}
     return {
+        "floors": floors,
         "k": block.k,
         "evicting": {},
         "target": block.target,
@@ -100,7 +115,7 @@ def _sample(state: dict[str, Any], ev: Event) -> None:
         state["credit"] = [c for c in credit if c[2] != ev.resource or not ev.sample_time > c[3]]
 
 
-def _gap(state: dict[str, Any], ev: Evict) -> tuple[float, float, int] | None:
+def _gap(state: dict[str, Any], ev: Evict) -> tuple[Fraction, float, int] | None:
     """An emergency eviction's (state tokens still to free, target, capacity) before it was issued;
     ``None`` when it is not judged on the credited-headroom rule (module doc)."""
     target = state["target"] if state["target"] is not None else ev.target
@@ -108,15 +123,50 @@ def _gap(state: dict[str, Any], ev: Evict) -> tuple[float, float, int] | None:
     if ev.reason != EMERGENCY or ev.headroom is None or target is None or capacity is None:
         return None
     credited = sum(c[1] for c in state["credit"])
-    return (target - ev.headroom) * capacity - credited, target, capacity
+    return tokens_short(target, ev.headroom, capacity, credited), target, capacity
+
+
+def _emergency_faults(state: dict[str, Any], ev: Evict) -> list[str]:
+    """The emergency clauses ``ev`` breaks (module doc): record, trigger, redundancy, deadline."""
+    if ev.reason != EMERGENCY:
+        return []
+    if ev.resource is None or ev.headroom is None:
+        return ["an emergency eviction that records no resource and headroom: its trigger cannot be judged"]
+    why = []
+    floors: dict[str, float] | None = state["floors"]
+    if floors is not None and not ev.headroom < floors.get(ev.resource, 0.0):
+        floor = floors.get(ev.resource, 0.0)
+        why.append(
+            f"emergency eviction without its trigger: headroom {ev.headroom:g} of {ev.resource!r} "
+            f"is not below its hard floor {floor:g}"
+        )
+    gap = _gap(state, ev)
+    if gap is not None and not gap[0] > 0:
+        credited = sum(c[1] for c in state["credit"])
+        why.append(
+            f"emergency eviction issued while the credited headroom already reaches the target {gap[1]:g}: "
+            f"measured {ev.headroom:g} + {credited} state tokens of {len(state['credit'])} credited "
+            f"eviction(s) / capacity {gap[2]}"
+        )
+    return why
+
+
+def _faults(state: dict[str, Any], ev: Evict, guarded: bool) -> list[str]:
+    """Every EV clause the eviction breaks, as the witness's detail says them."""
+    why = []
+    if guarded:
+        why.append(
+            "a floor-entitled or assured request was evicted: the emergency channel takes surplus work only"
+        )
+    if len(state["evicting"]) >= int(state["k"]):
+        why.append(f"eviction made {len(state['evicting']) + 1} evictions in flight > k = {state['k']}")
+    return why + _emergency_faults(state, ev)
 
 
 def _room(inst: Instance, ev: Event) -> bool:
-    """Fewer than k in flight, and the credited headroom below the target (when judged)."""
+    """Every clause holds for a surplus request's eviction."""
     assert isinstance(ev, Evict)
-    state = inst.shared["EV"]
-    gap = _gap(state, ev)
-    return len(state["evicting"]) < int(state["k"]) and (gap is None or gap[0] > 0)
+    return not _faults(inst.shared["EV"], ev, guarded=False)
 
 
 def _take(inst: Instance, ev: Event) -> None:
@@ -125,6 +175,7 @@ def _take(inst: Instance, ev: Event) -> None:
     evicting: dict[str, None] = state["evicting"]
     gap = _gap(state, ev)
     inst.vars.update(
+        ev_why=_faults(state, ev, guarded=inst.vars.get("ev_guarded", False)),
         ev_limit=state["k"],
         ev_in_flight=len(evicting) + 1,
         ev_others=tuple(itertools.islice(evicting, SHOWN)),
@@ -155,28 +206,20 @@ def _release(inst: Instance, ev: Event) -> None:
 
 
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
-    v = inst.vars
-    why = []
-    if v["ev_protected"]:
-        why.append(
-            "a floor-entitled or assured request was evicted: the emergency channel takes surplus work only"
-        )
-    if v["ev_in_flight"] > v["ev_limit"]:
-        why.append(f"eviction made {v['ev_in_flight']} evictions in flight > k = {v['ev_limit']}")
-    gap = v["ev_gap"]
-    if gap is not None and not gap[0] > 0:
-        _, target, capacity = gap
-        why.append(
-            f"emergency eviction issued while the credited headroom already reaches the target {target:g}: "
-            f"measured {v['ev_headroom']:g} + {v['ev_credited_state']} state tokens of "
-            f"{len(v['ev_credited'])} credited eviction(s) / capacity {capacity}"
-        )
-    return "; ".join(why)
+    return "; ".join(inst.vars["ev_why"])
 
 
-_TAKE = Edge(Loc.EVICTED, _room, "fewer than k in flight, credited headroom below the target", update=_take)
+_TAKE = Edge(
+    Loc.EVICTED,
+    _room,
+    "fewer than k in flight; an emergency one recorded, triggered, not redundant",
+    update=_take,
+)
 _OVER = Edge(
-    Loc.OVER, label="k in flight already, or credited headroom at the target", update=_take, detail=_detail
+    Loc.OVER,
+    label="k in flight already, or an emergency clause broken",
+    update=_take,
+    detail=_detail,
 )
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ADMIT): (
@@ -207,14 +250,16 @@ def _context(inst: Instance) -> Mapping[str, Any]:
         "credited_state": v["ev_credited_state"],
         "credited_evictions": list(v["ev_credited"]),
         "target": None if v["ev_gap"] is None else v["ev_gap"][1],
+        "short_tokens": None if v["ev_gap"] is None else str(v["ev_gap"][0]),
         "capacity": None if v["ev_gap"] is None else v["ev_gap"][2],
     }
 
 
 EV = TimedAutomaton(
     name="EV",
-    description="at most k evictions in flight, none while credited headroom reaches the target, "
-    "never of an assured or floor-entitled request",
+    description="at most k evictions in flight, never of an assured or floor-entitled request; an "
+    "emergency one records its headroom, is below the hard floor, and is not redundant (credited "
+    "headroom below the target, exactly)",
     locations=Loc,
     initial=Loc.NEW,
     bad=frozenset({Loc.OVER}),

@@ -39,6 +39,7 @@ from .accounting import MetricsAccumulator
 from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
 from .dr import DR, ND
+from .er import ER
 from .ev import EV
 from .fr import FR
 from .metrics import Metrics
@@ -51,12 +52,13 @@ from .sf import SF
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
 
 BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND, "RB": RB}
-BUILTIN |= {"PR": PR, "RL": RL, "EV": EV, "FR": FR}  # DESIGN §10's mechanisms
+BUILTIN |= {"PR": PR, "RL": RL, "EV": EV, "ER": ER, "FR": FR}  # DESIGN §10's mechanisms
 #: the contract block each property needs, and what it reads there
 _NEEDS = {
     "ND": ("service.upper", "an upper bound U: set service.upper in the contract"),
     "RL": ("headroom", "the contract's headroom block (staleness, dwell, resources)"),
     "EV": ("eviction", "the contract's eviction block (k)"),
+    "ER": ("eviction", "the contract's eviction block"),
 }
 DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB")
 
@@ -106,7 +108,7 @@ class Monitor:
 
     Args:
         contract: the contract the trace is judged against.
-        properties: names of built-in properties (AF, SF, DR, WF, ND, RB, PR, RL, EV, FR) or
+        properties: names of built-in properties (AF, SF, DR, WF, ND, RB, PR, RL, EV, ER, FR) or
             user-defined `TimedAutomaton` objects. WF's protocol is always
             run (it decides which events are legal); it is *reported* only
             when listed.
@@ -116,7 +118,7 @@ class Monitor:
 
     Raises:
         SpecError: an unknown or duplicated property, or one whose contract block is missing
-            (ND without U; RL, EV without headroom, eviction). FR reads the contract's
+            (ND without U; RL without headroom; EV, ER without eviction). FR reads the contract's
             fleet block when it has one, else each route record's own bounds.
     """
 

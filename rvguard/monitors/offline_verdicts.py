@@ -239,12 +239,22 @@ def _pr(reqs: _Requests) -> list[Violation]:
 
 
 def _none(reqs: _Requests) -> list[Violation]:
-    """RL, EV, FR on a trace of DESIGN §2's kinds alone: with no demote, evict or route, nothing to judge
+    """RL, EV, ER, FR on a trace of DESIGN §2's kinds alone: with no demote, evict or route, nothing to judge
     (a trace with any DESIGN §10 row is judged by replay, `rvguard.monitors.columns.VECTORISED_KINDS`)."""
     return []
 
 
-_JUDGES = {"AF": _af, "SF": _sf, "DR": _dr, "ND": _nd, "PR": _pr, "RL": _none, "EV": _none, "FR": _none}
+_JUDGES = {
+    "AF": _af,
+    "SF": _sf,
+    "DR": _dr,
+    "ND": _nd,
+    "PR": _pr,
+    "RL": _none,
+    "EV": _none,
+    "ER": _none,
+    "FR": _none,
+}
 
 
 def offline_violations(

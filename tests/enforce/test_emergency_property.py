@@ -189,3 +189,64 @@ def test_the_guards_trace_keeps_ev_pr_af_dr_wf(
     assert check_af(contract, requests) == []
     assert check_dr(contract, requests) == []
     assert all(n == 1 for n in terminal_counts(requests).values())
+
+
+def _first_violation(events: list[Event], contract: Contract, prop: str) -> tuple[str, float]:
+    """The first violation of ``prop``, online; offline must report the same ones."""
+    monitor = Monitor(contract, properties=("WF", prop))
+    monitor.feed_all(events)
+    online = [(v.rid, v.t) for v in monitor.violations()]
+    offline = check_offline(ColumnarTrace.from_events(events), contract, ("WF", prop))
+    assert [(v.rid, v.t) for v in offline.violations] == online
+    assert online
+    return online[0]
+
+
+def _credited_before(trace: list[Event], i: int) -> int:
+    """State tokens of the evictions before ``trace[i]`` whose relief no fresh sample has measured yet
+    (the design's "credited": an eviction until a sample of its resource taken after it, newer than
+    every earlier one), counted here from the trace alone."""
+    total = 0
+    for j, e in enumerate(trace[:i]):
+        if not isinstance(e, Evict) or e.resource is None:
+            continue
+        newest = max(
+            (s.sample_time for s in trace[:j] if isinstance(s, Sample) and s.resource == e.resource),
+            default=float("-inf"),
+        )
+        landed = False
+        for s in trace[j + 1 : i]:
+            if isinstance(s, Sample) and s.resource == e.resource and s.sample_time > newest:
+                landed = landed or s.sample_time > e.t
+                newest = s.sample_time
+        total += 0 if landed else e.state
+    return total
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS, st.integers(2, 3), st.sampled_from([1.0, 0.5]), st.sampled_from([0.3, 0.6]), st.booleans())
+def test_ev_reports_each_mutation_of_the_guards_emergency_evictions_at_it(
+    ops: list[tuple[object, ...]], k: int, alpha: float, target: float, stated: bool
+) -> None:
+    """Mutations of a compliant Guard trace, each at one emergency ``evict``: (1) its recorded headroom
+    and resource removed (nothing left to judge its trigger on); (2) its headroom moved to the exact
+    decimal tie, where the credited headroom (it plus the evictions not landed) equals the target.
+    EV reports each at that event, online and offline."""
+    from fractions import Fraction
+
+    from hypothesis import assume, event
+
+    trace = asyncio.run(_run(ops, k, alpha, target, stated))
+    contract = _contract(k, target if stated else None)
+    emergencies = [i for i, e in enumerate(trace) if isinstance(e, Evict) and e.reason == "emergency"]
+    assume(emergencies)
+    i = emergencies[-1]
+    e = trace[i]
+    assert isinstance(e, Evict)
+    bare = Evict(e.t, e.rid, e.state, e.reason)
+    assert _first_violation([*trace[:i], bare, *trace[i + 1 :]], contract, "EV") == (e.rid, e.t)
+    tie = Fraction(repr(target)) - Fraction(_credited_before(trace, i), CAPACITY)
+    event(f"tie mutation applies: {tie >= 0}")
+    if tie >= 0:
+        mutated = Evict(e.t, e.rid, e.state, e.reason, e.resource, float(tie), e.target, e.capacity)
+        assert _first_violation([*trace[:i], mutated, *trace[i + 1 :]], contract, "EV") == (e.rid, e.t)

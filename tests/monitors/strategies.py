@@ -32,7 +32,11 @@ STEPS = st.sampled_from([0.0, 0.0, 0.125, 0.25, 0.5, 1.0, 0.3, 1.5])
 
 #: the DESIGN §10 blocks of a small contract: short staleness, k = 1, two small engines
 RUNBOOK_BLOCKS = {
-    "headroom": {"staleness": 0.5, "dwell": 1, "resources": {"kv": {"h_min": 0.2}, "seqs": {"h_min": 0.1}}},
+    "headroom": {
+        "staleness": 0.5,
+        "dwell": 1,
+        "resources": {"kv": {"h_min": 0.2, "hard_floor": 0.125}, "seqs": {"h_min": 0.1}},
+    },
     "eviction": {"k": 1},
     "fleet": {"staleness": 0.25, "engines": {"e0": 1, "e1": 2}},
 }
@@ -116,7 +120,15 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
     if kind == "route":
         mode = draw(st.sampled_from(list(RouteMode)))
         view = None if mode is RouteMode.SILOED and draw(st.booleans()) else max(0.0, t - back)
-        return Route(t, rid, draw(st.sampled_from(ENGINES)), view, mode)
+        engine = draw(st.sampled_from(ENGINES))
+        # what a p2c route compared: often both engines' headroom (ties too), sometimes nothing
+        heads = st.sampled_from([0.0, 0.25, 0.5])
+        sampled = draw(st.sampled_from([None, "both", "both", "one"]))
+        extra = {}
+        if mode is RouteMode.P2C and sampled is not None:
+            chosen = ENGINES if sampled == "both" else [engine]
+            extra = {"sampled": {e: draw(heads) for e in chosen}}
+        return Route(t, rid, engine, view, mode, extra=extra)
     if kind in ("demote", "restore"):
         cls = Demote if kind == "demote" else Restore
         # mostly the resource sampled last (what a redline acting on a reading cites)
@@ -132,21 +144,28 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
 
 
 def _evict(draw: st.DrawFn, t: float, rid: str) -> Evict:
-    """An eviction, often with what a channel decided it on (values on a binary grid: the credited
-    headroom's sums are exact, so the rule's boundary is judged the same in floats and fractions)."""
-    state = draw(st.sampled_from([0, 1, 4, 8, 16, 40, 4096]))
+    """An eviction, often with what a channel decided it on: values on a binary grid, and the decimal
+    tie of the credited-headroom rule (headroom 0.29, 10 of 1000 tokens credited, target 0.3, which
+    binary floats get wrong); sometimes the plan's relief time and the node's deadline."""
+    state = draw(st.sampled_from([0, 1, 4, 8, 10, 16, 40, 4096]))
     reason = draw(st.sampled_from(["emergency", "emergency", "voluntary", ""]))
     if not draw(st.integers(0, 3)):
         return Evict(t, rid, state, reason)
+    relief = draw(
+        st.sampled_from(
+            [{}, {}, {"lands_at": t + 0.5, "deadline": t + 1.0}, {"lands_at": t + 1.0, "deadline": t + 0.5}]
+        )
+    )
     return Evict(
         t,
         rid,
         state,
         reason,
         resource=draw(st.sampled_from([*RESOURCES, None])),
-        headroom=draw(st.sampled_from([0.0, 0.125, 0.25, 0.5, 0.75, None])),
-        target=draw(st.sampled_from([0.25, 0.5, 1.0, None])),
-        capacity=draw(st.sampled_from([16, 64, None])),
+        headroom=draw(st.sampled_from([0.0, 0.1, 0.125, 0.25, 0.29, 0.5, 0.75, None])),
+        target=draw(st.sampled_from([0.25, 0.3, 0.5, 1.0, None])),
+        capacity=draw(st.sampled_from([16, 64, 1000, None])),
+        extra=relief,
     )
 
 

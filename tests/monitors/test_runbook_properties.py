@@ -1,4 +1,5 @@
-"""PR, RL, EV and FR: online = offline = an independent brute force; each violation caught with a witness."""
+"""PR, RL, EV, ER and FR: online = offline = an independent brute force; each violation caught with
+a witness."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
 from rvguard.monitors.rl import toggle_bound
 
-from .brute_force_runbook import eviction, preemption, redline, routing
+from .brute_force_runbook import eviction, preemption, redline, relief, routing
 from .strategies import eviction_traces, small_contract, wellformed_traces
 
-PROPS = ("PR", "RL", "EV", "FR")
+PROPS = ("PR", "RL", "EV", "ER", "FR")
 CONTRACTS = {
     "count": small_contract("count"),
     "tokens": small_contract("tokens", epoch=0.3),
@@ -44,7 +45,7 @@ CONTRACTS = {
     "stated": small_contract("count", eviction={"k": 2, "capacity": 64, "target": 0.5}),
 }
 TRACES = st.booleans().flatmap(lambda runbook: wellformed_traces(runbook=runbook, max_steps=50))
-ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "FR": routing}
+ORACLES = {"PR": preemption, "RL": redline, "EV": eviction, "ER": relief, "FR": routing}
 
 
 def _online(events: list[Event], c: Contract, props: tuple[str, ...] = PROPS) -> Monitor:
@@ -92,9 +93,9 @@ def test_ev_with_its_credited_headroom_rule_is_the_brute_force_online_and_offlin
     headroom, target and capacity, landed or not by fresh samples): online = the exact-fraction
     brute force = offline, witnesses included."""
     c = CONTRACTS[name]
-    online = _online(events, c, ("EV",))
-    assert {(v.property, v.rid, v.t) for v in online.violations()} == eviction(events, c)
-    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", "EV"))
+    online = _online(events, c, ("EV", "ER"))
+    assert {(v.property, v.rid, v.t) for v in online.violations()} == eviction(events, c) | relief(events, c)
+    offline = check_offline(ColumnarTrace.from_events(events), c, ("WF", "EV", "ER"))
     assert [_key(v) for v in online.violations()] == [_key(v) for v in offline.violations]
 
 
@@ -177,6 +178,41 @@ C = small_contract()
             "RL",
             "assured request was demoted",
         ),
+        # RL: a demotion citing a healthy sample (95 % headroom, h_min 20 %), one citing a sample
+        # time no recorded sample has, a restore on a stale sample, a restore while the redline fires
+        (
+            [
+                Sample(0.0, "kv", 0.95, 0.0),
+                Arrive(0.0, "o", "o"),
+                Admit(0.0, "o"),
+                Demote(0.1, "o", "kv", 0.0),
+            ],
+            "RL",
+            "the cited sample does not justify a demotion: Ĥ = 0.95",
+        ),
+        (
+            [
+                Sample(0.0, "kv", 0.1, 0.0),
+                Arrive(0.0, "o", "o"),
+                Admit(0.0, "o"),
+                Demote(0.1, "o", "kv", 0.05),
+            ],
+            "RL",
+            "cites a sample of 'kv' at 0.05 that no recorded sample has",
+        ),
+        (
+            [
+                Sample(0.0, "kv", 0.1, 0.0),
+                Arrive(0.0, "o", "o"),
+                Admit(0.0, "o"),
+                Demote(0.0, "o", "kv", 0.0),
+                Sample(5.0, "kv", 1.0, 0.5),
+                Sample(5.0, "kv", 1.0, 0.6),
+                Restore(5.0, "o", "kv", 0.6),
+            ],
+            "RL",
+            "4.4 s old > staleness 0.5 s (stale telemetry never restores)",
+        ),
         (
             [
                 Sample(0.0, "kv", 0.1, 0.0),
@@ -184,10 +220,9 @@ C = small_contract()
                 Admit(0.0, "o"),
                 Demote(0.0, "o", "kv", 0.0),
                 Restore(0.1, "o", "kv", 0.0),
-                Demote(0.2, "o", "kv", 0.0),
             ],
             "RL",
-            "3 toggles of 'kv' in 1 fresh samples > 2⌈n/(dwell+1)⌉ = 2",
+            "the redline still fires on 'kv' (a restore needs it clear)",
         ),
     ],
 )
@@ -208,9 +243,10 @@ def test_surplus_preemption_eviction_and_fresh_routes_hold() -> None:
         Route(0.0, "o", "e0", 0.0, RouteMode.P2C),
         Admit(0.0, "o"),
         Demote(0.1, "o", "kv", 0.0),
-        Restore(0.2, "o", "kv", 0.0),
+        Sample(0.2, "kv", 1.0, 0.2),  # Ĥ = 0.37 ≥ h_min + margin: the redline clears
+        Restore(0.2, "o", "kv", 0.2),
         Dispatch(0.2, "o"),
-        Evict(0.3, "o", 40, "emergency"),
+        _emergency(0.3, "o", 40, 0.1),
         Relocate(0.3, "o", "e1"),
         Dispatch(0.3, "o"),
         Complete(0.4, "o"),
@@ -258,19 +294,19 @@ def test_an_eviction_stays_credited_until_a_fresh_sample_taken_after_it(
 
 
 def test_the_credited_rule_reads_the_contracts_target_before_the_records() -> None:
-    """The record says target 0.5 (0.125 + 25/100 < 0.5: fine); the contract states 0.375, which
-    the credited headroom reaches exactly: redundant."""
+    """The record says target 0.5 (0.1 + 25/100 < 0.5: fine); the contract states 0.35, which
+    the credited headroom reaches exactly (on the decimals): redundant."""
     events = [
         *_served("o1", 0.0, "o", Basis.SURPLUS),
         *_served("o2", 0.0, "o", Basis.SURPLUS),
-        _emergency(0.5, "o1", 25, 0.125),
+        _emergency(0.5, "o1", 25, 0.1),
         Fail(0.5, "o1", "preempted"),
-        _emergency(1.0, "o2", 10, 0.125),
+        _emergency(1.0, "o2", 10, 0.1),
     ]
     assert [v for v in _online(events, C).violations() if v.property == "EV"] == []
-    stated = small_contract(eviction={"k": 1, "capacity": 100, "target": 0.375})
+    stated = small_contract(eviction={"k": 1, "capacity": 100, "target": 0.35})
     [v] = [v for v in _online(events, stated).violations() if v.property == "EV"]
-    assert v.rid == "o2" and "reaches the target 0.375" in v.detail
+    assert v.rid == "o2" and "reaches the target 0.35" in v.detail
     assert eviction(events, stated) == {("EV", "o2", 1.0)}
 
 
@@ -278,15 +314,15 @@ def test_the_credited_rule_reads_the_contracts_target_before_the_records() -> No
     "second",
     [
         Evict(1.0, "o2", 10, "voluntary", resource="kv", headroom=0.9, target=0.5, capacity=100),
-        Evict(1.0, "o2", 10, "emergency"),  # recorded nothing to judge the rule on
-        Evict(1.0, "o2", 10, "emergency", headroom=0.9),  # no target nor capacity anywhere
+        Evict(1.0, "o2", 10, "voluntary"),  # a voluntary one needs no headroom (its trigger is the crossover)
+        Evict(1.0, "o2", 10, ""),  # nor a move off a dead engine
+        Evict(1.0, "o2", 10, "emergency", resource="kv", headroom=0.1),  # no target nor capacity anywhere
     ],
 )
-def test_only_an_emergency_eviction_that_records_its_headroom_is_judged_on_the_credited_rule(
-    second: Evict,
-) -> None:
+def test_what_is_not_judged_on_the_emergency_clauses(second: Evict) -> None:
     events = [*_served("o2", 0.0, "o", Basis.SURPLUS), second]
     assert _online(events, C).violations() == []
+    assert eviction(events, C) == set()
 
 
 def test_the_toggle_bound() -> None:
