@@ -222,8 +222,9 @@ def synthesize_deadline(
     decrease as D grows (more windows can hold the cohort). So the least D
     with D ≥ f(D) is the limit of D ← f(D) from below, reached in finitely
     many steps (f is a step function); when the steps go on past
-    `DEADLINE_STEPS` the bound outgrows the deadline (the cohort's demand per
-    window exceeds the slots') and no deadline is reported.
+    `DEADLINE_STEPS`, or past 10⁶ windows, the bound outgrows the deadline
+    (the cohort's demand per window exceeds the slots') and no deadline is
+    reported.
 
     Raises:
         SpecError: ``tenant`` is not in the contract or holds no floor.
@@ -233,8 +234,10 @@ def synthesize_deadline(
     if not contract.tenants[name].floored:
         raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
     value: float | None = None
-    d = Fraction(1, 10**9)
+    d, cap = Fraction(1, 10**9), Fraction(repr(float(contract.window))) * 10**6
     for _ in range(DEADLINE_STEPS):
+        if d > cap:
+            break
         f = deadline_bound(_with_deadline(contract, name, d), name, options)
         if f is None:
             break
