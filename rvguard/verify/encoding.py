@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..contract import Contract, CreditMode
+from ..exact import MIN_TOKENS
 from ._z3 import real
 
 __all__ = ["DEFAULT_OPTIONS", "Encoding", "VerifyOptions", "ceiling_field", "field_values", "opp_field"]
@@ -42,8 +43,8 @@ class VerifyOptions:
             about the backlog (proofs/README.md §2).
     """
 
-    min_prompt_tokens: int = 1
-    min_output_tokens: int = 1
+    min_prompt_tokens: int = MIN_TOKENS
+    min_output_tokens: int = MIN_TOKENS
     backlog_assumption: bool = False
 
 
