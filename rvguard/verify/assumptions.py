@@ -23,7 +23,8 @@ __all__ = ["BACKLOG", "assumptions_of", "short"]
 
 SCHEDULER = (
     "A2 dispatch: rvguard's DecisionCore: C slots, non-preemptive, work-conserving, ranked by tier, "
-    "floor before surplus, then arrival (demoted excess below every floor; surplus in at most C − reserve slots)"
+    "floor before surplus, then arrival (demoted excess below every floor; surplus in at most "
+    "C − reserve slots)"
 )
 ENVELOPE = (
     "A3 envelope: every floor request's service ≤ its tenant's ceiling and every other ≤ s_max_opp "
@@ -33,7 +34,9 @@ ADMISSION = (
     "A1 credits: one credit counter per tenant and window, for the whole guard (a fleet's store never evicts "
     "a live window's counter), and the tenant is the authenticated one"
 )
-INDUCTION = "induction: every floored tenant at this tier or above meets its own deadline obligation (the induction)"
+INDUCTION = (
+    "induction: every floored tenant at this tier or above meets its own deadline obligation (the induction)"
+)
 BACKLOG = (
     "backlog: at most one window's floor of each tenant is in the system when a "
     "request arrives; refuted by proofs/backlog_lemma.py"

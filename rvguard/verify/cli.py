@@ -15,9 +15,9 @@ from typing import Any, TextIO
 
 from ..contract import load_contract
 from ..errors import SpecError
+from .assumptions import BACKLOG, short
 from .encoding import VerifyOptions
 from .obligations import ObligationResult
-from .assumptions import BACKLOG, short
 from .preconditions import all_hold, verify_contract
 from .synthesis import PARAMETERS, SynthesisResult, synthesize
 

@@ -113,7 +113,9 @@ def _ahead_words(contract: Contract, tenant: str, v: Numbers, options: VerifyOpt
         if options.backlog_assumption:
             k = 1 + int(k) if contract.tenants[j].tier < mine and k is not None else 1
         parts.append(f"{j} {float(per):g}×{int(k) if k is not None else '?'}")
-    how = "per window × windows" if not options.backlog_assumption else "per window × windows, backlog assumed"
+    how = (
+        "per window × windows" if not options.backlog_assumption else "per window × windows, backlog assumed"
+    )
     return f"{int(v[f'requests.ahead.{tenant}'])} ahead: {', '.join(parts)} ({how})"
 
 
@@ -138,7 +140,9 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
     tenants[tenant] = tenants[tenant].model_copy(update={"floor": floor})
     lowered = contract.model_copy(update={"tenants": tenants})
     need = synthesize_deadline(lowered, tenant, options=options).value
-    inside = f" (with floor {floor} the smallest deadline is {secs(float(need))} s)" if need is not None else ""
+    inside = (
+        f" (with floor {floor} the smallest deadline is {secs(float(need))} s)" if need is not None else ""
+    )
     return f"{fix} or lower the floor to {floor}{inside}{_reserve_fix(contract, tenant, options)}"
 
 

@@ -180,7 +180,9 @@ def synthesize_floor(
 DEADLINE_STEPS = 512
 
 
-def deadline_bound(contract: Contract, tenant: str, options: VerifyOptions = DEFAULT_OPTIONS) -> Fraction | None:
+def deadline_bound(
+    contract: Contract, tenant: str, options: VerifyOptions = DEFAULT_OPTIONS
+) -> Fraction | None:
     """The bound `verify` compares ``tenant``'s deadline with, at the contract's own deadlines (exact).
 
     None when the clause has no finite bound (unfloored work ranked ahead) or

@@ -38,7 +38,12 @@ def core_contract(
     """The contract: the floored tenants and one unfloored tenant ``opp`` below them all."""
     lowest = max(t.tier for t in tenants.values()) + 1
     spec: dict[str, object] = {
-        name: {"floor": t.floor, "deadline": deadlines.get(name, FAR), "tier": t.tier, "s_max": float(t.s_max)}
+        name: {
+            "floor": t.floor,
+            "deadline": deadlines.get(name, FAR),
+            "tier": t.tier,
+            "s_max": float(t.s_max),
+        }
         for name, t in tenants.items()
     }
     spec[OPP] = {"floor": 0, "deadline": FAR, "tier": lowest}

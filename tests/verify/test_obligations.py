@@ -50,7 +50,7 @@ def spans(length: Fraction, window: Fraction) -> int:
 
 
 def ahead(c: Contract, name: str, wave: Fraction, *, assume: bool = False) -> int:
-    """N_i: floor requests at or ahead of one of ``name``'s, by the closing bound or the backlog assumption."""
+    """N_i: floor requests at or ahead of one of ``name``'s (closing bound, or the backlog assumption)."""
     mine, w = c.tenants[name].tier, exact(c.window)
     x = max(exact(c.tenants[name].deadline) - wave, Fraction(0))
     n = 0

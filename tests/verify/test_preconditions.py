@@ -133,7 +133,8 @@ def test_issue_10_unfloored_work_ranked_ahead_of_a_floor_fails_the_deadline() ->
     assert "ranks ahead of gold's floor" in message
     assert "rank the floor first (give opp tier 1 or more" in message and "bound opp with a floor" in message
     assumed = {
-        r.name: r for r in verify_contract(issue_10_contract(), options=VerifyOptions(backlog_assumption=True))
+        r.name: r
+        for r in verify_contract(issue_10_contract(), options=VerifyOptions(backlog_assumption=True))
     }
     assert not assumed["deadline[gold]"].holds
 

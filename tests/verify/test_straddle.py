@@ -10,6 +10,7 @@ from rvguard.contract import Contract, contract_from_mapping
 from rvguard.verify.encoding import VerifyOptions
 from rvguard.verify.preconditions import verify_contract
 
+
 def straddle_case(deadline: float, floor: int = 4) -> Contract:
     # the enforcer's regression case test_issue_window_straddle: C=2, B=4, W=1, s=0.5, rho_a=1
     return contract_from_mapping(
@@ -39,7 +40,10 @@ def calibrated(deadline: float = 1.0) -> Contract:
             "window": 1.0,
             "slots": 4,
             "service": {"s_max": 0.2, "s_max_opp": 0.2},
-            "tenants": {"a": {"floor": 10, "deadline": deadline}, "o": {"floor": 0, "deadline": 9, "tier": 1}},
+            "tenants": {
+                "a": {"floor": 10, "deadline": deadline},
+                "o": {"floor": 0, "deadline": 9, "tier": 1},
+            },
         }
     )
 
@@ -64,11 +68,11 @@ def test_at_rho_one_no_deadline_is_proven() -> None:
 
 @pytest.mark.parametrize("flag", ["--assume-backlog", "--no-backlog-assumption", None])
 def test_the_verdict_line_says_when_it_rests_on_the_assumption(flag: str | None) -> None:
-    from rvguard.cli import main
-
     import contextlib
     import tempfile
     from pathlib import Path
+
+    from rvguard.cli import main
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "c.yaml"

@@ -17,8 +17,9 @@ straddle into the next; up to its floor: at C = 2 with floor 2, zero, one or
 two requests), every request at its ceiling; one opportunistic job (service
 s_opp) arrives at the tick of a lowest-tier arrival (delivered first: it
 takes a free slot) or one tick before, or not at all; same-tick arrivals
-reach the core opportunistic first, then floored tenants by tier. Each is replayed through the real core (completions first at an
-instant, as the Guard does); S_i is tenant i's worst sojourn.
+reach the core opportunistic first, then floored tenants by tier. Each is
+replayed through the real core (completions first at an instant, as the
+Guard does); S_i is tenant i's worst sojourn.
 
 The check, per tenant in tier order (higher tiers' deadlines set to the
 smallest that `verify` accepts, the most permissive for a lower tier since its
@@ -61,7 +62,9 @@ def shapes() -> Iterator[Shape]:
 def offers(floor: int, window: int, windows: int) -> list[tuple[int, ...]]:
     """One tenant's arrival ticks: per window, up to ``floor`` requests at its first or last tick."""
     edges = sorted({0, window - 1})
-    per_window = [ticks for k in range(floor + 1) for ticks in itertools.combinations_with_replacement(edges, k)]
+    per_window = [
+        ticks for k in range(floor + 1) for ticks in itertools.combinations_with_replacement(edges, k)
+    ]
     out = []
     for choice in itertools.product(per_window, repeat=windows):
         out.append(tuple(k * window + t for k, ticks in enumerate(choice) for t in ticks))
@@ -110,7 +113,9 @@ def test_search_finds_no_accepted_contract_that_misses() -> None:
         deadlines: dict[str, float] = {}
         for name in sorted(tenants, key=lambda t: tenants[t].tier):
             below = range(1, worst[name])
-            assert not any(holds(shape, {**deadlines, name: float(d)}, name, VerifyOptions()) for d in below), (
+            assert not any(
+                holds(shape, {**deadlines, name: float(d)}, name, VerifyOptions()) for d in below
+            ), (
                 shape,
                 name,
                 worst,
@@ -118,12 +123,14 @@ def test_search_finds_no_accepted_contract_that_misses() -> None:
             contract = core_contract(window, slots, tenants, s_opp, {**deadlines, name: float(worst[name])})
             least = synthesize_deadline(contract, name).value
             if least is None:
-                break  # no deadline of this tenant is accepted, nor any lower tier's (its bound needs this one)
+                break  # no deadline of this tenant is accepted, nor of a lower tier (whose bound needs it)
             assert least >= worst[name], (shape, name, worst, least)
             tight += least == worst[name]
             deadlines[name] = least
     elapsed = time.perf_counter() - began
-    print(f"{len(SHAPES)} contracts, {runs} schedules through the core, {tight} bounds tight, {elapsed:.1f} s")
+    print(
+        f"{len(SHAPES)} contracts, {runs} schedules through the core, {tight} bounds tight, {elapsed:.1f} s"
+    )
     assert len(SHAPES) >= 20 and runs > 10_000
 
 
