@@ -32,13 +32,14 @@ from typing import Any
 
 from ..contract import Contract, CreditMode
 from ..errors import SpecError
-from ._z3 import as_number, load_z3
+from ._z3 import as_number, load_z3, real
 from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions
 from .obligations import encode_deadline, encode_stability, unbounded_ahead
 from .reserve import reserve_bound
 
 __all__ = [
     "PARAMETERS",
+    "BoundAt",
     "SynthesisResult",
     "deadline_bound",
     "default_tenant",
@@ -188,31 +189,45 @@ def deadline_bound(
     None when the clause has no finite bound (unfloored work ranked ahead) or
     token weights let a request spend nothing.
     """
-    if unbounded_ahead(contract, tenant):
-        return None
-    z3 = load_z3()
-    enc = Encoding(z3, contract, options=options)
-    encode_deadline(enc, tenant)
-    s = z3.Solver()
-    s.add(*enc.facts.values(), *enc.definitions.values())
-    if s.check() != z3.sat:
-        return None
-    m = s.model()
-
-    def q(name: str) -> Fraction:
-        value = m.eval(z3.Real(f"{name}.{tenant}_0"), model_completion=True)
-        return Fraction(value.as_fraction())
-
-    if f"def:floor_block.{tenant}" not in enc.definitions:
-        return q("bound")
-    n = m.eval(z3.Int(f"requests.ahead.{tenant}_0"), model_completion=True).as_long()
-    return reserve_bound(n, contract.slots, contract.reserve, q("wave"), q("block"), q("floor_block"))
+    bound = BoundAt(contract, tenant, options)
+    return bound(Fraction(repr(float(contract.tenants[tenant].deadline))))
 
 
-def _with_deadline(contract: Contract, tenant: str, deadline: Fraction) -> Contract:
-    tenants = dict(contract.tenants)
-    tenants[tenant] = tenants[tenant].model_copy(update={"deadline": float(deadline)})
-    return contract.model_copy(update={"tenants": tenants})
+class BoundAt:
+    """f(D): ``tenant``'s bound with its deadline at D, the other fields fixed (one incremental solver)."""
+
+    def __init__(self, contract: Contract, tenant: str, options: VerifyOptions) -> None:
+        self.z3 = z3 = load_z3()
+        self.contract, self.tenant = contract, tenant
+        self.unbounded = bool(unbounded_ahead(contract, tenant))
+        enc = Encoding(z3, contract, options=options, free=[f"tenants.{tenant}.deadline"])
+        encode_deadline(enc, tenant)
+        self.deadline = enc.term(f"tenants.{tenant}.deadline")
+        self.reserved = f"def:floor_block.{tenant}" in enc.definitions
+        self.solver = z3.Solver()
+        self.solver.add(*enc.facts.values(), *enc.definitions.values())
+
+    def __call__(self, d: Fraction) -> Fraction | None:
+        z3, s, tenant = self.z3, self.solver, self.tenant
+        if self.unbounded:
+            return None
+        s.push()
+        s.add(self.deadline == real(z3, d))
+        try:
+            if s.check() != z3.sat:
+                return None
+            m = s.model()
+        finally:
+            s.pop()
+
+        def q(name: str) -> Fraction:
+            return Fraction(m.eval(z3.Real(f"{name}.{tenant}_0"), model_completion=True).as_fraction())
+
+        if not self.reserved:
+            return q("bound")
+        n = m.eval(z3.Int(f"requests.ahead.{tenant}_0"), model_completion=True).as_long()
+        c = self.contract
+        return reserve_bound(n, c.slots, c.reserve, q("wave"), q("block"), q("floor_block"))
 
 
 def synthesize_deadline(
@@ -237,10 +252,11 @@ def synthesize_deadline(
         raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
     value: float | None = None
     d, cap = Fraction(1, 10**9), Fraction(repr(float(contract.window))) * 10**6
+    bound = BoundAt(contract, name, options)
     for _ in range(DEADLINE_STEPS):
         if d > cap:
             break
-        f = deadline_bound(_with_deadline(contract, name, d), name, options)
+        f = bound(d)
         if f is None:
             break
         if f <= d:

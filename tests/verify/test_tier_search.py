@@ -34,13 +34,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from fractions import Fraction
 
 from rvguard.enforce.core import DecisionCore
 from rvguard.verify._z3 import load_z3
 from rvguard.verify.encoding import Encoding, VerifyOptions
 from rvguard.verify.obligations import decide, encode_deadline
 from rvguard.verify.preconditions import all_hold, verify_contract
-from rvguard.verify.synthesis import synthesize_deadline
+from rvguard.verify.synthesis import BoundAt, synthesize_deadline
 from tests.verify._replay import OPP, Tenant, core_contract, replay
 
 Shape = tuple[int, int, int, dict[str, Tenant], int]  # slots, window, windows of arrivals, tenants, s_opp
@@ -112,14 +113,14 @@ def test_search_finds_no_accepted_contract_that_misses() -> None:
         runs += n
         deadlines: dict[str, float] = {}
         for name in sorted(tenants, key=lambda t: tenants[t].tier):
-            below = range(1, worst[name])
-            assert not any(
-                holds(shape, {**deadlines, name: float(d)}, name, VerifyOptions()) for d in below
-            ), (
-                shape,
-                name,
-                worst,
-            )
+            contract = core_contract(window, slots, tenants, s_opp, {**deadlines, name: 1.0})
+            bound = BoundAt(contract, name, VerifyOptions())  # the clause is D ≥ bound(D)
+            for d in range(1, worst[name]):
+                f = bound(Fraction(d))
+                assert f is None or f > d, (shape, name, worst, d, f)
+            if worst[name] > 1:  # verify's own decision agrees where it matters most
+                deadline = {**deadlines, name: float(worst[name] - 1)}
+                assert not holds(shape, deadline, name, VerifyOptions()), (shape, name, worst)
             contract = core_contract(window, slots, tenants, s_opp, {**deadlines, name: float(worst[name])})
             least = synthesize_deadline(contract, name).value
             if least is None:
