@@ -9,20 +9,20 @@ then the unsat core of facts ∧ goal, which names the conflicting fields.
 The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
 
 * stability (A4): Σ_{floored i} N_i · s_i ≤ C · W.
-* deadline (per floored tenant i): D_i ≥ b_i + ⌈N_{≤i} / C⌉ · ŝ_i, where
-  N_{≤i} sums N_j over the floored tenants with tier ≤ tier_i (they are
-  dispatched at or ahead of i), ŝ_i is the largest ceiling among them, and
-  b_i (blocking) is the largest ceiling of anything that can hold a slot at
-  lower priority: s_max_opp, the ceilings of lower tiers, and, with
-  ``excess: demote``, every floored ceiling (demoted excess runs below the
-  floors). With one floored tenant this is D ≥ s_max_opp + ⌈B/C⌉·s_max.
-  Sound under the backlog precondition (proofs/README.md): at most N_{≤i}
-  requests ranked at or ahead of R are in the system or arrive before R
-  starts. b_i also covers the deployed same-instant order (completions
-  before arrivals): a lower-priority job that takes a slot freed at R's
-  arrival instant starts then and holds it at most b_i. ``cohorts = 2`` (the
-  straddle obligation) holds within the schedule model's bounds under every
-  same-instant order (proofs/backlog_lemma.py).
+* deadline (per floored tenant i): D_i ≥ b_i + ⌈N_i / C⌉ · ŝ_i, where ŝ_i
+  is the largest ceiling of the floored tenants at tier ≤ tier_i, b_i
+  (blocking) the largest ceiling of anything that can hold a slot at lower
+  priority (s_max_opp, the ceilings of lower tiers, and with ``excess:
+  demote`` every floored ceiling: demoted excess runs below the floors), and
+  N_i (`encode_requests_ahead`) the floor requests that can be at or ahead of
+  a request of i. By default the closing bound, a proof by induction over
+  arrivals (proofs/README.md §2): with x = D_i − ŝ_i,
+  N_i = Σ_{tier_j = tier_i} N_j·(⌈D_j/W⌉ + 1) + Σ_{tier_j < tier_i} N_j·(⌈(D_j + x)/W⌉ + 1).
+  With ``VerifyOptions(backlog_assumption=True)`` (refuted; opt-in) one
+  window of each at or ahead of the tier plus the higher tiers' arrivals
+  while it waits. b_i also covers the deployed same-instant order
+  (completions before arrivals): a lower-priority job that takes a slot
+  freed at R's arrival instant starts then and holds it at most b_i.
   Unfloored work ranked ahead: an unfloored tenant j with tier_j < tier_i
   has its surplus dispatched before i's floor (the core ranks by tier first,
   floor before surplus only within a tier), and nothing bounds how much of
