@@ -50,6 +50,7 @@ from typing import Any, overload
 
 __all__ = [
     "EDGE_TOLERANCE",
+    "MIN_TOKENS",
     "CreditUnits",
     "credit_units",
     "decimal",
@@ -57,6 +58,10 @@ __all__ = [
     "tokens_short",
     "window_index",
 ]
+
+#: the fewest prompt (and output) tokens a request is charged with token credits (`CreditUnits.weight`);
+#: `rvguard verify`'s w_min assumes it (``VerifyOptions.min_prompt_tokens``)
+MIN_TOKENS = 1
 
 #: distance of ``(t - epoch) / W`` to a whole number, relative to ``1 + (|t| + |epoch|) / W``, within
 #: which `window_index` decides exactly: 64 float epsilons, well above the few the quotient can be
@@ -131,10 +136,18 @@ class CreditUnits:
     @overload
     def weight(self, prompt_tokens: Any, capped_tokens: Any) -> Any: ...
     def weight(self, prompt_tokens: Any, capped_tokens: Any) -> Any:
-        """Units a request spends (ints, or numpy arrays alike): 1, or the weighted token count."""
+        """Units a request spends (ints, or numpy arrays alike): 1, or the weighted token count.
+
+        With token credits every request is charged at least `MIN_TOKENS` prompt
+        and output tokens (a missing or zero prompt size counts as the minimum):
+        `rvguard verify` bounds the requests per window by ⌊B / w_min⌋ with that
+        minimum, so a request may never weigh less.
+        """
         if self.count:
             return 1 + 0 * capped_tokens
-        return self.prompt * prompt_tokens + self.output * capped_tokens
+        prompt = prompt_tokens + (prompt_tokens < MIN_TOKENS) * (MIN_TOKENS - prompt_tokens)
+        output = capped_tokens + (capped_tokens < MIN_TOKENS) * (MIN_TOKENS - capped_tokens)
+        return self.prompt * prompt + self.output * output
 
     def credits(self, units: int) -> float:
         """``units`` in credits, as the float nearest the exact value."""

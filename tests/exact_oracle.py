@@ -8,7 +8,8 @@ The rule it states (DESIGN §1, README "The contract"): window k is
 ``[epoch + k·W, epoch + (k+1)·W)``; a request is entitled when its tenant's
 credit in its window, itself included, is at most the floor B (> 0); a
 request's credit is 1 (count credits) or ``prompt · prompt_tokens + output ·
-min(max_tokens, cap)`` with a missing max_tokens meaning the cap.
+min(max_tokens, cap)`` with a missing max_tokens meaning the cap, and at least one token
+of each (a missing or zero prompt counts one: `rvguard verify` assumes no request weighs less).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def weight_of(c: OracleContract, a: OracleArrival) -> Fraction:
     if c.credit == "count":
         return Fraction(1)
     capped = c.output_cap if a.max_tokens is None else min(a.max_tokens, c.output_cap)
-    return Fraction(c.prompt) * (a.prompt_tokens or 0) + Fraction(c.output) * capped
+    return Fraction(c.prompt) * max(a.prompt_tokens or 0, 1) + Fraction(c.output) * max(capped, 1)
 
 
 def entitled(c: OracleContract, arrivals: list[OracleArrival]) -> dict[str, tuple[int, bool]]:

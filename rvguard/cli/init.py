@@ -22,10 +22,10 @@ __all__ = ["CONTRACT", "KEYS", "add_arguments", "run"]
 CONTRACT = """\
 # An assured-SLO contract (rvguard; field names: DESIGN §8, README "The contract").
 # Check it with `rvguard verify contract.yaml`; its JSON Schema is `rvguard schema`.
-# Start: one floored tenant (4 requests a second are always admitted, each served within
+# Start: one floored tenant (2 requests a second are always admitted, each served within
 # 2 s when the envelope below holds) and one opportunistic tenant for the rest.
-# A4 stability 4·0.66 ≤ 4·1; deadline 0.66 + ⌈4/4⌉·0.66 = 1.32 ≤ 2.0, and the two-cohort
-# bound 0.66 + ⌈8/4⌉·0.66 = 1.98 ≤ 2.0 (`rvguard verify --no-backlog-assumption`).
+# A4 stability 2·0.66 ≤ 4·1; deadline: a request can queue behind the floors of the 3
+# windows that its 2 s reach (6 requests): 0.66 + ⌈6/4⌉·0.66 = 1.98 ≤ 2.0.
 epoch: 0.0            # t0: windows are [t0 + kW, t0 + (k+1)W), seconds
 window: 1.0           # W, seconds
 slots: 4              # C: sequences the backend runs at once (vLLM --max-num-seqs)
@@ -38,7 +38,7 @@ service:              # the service envelope, seconds (measure it: `rvguard cali
   lower: 0.236        # L, never above the true service: a number or {base: 0.183, per_token: 0.0149}
   upper: null         # U, optional, same forms (for the no-doomed-dispatch property ND)
 tenants:              # name: floor B per window (0 = none), relative deadline D (s), tier (0 first)
-  assured:       {floor: 4, deadline: 2.0, tier: 0}
+  assured:       {floor: 2, deadline: 2.0, tier: 0}
   opportunistic: {floor: 0, deadline: 4.0, tier: 1}
 """
 

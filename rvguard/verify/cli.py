@@ -15,12 +15,18 @@ from typing import Any, TextIO
 
 from ..contract import load_contract
 from ..errors import SpecError
+from .assumptions import BACKLOG, short
 from .encoding import VerifyOptions
 from .obligations import ObligationResult
-from .preconditions import STRADDLE_NOTE, all_hold, verify_contract
+from .preconditions import all_hold, verify_contract
 from .synthesis import PARAMETERS, SynthesisResult, synthesize
 
 __all__ = ["add_arguments", "run"]
+
+DEPRECATED = (
+    "rvguard verify: --no-backlog-assumption is deprecated and has no effect: the closing bound "
+    "(no backlog assumption) is the default; --assume-backlog opts into the refuted assumption"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,9 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenant", metavar="NAME", help="tenant to synthesise for (default: first floored)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
+        "--assume-backlog",
+        action="store_true",
+        help="check the deadlines under the refuted backlog assumption (at most one window's floor in "
+        "the system at an arrival); the verdict then holds only under it",
+    )
+    p.add_argument(
         "--no-backlog-assumption",
         action="store_true",
-        help="drop the reference study's Q_A ≤ B assumption: also check the two-cohort deadline bound",
+        help="deprecated, no effect: the closing bound (no backlog assumption) is the default",
     )
 
 
@@ -56,7 +68,11 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
     if args.spec is None:
         raise SpecError("give a contract file (SPEC) or --properties FILE", field="spec")
     contract = load_contract(args.spec)
-    assume = not getattr(args, "no_backlog_assumption", False)
+    assume = bool(getattr(args, "assume_backlog", False))
+    if assume and getattr(args, "no_backlog_assumption", False):
+        raise SpecError("--assume-backlog and --no-backlog-assumption contradict each other", field="options")
+    if getattr(args, "no_backlog_assumption", False):
+        print(DEPRECATED, file=sys.stderr)
     options = VerifyOptions(backlog_assumption=assume)
     results = verify_contract(contract, options=options)
     synthesis = None
@@ -64,13 +80,25 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
         synthesis = synthesize(contract, args.synthesize, getattr(args, "tenant", None), options=options)
     if args.json:
         doc = _as_json(results, synthesis)
-        doc["assumptions"] = [STRADDLE_NOTE] if assume else []
+        doc["assumptions"] = [BACKLOG] if assume else []
+        doc["verdict"] = _verdict(results, assume)
         print(json.dumps(doc, ensure_ascii=False, indent=2), file=out)
     else:
-        _print_text(str(args.spec), results, synthesis, out)
-        if assume:
-            print(f"note: {STRADDLE_NOTE}", file=out)
+        _print_text(str(args.spec), results, synthesis, out, assume=assume)
     return all_hold(results)
+
+
+def _verdict(results: list[ObligationResult], assume: bool) -> str:
+    """The verdict line: how many fail, or that all hold (and under what, with --assume-backlog)."""
+    failed = [r for r in results if not r.holds]
+    if failed:
+        return f"{len(failed)} of {len(results)} obligations fail: the contract is outside the proven region"
+    if assume:
+        return (
+            f"all {len(results)} obligations hold, proven only under the backlog assumption "
+            "(refuted by proofs/backlog_lemma.py): not a proof for this contract"
+        )
+    return f"all {len(results)} obligations hold: the contract is inside the proven region"
 
 
 def _as_json(results: list[ObligationResult], synthesis: SynthesisResult | None) -> dict[str, Any]:
@@ -81,17 +109,24 @@ def _as_json(results: list[ObligationResult], synthesis: SynthesisResult | None)
 
 
 def _print_text(
-    spec: str, results: list[ObligationResult], synthesis: SynthesisResult | None, out: TextIO
+    spec: str,
+    results: list[ObligationResult],
+    synthesis: SynthesisResult | None,
+    out: TextIO,
+    *,
+    assume: bool = False,
 ) -> None:
-    failed = [r for r in results if not r.holds]
-    if failed:
-        head = f"{len(failed)} of {len(results)} obligations fail: the contract is outside the proven region"
-    else:
-        head = f"all {len(results)} obligations hold: the contract is inside the proven region"
-    print(f"{spec}: {head}", file=out)
+    print(f"{spec}: {_verdict(results, assume)}", file=out)
     for r in results:
         print(f"  {'ok  ' if r.holds else 'FAIL'}  {r.name}: {r.message}", file=out)
         if not r.holds and r.fields:
             print(f"        fields: {', '.join(r.fields)}", file=out)
+        if r.assumptions:
+            print(f"        assumes: {', '.join(map(short, r.assumptions))}", file=out)
+    legend = dict.fromkeys(a for r in results for a in r.assumptions)
+    if legend:
+        print("assumptions:", file=out)
+        for a in legend:
+            print(f"  {a}", file=out)
     if synthesis is not None:
         print(f"synthesis: {synthesis.message}", file=out)

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..contract import Contract, CreditMode
+from ..exact import MIN_TOKENS
 from ._z3 import real
 
 __all__ = ["DEFAULT_OPTIONS", "Encoding", "VerifyOptions", "ceiling_field", "field_values", "opp_field"]
@@ -35,15 +36,16 @@ class VerifyOptions:
     Attributes:
         min_prompt_tokens: fewest prompt tokens a request carries (token credits).
         min_output_tokens: fewest output tokens a request asks for, before the cap.
-        backlog_assumption: take the reference study's assumption that the
-            assured backlog never carries across windows (Q_A ≤ B). It is
-            refuted by proofs/backlog_lemma.py; with False, ``verify`` also
-            checks the two-cohort deadline bound that closes the counterexample.
+        backlog_assumption: take the reference study's assumption that at
+            most one window's floor of each tenant is in the system when a
+            request arrives (Q_A ≤ B). It is refuted by proofs/backlog_lemma.py;
+            the default (False) checks the closing bound, which assumes nothing
+            about the backlog (proofs/README.md §2).
     """
 
-    min_prompt_tokens: int = 1
-    min_output_tokens: int = 1
-    backlog_assumption: bool = True
+    min_prompt_tokens: int = MIN_TOKENS
+    min_output_tokens: int = MIN_TOKENS
+    backlog_assumption: bool = False
 
 
 DEFAULT_OPTIONS = VerifyOptions()
@@ -177,6 +179,27 @@ class Encoding:
         w = self.min_weight()
         self.define(f"requests.{tenant}", self.z3.And(n * w <= floor, floor < (n + 1) * w, n >= 0))
         return n
+
+    def windows(self, name: str, length: Any) -> Any:
+        """Windows a half-open interval of ``length`` meets: ⌈length/W⌉ + 1 if length > 0, else 0.
+
+        An Int symbol tied by a definition; when a field is free (synthesis) and
+        ``length`` does not depend on it, the count is folded to its value so that
+        the optimiser's products (N_j · windows) stay linear.
+        """
+        z3 = self.z3
+        w = self.term("window")
+        if self.free:
+            fixed = [(f.arg(0), f.arg(1)) for f in self.facts.values()]
+            folded = z3.simplify(z3.substitute(length, *fixed))
+            window = z3.simplify(z3.substitute(w, *fixed))
+            if z3.is_rational_value(folded) and z3.is_rational_value(window):
+                size, width = folded.as_fraction(), window.as_fraction()
+                return z3.IntVal(-((-size) // width) + 1 if size > 0 else 0)
+        k = z3.Int(f"windows.{name}_0")
+        span = z3.And(k >= 1, (k - 2) * w < length, length <= (k - 1) * w)
+        self.define(f"windows.{name}", z3.If(length > 0, span, k == 0))
+        return k
 
     def waves(self, name: str, n: Any) -> Any:
         """An Int symbol defined as ⌈n / C⌉ (C = the slots field)."""

@@ -9,20 +9,20 @@ then the unsat core of facts ∧ goal, which names the conflicting fields.
 The clauses (N_i = entitled requests per window, waves = ⌈N/C⌉):
 
 * stability (A4): Σ_{floored i} N_i · s_i ≤ C · W.
-* deadline (per floored tenant i): D_i ≥ b_i + ⌈N_{≤i} / C⌉ · ŝ_i, where
-  N_{≤i} sums N_j over the floored tenants with tier ≤ tier_i (they are
-  dispatched at or ahead of i), ŝ_i is the largest ceiling among them, and
-  b_i (blocking) is the largest ceiling of anything that can hold a slot at
-  lower priority: s_max_opp, the ceilings of lower tiers, and, with
-  ``excess: demote``, every floored ceiling (demoted excess runs below the
-  floors). With one floored tenant this is D ≥ s_max_opp + ⌈B/C⌉·s_max.
-  Sound under the backlog precondition (proofs/README.md): at most N_{≤i}
-  requests ranked at or ahead of R are in the system or arrive before R
-  starts. b_i also covers the deployed same-instant order (completions
-  before arrivals): a lower-priority job that takes a slot freed at R's
-  arrival instant starts then and holds it at most b_i. ``cohorts = 2`` (the
-  straddle obligation) holds within the schedule model's bounds under every
-  same-instant order (proofs/backlog_lemma.py).
+* deadline (per floored tenant i): D_i ≥ b_i + ⌈N_i / C⌉ · ŝ_i, where ŝ_i
+  is the largest ceiling of the floored tenants at tier ≤ tier_i, b_i
+  (blocking) the largest ceiling of anything that can hold a slot at lower
+  priority (s_max_opp, the ceilings of lower tiers, and with ``excess:
+  demote`` every floored ceiling: demoted excess runs below the floors), and
+  N_i (`encode_requests_ahead`) the floor requests that can be at or ahead of
+  a request of i. By default the closing bound, a proof by induction over
+  arrivals (proofs/README.md §2): with x = D_i − ŝ_i,
+  N_i = Σ_{tier_j = tier_i} N_j·(⌈D_j/W⌉ + 1) + Σ_{tier_j < tier_i} N_j·(⌈(D_j + x)/W⌉ + 1).
+  With ``VerifyOptions(backlog_assumption=True)`` (refuted; opt-in) one
+  window of each at or ahead of the tier plus the higher tiers' arrivals
+  while it waits. b_i also covers the deployed same-instant order
+  (completions before arrivals): a lower-priority job that takes a slot
+  freed at R's arrival instant starts then and holds it at most b_i.
   Unfloored work ranked ahead: an unfloored tenant j with tier_j < tier_i
   has its surplus dispatched before i's floor (the core ranks by tier first,
   floor before surplus only within a tier), and nothing bounds how much of
@@ -83,6 +83,7 @@ class ObligationResult:
         counterexample: the values that violate it (fields and derived terms).
         fields: contract field paths in the conflict (the unsat core).
         message: one sentence a person can act on.
+        assumptions: what the verdict is proven from (`rvguard.verify.assumptions`).
     """
 
     name: str
@@ -90,6 +91,7 @@ class ObligationResult:
     counterexample: dict[str, float | int] | None
     fields: list[str]
     message: str
+    assumptions: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` form (DESIGN §8)."""
@@ -99,6 +101,7 @@ class ObligationResult:
             "counterexample": self.counterexample,
             "fields": list(self.fields),
             "message": self.message,
+            "assumptions": list(self.assumptions),
         }
 
 
@@ -165,13 +168,49 @@ def encode_stability(enc: Encoding) -> Any:
     return z3.Real("demand_0") <= enc.term("slots") * enc.term("window")
 
 
-def encode_deadline(enc: Encoding, tenant: str, *, cohorts: int = 1) -> Any:
-    """D_i ≥ b_i + ⌈cohorts · N_{≤i} / C⌉ · ŝ_i (see the module docstring).
+def _windows(enc: Encoding, name: str, length: Any) -> Any:
+    """Windows a half-open interval of ``length`` meets: ⌈length/W⌉ + 1 when length > 0, else 0."""
+    return enc.windows(name, length)
 
-    ``cohorts = 2`` is the bound that closes the window-straddle
-    counterexample (two windows' floors queued at once; proofs/README.md).
-    Unfloored tenants ranked ahead add unbounded terms u_j (`unbounded_ahead`):
-    pin them (`unbounded_symbols`) when extracting the core.
+
+def encode_requests_ahead(enc: Encoding, tenant: str, latest_start: Any) -> Any:
+    """N_i: the floor requests that can rank at or ahead of a request q of ``tenant`` (q included).
+
+    q arrives at t and must start by t + x (x = ``latest_start``). Ahead of it
+    are floor requests of tenants at its tier in the system at t, and floor
+    requests of higher tiers (smaller tier numbers) in the system at t or
+    arriving in (t, t + x]. Each tenant j has at most N_j floor requests per
+    window. Closing bound (the default): j's requests in the system at t
+    arrived after t − D_j (every earlier request meets its deadline: the
+    induction of proofs/README.md §2), so they fall in (t − D_j, t] (same
+    tier) or (t − D_j, t + x] (higher tier), which meet ⌈·/W⌉ + 1 windows.
+    Under the backlog assumption (opt-in, refuted): at most N_j of j in the
+    system at t, plus the higher tiers' arrivals in (t, t + x].
+    """
+    z3, c = enc.z3, enc.contract
+    mine = c.tenants[tenant].tier
+    after = z3.If(latest_start > 0, latest_start, z3.RealVal(0))
+    terms = []
+    for j in cohort(c, tenant):
+        higher = c.tenants[j].tier < mine
+        n_j = enc.requests(j)
+        if enc.options.backlog_assumption:
+            extra = _windows(enc, f"{tenant}.{j}", after) if higher else 0
+            terms.append(n_j * (1 + extra) if higher else n_j)
+        else:
+            span = enc.term(f"tenants.{j}.deadline") + (after if higher else 0)
+            terms.append(n_j * _windows(enc, f"{tenant}.{j}", span))
+    return z3.Sum(terms)
+
+
+def encode_deadline(enc: Encoding, tenant: str) -> Any:
+    """The deadline clause of ``tenant`` (see the module docstring): D_i ≥ b_i + ⌈N_i/C⌉·ŝ_i.
+
+    N_i is `encode_requests_ahead` at x = D_i − ŝ_i (the latest start that
+    still ends by D_i), by the closing bound or, with
+    ``VerifyOptions(backlog_assumption=True)``, under the refuted backlog
+    assumption. Unfloored tenants ranked ahead add unbounded terms u_j
+    (`unbounded_ahead`): pin them (`unbounded_symbols`) when extracting the core.
     """
     z3 = enc.z3
     ahead = cohort(enc.contract, tenant)
@@ -181,11 +220,13 @@ def encode_deadline(enc: Encoding, tenant: str, *, cohorts: int = 1) -> Any:
         u = z3.Int(f"{name}_0")  # no upper bound: the learner admits as much as it likes
         enc.define(name, u >= 0)
         surplus.append(u)
+    wave = enc.max_of([enc.ceiling(j) for j in ahead + unbounded])
+    latest = enc.term(f"tenants.{tenant}.deadline") - wave
+    enc.define(f"latest_start.{tenant}", z3.Real(f"latest_start.{tenant}_0") == latest)
     n = z3.Int(f"requests.ahead.{tenant}_0")
-    floors = cohorts * z3.Sum([enc.requests(j) for j in ahead])
+    floors = encode_requests_ahead(enc, tenant, latest)
     enc.define(f"requests.ahead.{tenant}", n == floors + z3.Sum(surplus) if surplus else n == floors)
     block = enc.max_of([enc.term(f) for f in blocking_fields(enc.contract, tenant)])
-    wave = enc.max_of([enc.ceiling(j) for j in ahead + unbounded])
     if reserved(enc):
         return encode_reserved_deadline(enc, tenant, n, block, wave)
     waves = enc.waves(tenant, n)

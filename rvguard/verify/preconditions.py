@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
 from ..contract import Contract, CreditMode, load_contract
 from ._z3 import load_z3
+from .assumptions import assumptions_of
 from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions, ceiling_field, opp_field
 from .obligations import (
     OUTPUT_TOKENS,
@@ -72,7 +74,7 @@ def _stability(contract: Contract, options: VerifyOptions) -> ObligationResult:
 # -- deadlines ---------------------------------------------------------------
 def _bound(contract: Contract, tenant: str, v: Numbers) -> float:
     """The clause's bound in the model ``v``: b + ⌈N/C⌉·ŝ, or with a reserve T (`reserve.reserve_bound`)."""
-    if f"latest_start.{tenant}" not in v:
+    if f"floor_block.{tenant}" not in v:
         return float(v[f"bound.{tenant}"])
 
     def exact(key: str) -> Fraction:
@@ -102,24 +104,35 @@ def _reserve_terms(contract: Contract, tenant: str, v: Numbers) -> str:
     )
 
 
-def _deadline_terms(contract: Contract, tenant: str, v: Numbers) -> str:
+def _ahead_words(contract: Contract, tenant: str, v: Numbers, options: VerifyOptions) -> str:
+    """Who the N ahead are: each tenant's requests per window times the windows they can come from."""
+    mine, parts = contract.tenants[tenant].tier, []
+    for j in cohort(contract, tenant):
+        per = v.get(f"requests.{j}", contract.tenants[j].floor)
+        k = v.get(f"windows.{tenant}.{j}")
+        if options.backlog_assumption:
+            k = 1 + int(k) if contract.tenants[j].tier < mine and k is not None else 1
+        parts.append(f"{j} {float(per):g}×{int(k) if k is not None else '?'}")
+    how = (
+        "per window × windows" if not options.backlog_assumption else "per window × windows, backlog assumed"
+    )
+    return f"{int(v[f'requests.ahead.{tenant}'])} ahead: {', '.join(parts)} ({how})"
+
+
+def _deadline_terms(contract: Contract, tenant: str, v: Numbers, options: VerifyOptions) -> str:
+    ahead = f" [{_ahead_words(contract, tenant, v, options)}]"
     if contract.reserve > 0:
-        return _reserve_terms(contract, tenant, v)
-    block = blocking_fields(contract, tenant)
-    bname = _short(block[0]) if len(block) == 1 else f"max({', '.join(_short(b) for b in block)})"
-    ahead = cohort(contract, tenant)
-    waves = {ceiling_field(contract, j) for j in ahead}
-    wname = _short(next(iter(waves))) if len(waves) == 1 else f"max({', '.join(sorted(map(_short, waves)))})"
+        return _reserve_terms(contract, tenant, v) + ahead
+    bname = _names(blocking_fields(contract, tenant))
+    wname = _names(sorted({ceiling_field(contract, j) for j in cohort(contract, tenant)}))
     n = int(v[f"requests.ahead.{tenant}"])
-    if contract.credit is CreditMode.COUNT and len(ahead) > 1:
-        nshow = "(" + "+".join(f"{contract.tenants[j].floor:g}" for j in ahead) + ")"
-    else:
-        nshow = str(n)
-    return f"{bname} + ⌈{nshow}/{contract.slots}⌉·{wname}"
+    return f"{bname} + ⌈{n}/{contract.slots}⌉·{wname}{ahead}"
 
 
 def _deadline_fix(contract: Contract, tenant: str, bound: float, options: VerifyOptions) -> str:
-    fix = f"raise the deadline to {secs(bound)} s"
+    least = synthesize_deadline(contract, tenant, options=options).value
+    fix = f"the smallest deadline that holds is {secs(float(least))} s" if least is not None else ""
+    fix = fix or f"no deadline holds (the bound at {secs(bound)} s grows with it)"
     floor = synthesize_floor(contract, tenant, options=options).value
     if floor is None:
         return f"{fix} (no floor ≥ 1 meets the current one)"
@@ -127,7 +140,9 @@ def _deadline_fix(contract: Contract, tenant: str, bound: float, options: Verify
     tenants[tenant] = tenants[tenant].model_copy(update={"floor": floor})
     lowered = contract.model_copy(update={"tenants": tenants})
     need = synthesize_deadline(lowered, tenant, options=options).value
-    inside = f" (floor {floor} holds for any deadline ≥ {secs(float(need))} s)" if need is not None else ""
+    inside = (
+        f" (with floor {floor} the smallest deadline is {secs(float(need))} s)" if need is not None else ""
+    )
     return f"{fix} or lower the floor to {floor}{inside}{_reserve_fix(contract, tenant, options)}"
 
 
@@ -139,18 +154,10 @@ def _reserve_fix(contract: Contract, tenant: str, options: VerifyOptions) -> str
     return f", or reserve {r} of the {contract.slots} slots for floor work (reserve: {r})"
 
 
-STRADDLE_NOTE = (
-    "the deadline bound assumes the assured backlog never carries across windows (Q_A ≤ B); "
-    "proofs/backlog_lemma.py (installed: python -m rvguard.data.proofs.backlog_lemma) refutes that "
-    "assumption with a burst straddling a window edge: "
-    "run with --no-backlog-assumption to also check the two-cohort bound that closes it"
-)
-
-
-def _decide_deadline(contract: Contract, tenant: str, options: VerifyOptions, cohorts: int) -> Decision:
+def _decide_deadline(contract: Contract, tenant: str, options: VerifyOptions) -> Decision:
     enc = Encoding(load_z3(), contract, options=options)
     pinned = (OUTPUT_TOKENS, *unbounded_symbols(contract, tenant))
-    return decide(enc, encode_deadline(enc, tenant, cohorts=cohorts), pinned=pinned)
+    return decide(enc, encode_deadline(enc, tenant), pinned=pinned)
 
 
 def _ranked_first(contract: Contract, tenant: str) -> Contract:
@@ -171,8 +178,7 @@ def _unbounded(
     who = " and ".join(f"{j} (tier {contract.tenants[j].tier})" for j in others)
     had = " and ".join(f"{int(v[f'requests.unbounded.{j}'])} of {j}'s" for j in others)
     bound, dl = _bound(contract, tenant, v), contract.tenants[tenant].deadline
-    check = _straddle if name.startswith("straddle") else _deadline
-    after = check(_ranked_first(contract, tenant), tenant, options)
+    after = _deadline(_ranked_first(contract, tenant), tenant, options)
     names = " and ".join(others)
     msg = (
         f"unfloored work of {who} ranks ahead of {tenant}'s floor (tier {tier}) and the learner may admit "
@@ -185,39 +191,15 @@ def _unbounded(
     return ObligationResult(name, False, d.counterexample, sorted(set(d.fields) | structure), msg)
 
 
-def _straddle(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
-    """The two-cohort bound: verified within the model's bounds, not proven in general."""
-    d = _decide_deadline(contract, tenant, options, cohorts=2)
-    name = f"straddle[{tenant}]"
-    if not d.values:
-        return _undecidable(name, d, contract)
-    if unbounded_ahead(contract, tenant):
-        return _unbounded(name, contract, tenant, d, options)
-    dl, bound = contract.tenants[tenant].deadline, _bound(contract, tenant, d.values)
-    n = int(d.values[f"requests.ahead.{tenant}"])
-    block, wave = _short(blocking_fields(contract, tenant)[0]), _short(ceiling_field(contract, tenant))
-    terms = f"{block} + ⌈{n}/{contract.slots}⌉·{wave}"
-    if contract.reserve > 0:
-        terms = _reserve_terms(contract, tenant, d.values)
-    if d.holds:
-        msg = f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s (two windows' floors queued at once)"
-        return ObligationResult(name, True, None, [], msg)
-    msg = (
-        f"deadline {secs(dl)} s < {terms} = {secs(bound)} s: a burst straddling a window edge can queue "
-        f"two windows' floors at once (proofs/README.md); raise the deadline to {secs(bound)} s"
-    )
-    return ObligationResult(name, False, d.counterexample, d.fields, msg)
-
-
 def _deadline(contract: Contract, tenant: str, options: VerifyOptions) -> ObligationResult:
-    d = _decide_deadline(contract, tenant, options, cohorts=1)
+    d = _decide_deadline(contract, tenant, options)
     name = f"deadline[{tenant}]"
     if not d.values:
         return _undecidable(name, d, contract)
     if unbounded_ahead(contract, tenant):
         return _unbounded(name, contract, tenant, d, options)
     dl, bound = contract.tenants[tenant].deadline, _bound(contract, tenant, d.values)
-    terms = _deadline_terms(contract, tenant, d.values)
+    terms = _deadline_terms(contract, tenant, d.values, options)
     if d.holds:
         return ObligationResult(name, True, None, [], f"deadline {secs(dl)} s ≥ {terms} = {secs(bound)} s")
     fix = _deadline_fix(contract, tenant, bound, options)
@@ -317,10 +299,9 @@ def verify_contract(
     checks.append(lambda: _stability(contract, options))
     for name in sorted(contract.floored_tenants, key=lambda n: (contract.tenants[n].tier, n)):
         checks.append(lambda name=name: _deadline(contract, name, options))  # type: ignore[misc]
-        if not options.backlog_assumption:
-            checks.append(lambda name=name: _straddle(contract, name, options))  # type: ignore[misc]
     checks += [lambda: _envelope(contract, options), lambda: _dr(contract, options)]
-    return [check() for check in checks]
+    results = [check() for check in checks]
+    return [replace(r, assumptions=tuple(assumptions_of(r.name, contract, options))) for r in results]
 
 
 def verify_file(path: str | Path, *, options: VerifyOptions = DEFAULT_OPTIONS) -> list[ObligationResult]:

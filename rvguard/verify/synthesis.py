@@ -15,27 +15,33 @@ One parameter moves, every other field keeps its contract value:
 The service-envelope and DR clauses do not depend on B, D or C, so they
 are not part of the optimisation; `rvguard.verify.preconditions` reports them.
 
-Without the reference study's backlog assumption
-(``VerifyOptions(backlog_assumption=False)``, ``verify
---no-backlog-assumption``) the deadline clause is the two-cohort straddle
-bound D ≥ b + ⌈2N/C⌉·ŝ that `verify` then checks, so a synthesised value
-passes the same obligations that `verify` reports.
+Every optimum is taken over the same clauses that `verify` checks with the
+same options: the closing deadline bound by default, the bound under the
+refuted backlog assumption with ``VerifyOptions(backlog_assumption=True)``
+(``verify --assume-backlog``). The closing bound counts the windows a
+request's cohort can come from, which grows with the deadlines: the
+deadlines that hold need not be all those above the smallest one (a gap
+can follow a window edge), so `synthesize_deadline` returns the smallest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from ..contract import Contract, CreditMode
 from ..errors import SpecError
-from ._z3 import as_number, load_z3
+from ._z3 import as_number, load_z3, real
 from .encoding import DEFAULT_OPTIONS, Encoding, VerifyOptions
 from .obligations import encode_deadline, encode_stability, unbounded_ahead
+from .reserve import reserve_bound
 
 __all__ = [
     "PARAMETERS",
+    "BoundAt",
     "SynthesisResult",
+    "deadline_bound",
     "default_tenant",
     "synthesize",
     "synthesize_deadline",
@@ -93,13 +99,8 @@ def _require_tenant(contract: Contract, tenant: str | None) -> str:
     return name
 
 
-def _cohorts(options: VerifyOptions) -> int:
-    """1 under the backlog assumption; else 2, the straddle bound (module doc)."""
-    return 1 if options.backlog_assumption else 2
-
-
 def _why(options: VerifyOptions) -> str:
-    return "" if options.backlog_assumption else " (two-window straddle bound)"
+    return " (proven only under the backlog assumption)" if options.backlog_assumption else ""
 
 
 def _deadline_goal(enc: Encoding, tenant: str, options: VerifyOptions) -> Any:
@@ -111,7 +112,7 @@ def _deadline_goal(enc: Encoding, tenant: str, options: VerifyOptions) -> Any:
     """
     if unbounded_ahead(enc.contract, tenant):
         return enc.z3.BoolVal(False)
-    return encode_deadline(enc, tenant, cohorts=_cohorts(options))
+    return encode_deadline(enc, tenant)
 
 
 def _goals(enc: Encoding, options: VerifyOptions) -> list[Any]:
@@ -176,27 +177,99 @@ def synthesize_floor(
     return SynthesisResult("floor", name, field, value, current, msg)
 
 
+#: fixed-point steps `synthesize_deadline` takes before it reports that no deadline holds
+DEADLINE_STEPS = 512
+
+
+def deadline_bound(
+    contract: Contract, tenant: str, options: VerifyOptions = DEFAULT_OPTIONS
+) -> Fraction | None:
+    """The bound `verify` compares ``tenant``'s deadline with, at the contract's own deadlines (exact).
+
+    None when the clause has no finite bound (unfloored work ranked ahead) or
+    token weights let a request spend nothing.
+    """
+    bound = BoundAt(contract, tenant, options)
+    return bound(Fraction(repr(float(contract.tenants[tenant].deadline))))
+
+
+class BoundAt:
+    """f(D): ``tenant``'s bound with its deadline at D, the other fields fixed (one incremental solver)."""
+
+    def __init__(self, contract: Contract, tenant: str, options: VerifyOptions) -> None:
+        self.z3 = z3 = load_z3()
+        self.contract, self.tenant = contract, tenant
+        self.unbounded = bool(unbounded_ahead(contract, tenant))
+        enc = Encoding(z3, contract, options=options, free=[f"tenants.{tenant}.deadline"])
+        encode_deadline(enc, tenant)
+        self.deadline = enc.term(f"tenants.{tenant}.deadline")
+        self.reserved = f"def:floor_block.{tenant}" in enc.definitions
+        self.solver = z3.Solver()
+        self.solver.add(*enc.facts.values(), *enc.definitions.values())
+
+    def __call__(self, d: Fraction) -> Fraction | None:
+        z3, s, tenant = self.z3, self.solver, self.tenant
+        if self.unbounded:
+            return None
+        s.push()
+        s.add(self.deadline == real(z3, d))
+        try:
+            if s.check() != z3.sat:
+                return None
+            m = s.model()
+        finally:
+            s.pop()
+
+        def q(name: str) -> Fraction:
+            return Fraction(m.eval(z3.Real(f"{name}.{tenant}_0"), model_completion=True).as_fraction())
+
+        if not self.reserved:
+            return q("bound")
+        n = m.eval(z3.Int(f"requests.ahead.{tenant}_0"), model_completion=True).as_long()
+        c = self.contract
+        return reserve_bound(n, c.slots, c.reserve, q("wave"), q("block"), q("floor_block"))
+
+
 def synthesize_deadline(
     contract: Contract, tenant: str | None = None, *, options: VerifyOptions = DEFAULT_OPTIONS
 ) -> SynthesisResult:
-    """The smallest deadline D for a floored ``tenant``, the other fields fixed.
+    """The smallest deadline D for a floored ``tenant`` whose clause holds, the other fields fixed.
+
+    The clause is D ≥ f(D), f the bound `deadline_bound` computes; f does not
+    decrease as D grows (more windows can hold the cohort). So the least D
+    with D ≥ f(D) is the limit of D ← f(D) from below, reached in finitely
+    many steps (f is a step function); when the steps go on past
+    `DEADLINE_STEPS`, or past 10⁶ windows, the bound outgrows the deadline
+    (the cohort's demand per window exceeds the slots') and no deadline is
+    reported.
 
     Raises:
         SpecError: ``tenant`` is not in the contract or holds no floor.
     """
-    z3 = load_z3()
     name = _require_tenant(contract, tenant)
     field = f"tenants.{name}.deadline"
     if not contract.tenants[name].floored:
         raise SpecError(f"tenants.{name}.floor: a deadline bound needs a floored tenant", field=field)
-    enc = Encoding(z3, contract, options=options, free=[field])
-    d = enc.term(field)
-    value = _optimum(enc, [_deadline_goal(enc, name, options), d > 0], d, maximize=False)
+    value: float | None = None
+    d, cap = Fraction(1, 10**9), Fraction(repr(float(contract.window))) * 10**6
+    bound = BoundAt(contract, name, options)
+    for _ in range(DEADLINE_STEPS):
+        if d > cap:
+            break
+        f = bound(d)
+        if f is None:
+            break
+        if f <= d:
+            value = float(d)
+            break
+        d = f
     b, c = contract.tenants[name].floor, contract.slots
     msg = f"smallest deadline for {name} with floor {b:g} and {c} slots: {value} s{_why(options)}"
-    if value is None:
+    if value is None and unbounded_ahead(contract, name):
         ahead = ", ".join(unbounded_ahead(contract, name))
         msg = f"no deadline for {name}: unfloored work ({ahead}) ranks ahead of its floor, unbounded"
+    elif value is None:
+        msg = f"no deadline for {name}: the bound grows with the deadline faster than it (lower the floors)"
     return SynthesisResult("deadline", name, field, value, contract.tenants[name].deadline, msg)
 
 

@@ -16,7 +16,7 @@ def test_the_starter_contract_verifies_and_the_keys_bind_its_tenants(tmp_path: P
     assert main(["init", str(tmp_path)]) == 0
     contract = load_contract(tmp_path / "contract.yaml")
     assert main(["verify", str(tmp_path / "contract.yaml")]) == 0
-    assert main(["verify", str(tmp_path / "contract.yaml"), "--no-backlog-assumption"]) == 0
+    assert main(["verify", str(tmp_path / "contract.yaml"), "--assume-backlog"]) == 0
     keys = load_keys(tmp_path / "keys.yaml")
     assert sorted(keys.keys.values()) == sorted(contract.tenants)
     assert keys.unauthenticated == "reject" and keys.claim_secret is not None

@@ -1,9 +1,9 @@
 """SF inside the verified region: guarded runs meet every entitled deadline where Z3 accepts the contract.
 
-The region is what `verify_contract` accepts with
-``VerifyOptions(backlog_assumption=False)``: A4, the one-cohort deadline
-bound, the two-cohort bound D ≥ s_opp + ⌈2B/C⌉·s_max that closes the
-window-straddle counterexample (proofs/README.md §3), the envelope and DR.
+The region is what `verify_contract` accepts by default: A4, the closing
+deadline bound D ≥ s_opp + ⌈B·(⌈D/W⌉ + 1)/C⌉·s_max (every window a
+request's deadline reaches can hold a floor ahead of it; proofs/README.md
+§2), the envelope and DR.
 
 The simulated backend's services are not bounded by construction (lognormal
 noise, prefill stalls), so the contracts take s_max = s_max_opp = 1.0 s,
@@ -41,12 +41,13 @@ def _contract(slots: int, window: float, floor: int, deadline: float) -> Contrac
     )
 
 
-# (C, W, B, D): each at D = s_opp + ⌈2B/C⌉·s_max exactly, ρ_a = B·s_max/(C·W) ≤ 1
+# (C, W, B, D): each at the smallest deadline the closing bound accepts, ρ_a = B·s_max/(C·W) < 1
+# (at ρ_a = 1 no deadline is proven: each window adds a window of work to the bound)
 REGION = [
-    (4, 2.0, 4, 3.0),  # ρ_a = 0.5
-    (4, 1.0, 2, 2.0),  # ρ_a = 0.5
-    (2, 2.0, 2, 3.0),  # ρ_a = 0.5, two slots
-    (4, 1.0, 4, 3.0),  # ρ_a = 1.0: the straddle corner (verified within the model's bounds only)
+    (4, 2.0, 4, 4.0),  # ρ_a = 0.5: 1 + ⌈4·3/4⌉·1 = 4 (windows met by (t − 4, t]: 3)
+    (4, 1.0, 2, 3.0),  # ρ_a = 0.5: 1 + ⌈2·4/4⌉·1 = 3
+    (2, 2.0, 2, 4.0),  # ρ_a = 0.5, two slots: 1 + ⌈2·3/2⌉·1 = 4
+    (4, 1.0, 3, 7.0),  # ρ_a = 0.75: 1 + ⌈3·8/4⌉·1 = 7
 ]
 
 
@@ -57,7 +58,7 @@ def verify():  # type: ignore[no-untyped-def]
     from rvguard.verify.preconditions import all_hold, verify_contract
 
     def accepts(c: Contract) -> bool:
-        return all_hold(verify_contract(c, options=VerifyOptions(backlog_assumption=False)))
+        return all_hold(verify_contract(c, options=VerifyOptions()))
 
     return accepts
 
@@ -66,7 +67,7 @@ def verify():  # type: ignore[no-untyped-def]
 def test_guarded_runs_satisfy_sf_inside_the_region(verify, slots, window, floor, deadline) -> None:  # type: ignore[no-untyped-def]
     contract = _contract(slots, window, floor, deadline)
     assert verify(contract), "the contract must lie inside the verified region"
-    # just below the two-cohort bound the same contract is outside it: the region is not vacuous
+    # just below the closing bound the same contract is outside it: the region is not vacuous
     assert not verify(_contract(slots, window, floor, deadline - 0.01))
     floor_rate = floor / window
     for seed in range(3):

@@ -26,7 +26,9 @@ def test_marquee_fails_with_an_actionable_sentence() -> None:
     code, out, _ = run(str(SPECS / "marquee.yaml"))
     assert code == 1
     assert "outside the proven region" in out
-    assert "deadline 1.82 s < s_max_opp + ⌈6/4⌉·s_max = 1.98 s: raise the deadline to 1.98 s" in out
+    assert "deadline 1.82 s < s_max_opp + ⌈18/4⌉·s_max [18 ahead: assured 6×3" in out
+    assert "the smallest deadline that holds is 165.00 s or lower the floor to 1" in out
+    assert "assumes: A2 dispatch, A3 envelope, A1 credits, cap, induction" in out
 
 
 def test_json_shape_and_synthesis() -> None:
@@ -34,15 +36,20 @@ def test_json_shape_and_synthesis() -> None:
     doc = json.loads(out)
     assert code == 1
     for ob in doc["obligations"]:
-        assert set(ob) == {"name", "holds", "counterexample", "fields", "message"}
-    assert doc["synthesis"]["value"] == 4 and doc["synthesis"]["field"] == "tenants.assured.floor"
+        assert set(ob) == {"name", "holds", "counterexample", "fields", "message", "assumptions"}
+    deadline = next(ob for ob in doc["obligations"] if ob["name"] == "deadline[assured]")
+    assert any(a.startswith("induction:") for a in deadline["assumptions"])
+    assert doc["assumptions"] == [] and "outside the proven region" in doc["verdict"]
+    assert doc["synthesis"]["value"] == 1 and doc["synthesis"]["field"] == "tenants.assured.floor"
 
 
 def test_synthesis_follows_the_backlog_assumption_flag() -> None:
-    """Without the assumption verify checks straddle[·]; the synthesised floor must pass it too."""
+    """With --assume-backlog the synthesised floor is the former one, and the JSON names the assumption."""
     spec = str(SPECS / "marquee.yaml")
-    _, out, _ = run(spec, "--json", "--synthesize", "floor", "--no-backlog-assumption")
-    assert json.loads(out)["synthesis"]["value"] == 2
+    _, out, _ = run(spec, "--json", "--synthesize", "floor", "--assume-backlog")
+    doc = json.loads(out)
+    assert doc["synthesis"]["value"] == 4
+    assert doc["assumptions"] and doc["assumptions"][0].startswith("backlog:")
 
 
 def test_holding_contract_exits_zero(tmp_path: Path) -> None:
@@ -53,7 +60,7 @@ def test_holding_contract_exits_zero(tmp_path: Path) -> None:
                 "window": 1.0,
                 "slots": 4,
                 "service": {"s_max": 0.66},
-                "tenants": {"a": {"floor": 4, "deadline": 1.4}, "o": {"floor": 0, "deadline": 2, "tier": 1}},
+                "tenants": {"a": {"floor": 2, "deadline": 2.0}, "o": {"floor": 0, "deadline": 2, "tier": 1}},
             }
         )
     )

@@ -44,18 +44,55 @@ def arithmetic_stability(c: Contract) -> bool:
     return demand <= c.slots * exact(c.window)
 
 
-def arithmetic_deadline(c: Contract, name: str) -> bool:
+def spans(length: Fraction, window: Fraction) -> int:
+    """Windows a half-open interval of ``length`` meets (proofs/README.md §2): ⌈L/W⌉ + 1, none if L ≤ 0."""
+    return math.ceil(length / window) + 1 if length > 0 else 0
+
+
+def ahead(c: Contract, name: str, wave: Fraction, *, assume: bool = False) -> int:
+    """N_i: floor requests at or ahead of one of ``name``'s (closing bound, or the backlog assumption)."""
+    mine, w = c.tenants[name].tier, exact(c.window)
+    x = max(exact(c.tenants[name].deadline) - wave, Fraction(0))
+    n = 0
+    for j, t in c.floored_tenants.items():
+        if t.tier > mine:
+            continue
+        higher = t.tier < mine
+        if assume:
+            n += requests(c, j) * (1 + (spans(x, w) if higher else 0))
+        else:
+            n += requests(c, j) * spans(exact(t.deadline) + (x if higher else 0), w)
+    return n
+
+
+def arithmetic_deadline(c: Contract, name: str, *, assume: bool = False) -> bool:
     mine = c.tenants[name].tier
     if any(not t.floored and t.tier < mine for t in c.tenants.values()):
         return False  # unfloored work dispatched ahead of this floor: nothing bounds how much
-    ahead = [n for n, t in c.floored_tenants.items() if t.tier <= mine]
-    n = sum(requests(c, j) for j in ahead)
+    wave = max(ceiling(c, j) for j, t in c.floored_tenants.items() if t.tier <= mine)
+    n = ahead(c, name, wave, assume=assume)
     blockers = [exact(c.service.opp_ceiling)]
     for other, t in c.tenants.items():
         if t.tier > mine or (t.floored and c.excess is ExcessPolicy.DEMOTE):
             blockers.append(ceiling(c, other))
+    if c.reserve > 0:
+        return exact(c.tenants[name].deadline) >= reserved_least(c, name, n, max(blockers), wave)
     waves = -(-n // c.slots)
-    return exact(c.tenants[name].deadline) >= max(blockers) + waves * max(ceiling(c, j) for j in ahead)
+    return exact(c.tenants[name].deadline) >= max(blockers) + waves * wave
+
+
+def reserved_least(c: Contract, name: str, n: int, block: Fraction, wave: Fraction) -> Fraction:
+    """ŝ + the first x where R·n(x − b_f) + (C − R)·n(x − b) reaches N (proofs/README.md §2a), by scanning."""
+    mine = c.tenants[name].tier
+    lower = [ceiling(c, j) for j, t in c.floored_tenants.items() if t.tier > mine]
+    b_f, r = (max(lower) if lower else Fraction(0)), c.reserve
+
+    def runs(y: Fraction) -> int:
+        return math.floor(y / wave) + 1 if y >= 0 else 0
+
+    grid = sorted({o + k * wave for o in (b_f, max(block, b_f)) for k in range(n + 1)})
+    x = next(x for x in grid if r * runs(x - b_f) + (c.slots - r) * runs(x - max(block, b_f)) >= n)
+    return x + wave
 
 
 def holds(c: Contract, clause: str, tenant: str = "") -> bool:

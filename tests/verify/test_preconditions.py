@@ -26,21 +26,24 @@ def test_marquee_is_outside_the_proven_region(marquee: Contract) -> None:
     assert not all_hold(results)
     dl = next(r for r in results if r.name == "deadline[assured]")
     assert not dl.holds
-    assert dl.message.startswith(
-        "deadline 1.82 s < s_max_opp + ⌈6/4⌉·s_max = 1.98 s: raise the deadline to 1.98 s"
-    )
-    assert "lower the floor to 4" in dl.message and "≥ 1.32 s" in dl.message
+    assert dl.message.startswith("deadline 1.82 s < s_max_opp + ⌈18/4⌉·s_max [18 ahead: assured 6×3")
+    assert "lower the floor to 1 (with floor 1 the smallest deadline is 1.32 s)" in dl.message
     assert set(dl.fields) >= {"tenants.assured.deadline", "tenants.assured.floor", "slots", "service.s_max"}
-    assert dl.counterexample is not None and dl.counterexample["waves.assured"] == 2
+    assert dl.counterexample is not None and dl.counterexample["waves.assured"] == 5
     assert all(r.holds for r in results if r.name != "deadline[assured]")
 
 
-def test_corner_b4_is_inside(marquee: Contract) -> None:
+def test_corner_b4_is_inside_only_under_the_backlog_assumption(marquee: Contract) -> None:
+    """B = 4, D = 1.32: the former one-cohort corner; by default 3.96 s (five windows' floors)."""
+    assume = VerifyOptions(backlog_assumption=True)
     tenants = dict(marquee.tenants)
     tenants["assured"] = tenants["assured"].model_copy(update={"floor": 4, "deadline": 1.32})
-    assert all_hold(verify_contract(marquee.model_copy(update={"tenants": tenants})))
-    tenants["assured"] = tenants["assured"].model_copy(update={"deadline": 1.31})
+    assert all_hold(verify_contract(marquee.model_copy(update={"tenants": tenants}), options=assume))
     assert not all_hold(verify_contract(marquee.model_copy(update={"tenants": tenants})))
+    tenants["assured"] = tenants["assured"].model_copy(update={"deadline": 1.31})
+    assert not all_hold(verify_contract(marquee.model_copy(update={"tenants": tenants}), options=assume))
+    tenants["assured"] = tenants["assured"].model_copy(update={"deadline": 3.96})
+    assert all_hold(verify_contract(marquee.model_copy(update={"tenants": tenants})))
 
 
 def test_envelope_from_the_cap_names_its_fields(two_tenants: Contract) -> None:
@@ -124,16 +127,16 @@ def test_issue_10_unfloored_work_ranked_ahead_of_a_floor_fails_the_deadline() ->
     dl = results["deadline[gold]"]
     assert not dl.holds  # type: ignore[attr-defined]
     cx = dl.counterexample  # type: ignore[attr-defined]
-    assert cx["requests.unbounded.opp"] >= 6 and cx["bound.gold"] > 2.0  # 6 opp requests ahead suffice
+    assert cx["requests.unbounded.opp"] >= 0 and cx["bound.gold"] > 2.0  # with gold's own windows few suffice
     assert {"tenants.gold.tier", "tenants.opp.tier", "tenants.opp.floor"} <= set(dl.fields)  # type: ignore[attr-defined]
     message = dl.message  # type: ignore[attr-defined]
     assert "ranks ahead of gold's floor" in message
     assert "rank the floor first (give opp tier 1 or more" in message and "bound opp with a floor" in message
-    straddle = {
+    assumed = {
         r.name: r
-        for r in verify_contract(issue_10_contract(), options=VerifyOptions(backlog_assumption=False))
+        for r in verify_contract(issue_10_contract(), options=VerifyOptions(backlog_assumption=True))
     }
-    assert not straddle["straddle[gold]"].holds
+    assert not assumed["deadline[gold]"].holds
 
 
 @pytest.mark.parametrize(
@@ -142,11 +145,17 @@ def test_issue_10_unfloored_work_ranked_ahead_of_a_floor_fails_the_deadline() ->
         {"opp_tier": 1},  # the same tier: the core ranks floor before surplus within a tier
         {"opp_tier": 2},
         {"gold_tier": 0},
-        {"opp_floor": 1},  # bounded: opp's work per window is its floor, counted ahead of gold
     ],
 )
 def test_issue_10_either_fix_makes_the_deadline_hold(fixed: dict[str, int]) -> None:
     assert all_hold(verify_contract(issue_10_contract(**fixed)))
+
+
+def test_issue_10_a_floor_on_the_work_ahead_bounds_it_but_counts_its_windows() -> None:
+    """opp floor 1 at tier 0 ahead of gold: its floor can arrive in 5 windows while gold waits
+    ((t − 2, t + 1.5]) and gold's own in 3: 0.5 + ⌈8/2⌉·0.5 = 2.5 s > 2.0 s (the former bound said 1.0 s)."""
+    dl = by_name(issue_10_contract(opp_floor=1))["deadline[gold]"]
+    assert not dl.holds and "= 2.50 s" in dl.message  # type: ignore[attr-defined]
 
 
 def test_issue_10_no_deadline_is_synthesised_while_unbounded_work_ranks_ahead() -> None:

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rvguard.contract import Contract, contract_from_mapping
+from rvguard.verify.encoding import VerifyOptions
 from rvguard.verify.preconditions import verify_contract
 from rvguard.verify.reserve import reserve_bound
 from rvguard.verify.schedule import ASSURED, OPPORTUNISTIC, ModelParams, Schedule, find_schedule, simulate
@@ -88,7 +89,8 @@ CASES = [
 
 @pytest.mark.parametrize(("c", "r", "b", "s", "so"), CASES[::3])
 def test_z3_accepts_exactly_the_deadlines_from_the_bound(c: int, r: int, b: int, s: float, so: float) -> None:
-    want = float(reserve_bound(b, c, r, Fraction(repr(s)), Fraction(repr(so)), Fraction(0)))
+    # W = 100 s ≥ every deadline here: by the closing bound two windows' floors (2B) can be ahead
+    want = float(reserve_bound(2 * b, c, r, Fraction(repr(s)), Fraction(repr(so)), Fraction(0)))
     contract = _contract(c, r, b, s, so, 50.0)
     assert synthesize_deadline(contract).value == pytest.approx(want, abs=1e-12)
     for deadline, holds in ((want, True), (want - 1e-6, False)):
@@ -116,10 +118,15 @@ def test_the_smallest_reserve_is_the_first_that_holds(
     assert holding == list(range(holding[0], c + 1)) if holding else True  # monotone in R
 
 
-def test_the_marquee_needs_two_reserved_slots() -> None:
-    marquee = _contract(4, 0, 6, 0.66, 0.66, 1.82)
-    assert synthesize_reserve(marquee).value == 2
-    assert "no reserve meets" in synthesize_reserve(_contract(4, 0, 6, 0.66, 0.66, 0.9)).message
+def test_the_marquee_needs_more_than_a_reserve() -> None:
+    """B = 6, C = 4, 12 ahead (two windows, W = 100 s): at D = 1.82, starts(1.16) = 2R + (4 − R) < 12 for
+    every R ≤ 4; at D = 2.5, starts(1.84) = 3R + 2(4 − R) = 8 + R reaches 12 at R = 4."""
+    assert "no reserve meets" in synthesize_reserve(_contract(4, 0, 6, 0.66, 0.66, 1.82)).message
+    assert synthesize_reserve(_contract(4, 0, 6, 0.66, 0.66, 2.5)).value == 4
+    assumed = synthesize_reserve(
+        _contract(4, 0, 6, 0.66, 0.66, 1.82), options=VerifyOptions(backlog_assumption=True)
+    )
+    assert assumed.value == 2 and "proven only under the backlog assumption" in assumed.message
 
 
 # -- the bounded schedule model ------------------------------------------------
@@ -214,12 +221,12 @@ def test_the_cli_synthesizes_the_reserve(tmp_path: Path, capsys: pytest.CaptureF
     from rvguard.cli import main
 
     spec = tmp_path / "c.json"
-    spec.write_text(json.dumps(_contract(4, 0, 6, 0.66, 0.66, 1.82).model_dump(mode="json")))
+    spec.write_text(json.dumps(_contract(4, 0, 6, 0.66, 0.66, 2.5).model_dump(mode="json")))
     assert main(["verify", str(spec), "--synthesize", "reserve", "--json"]) == 1  # R = 0 misses D
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["synthesis"]["parameter"], doc["synthesis"]["value"]) == ("reserve", 2)
+    assert (doc["synthesis"]["parameter"], doc["synthesis"]["value"]) == ("reserve", 4)
     [dl] = [o for o in doc["obligations"] if o["name"] == "deadline[a]"]
-    assert "or reserve 2 of the 4 slots for floor work (reserve: 2)" in dl["message"]
-    spec.write_text(json.dumps(_contract(4, 2, 6, 0.66, 0.66, 1.82).model_dump(mode="json")))
+    assert "or reserve 4 of the 4 slots for floor work (reserve: 4)" in dl["message"]
+    spec.write_text(json.dumps(_contract(4, 4, 6, 0.66, 0.66, 2.5).model_dump(mode="json")))
     assert main(["verify", str(spec)]) == 0  # with the reserve every obligation holds
-    assert "= 1.32 s" in capsys.readouterr().out
+    assert "= 1.98 s" in capsys.readouterr().out  # 12 ahead on 4 slots free at once: 0.66 + 2·0.66
