@@ -51,7 +51,10 @@ CLAIMS = {
     "FR": "monitored whenever the trace routes (bounds: the contract's fleet block, else each route's own); "
     "the gateway routes on views within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
-    "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
+    "CAP": "monitored; the guard enforces it by construction (at most C in flight; the fleet gateway at most "
+    "C_e per engine)",
+    "PR": "monitored; the guard never preempts or evicts a protected request (by construction); a shutdown "
+    "that ends one is reported, not prevented",
     "RL": "monitored; the guard's core demotes surplus only, on a traced sample within staleness, toggles "
     "bounded by the redline's hysteresis (by construction)",
     "EV": "monitored; the Guard's emergency channel keeps it by construction (at most k in flight, "
@@ -287,11 +290,14 @@ def check_trace(
     )
 
 
-def _feed_merged(run: _Run, contract: Contract, paths: Sequence[str], fleet: FleetCredits | None) -> None:
-    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR."""
+def _feed_merged(
+    run: _Run, contract: Contract, paths: Sequence[str], fleet: FleetCredits | None, own: Sequence[str]
+) -> None:
+    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR (and
+    ``own``: CAP, when asked)."""
     from .fleet.merge import merge_traces
 
-    routing = {p: Monitor(contract, ["FR"], retain_finished=None) for p in paths}  # C_e: one replica's
+    routing = {p: Monitor(contract, ["FR", *own], retain_finished=None) for p in paths}  # one replica's
     for path, line, item in merge_traces([(p, iter_records(p)) for p in paths]):
         run.path = path
         if run.take(line, item) and not isinstance(item, TraceError):
@@ -321,8 +327,8 @@ def check_traces(
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
     trace alone; so are RL (each replica's redline reads its own engines'
-    samples) and EV (each its own k). FR is judged on each replica's events by a monitor of its
-    own (C_e is one replica's allowance on an engine), fed alongside the merge, and reported when a
+    samples) and EV (each its own k). FR and CAP are judged on each replica's events by a monitor of
+    its own (C and C_e are one replica's allowance), fed alongside the merge; FR is reported when a
     trace routes. Errors are pinned to their own file and line.
 
     Raises:
@@ -335,8 +341,9 @@ def check_traces(
     from .fleet.judge import FleetCredits
 
     started = time.monotonic()
+    own = ["CAP"] if "CAP" in properties else []
     properties = [p for p in properties if p not in _PER_REPLICA]
-    judged = [p for p in properties if p not in ("AF", "WF", "FR")]  # FR: each replica's own C_e
+    judged = [p for p in properties if p not in ("AF", "WF", "FR", "CAP")]  # FR, CAP: each replica's own
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(paths)
     run = _Run(
@@ -348,7 +355,7 @@ def check_traces(
         dataset=True,
     )
     fleet = FleetCredits(contract) if "AF" in properties else None
-    _feed_merged(run, contract, paths, fleet)
+    _feed_merged(run, contract, paths, fleet, own)
     sweep = None
     if phase_steps is not None:
         sweep = phase_sweep(ColumnarTrace.from_events(run.kept, lines=run.lines), contract, phase_steps)

@@ -22,8 +22,10 @@ CONTRACTS = {
     "tokens, epoch 0.7": small_contract("tokens", epoch=0.7),
     "count, reserve 1": small_contract("count", reserve=1),
     "tokens, reserve 2": small_contract("tokens", reserve=2),
+    # no fleet block: CAP's C_e is what the routes carried, else C
+    "count, no runbook blocks": small_contract("count", runbook=False),
 }
-PROPS = ("AF", "SF", "DR", "WF", "ND", "RB")
+PROPS = ("AF", "SF", "DR", "WF", "ND", "RB", "CAP")
 #: DESIGN §2's kinds, written out: a trace of only these is judged vectorised offline
 DESIGN2 = frozenset({"arrive", "admit", "reject", "dispatch", "complete", "drop", "fail"})
 #: every trace strategy: DESIGN §2's kinds alone, and with DESIGN §10's (samples, routes, ...)
