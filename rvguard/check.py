@@ -322,7 +322,8 @@ def check_traces(
 
     The traces are merged by time (`rvguard.fleet.merge`); SF, DR and WF are
     judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
-    floor credit admitted per tenant and window ≤ B, and every entitled arrival
+    floor credit admitted per tenant and window ≤ B (one trace alone is held to the
+    same B by the monitor's AF, `rvguard.monitors.af`), and every entitled arrival
     admitted, entitlement counted in the shared pool's order where the trace
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's

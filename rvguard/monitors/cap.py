@@ -113,30 +113,41 @@ def _over_engine_only(inst: Instance, ev: Event) -> bool:
 
 
 def _take(inst: Instance, ev: Event) -> None:
+    """Hold a slot (and the engine's, when placed): the common case, nothing recorded."""
+    cap = inst.shared["CAP"]
+    cap["holding"][inst.rid] = None
+    engine = inst.vars.get("cap_engine")
+    if engine is not None:
+        cap["on"].setdefault(engine, {})[inst.rid] = None
+        inst.vars["cap_holding"] = engine
+
+
+def _take_over(inst: Instance, ev: Event) -> None:
+    """Hold a slot beyond C: record the count and the holders the violation names."""
     cap = inst.shared["CAP"]
     holding = cap["holding"]
     inst.vars.update(
         cap_clause="C", cap_limit=cap["limit"], cap_in_flight=len(holding) + 1, cap_others=holders(holding)
     )
-    holding[inst.rid] = None
-    engine = inst.vars.get("cap_engine")
-    if engine is not None:
-        _take_engine(inst, engine, record=len(holding) <= int(cap["limit"]))
+    _take(inst, ev)
 
 
-def _take_engine(inst: Instance, engine: str, *, record: bool) -> None:
-    """Hold one of ``engine``'s slots; ``record``: the engine's count is the one to report."""
+def _take_over_engine(inst: Instance, ev: Event) -> None:
+    """Hold a slot within C but one of the engine's beyond C_e: record that count and its holders."""
+    _record_engine(inst, inst.vars["cap_engine"])
+    _take(inst, ev)
+
+
+def _record_engine(inst: Instance, engine: str) -> None:
     cap = inst.shared["CAP"]
-    on: dict[str, None] = cap["on"].setdefault(engine, {})
-    if record:
-        inst.vars.update(
-            cap_clause="C_e",
-            cap_limit=engine_limit(cap, engine),
-            cap_in_flight=len(on) + 1,
-            cap_others=holders(on),
-        )
-    on[inst.rid] = None
-    inst.vars["cap_holding"] = engine
+    on = cap["on"].get(engine, {})
+    inst.vars.update(
+        cap_clause="C_e",
+        cap_limit=engine_limit(cap, engine),
+        cap_in_flight=len(on) + 1,
+        cap_others=holders(on),
+        cap_holding=engine,
+    )
 
 
 def _release(inst: Instance, ev: Event) -> None:
@@ -175,7 +186,14 @@ def _late_room(inst: Instance, ev: Event) -> bool:
 def _late_take(inst: Instance, ev: Event) -> None:
     assert isinstance(ev, Route)
     inst.vars["cap_engine"] = ev.engine
-    _take_engine(inst, ev.engine, record=True)
+    inst.shared["CAP"]["on"].setdefault(ev.engine, {})[inst.rid] = None
+    inst.vars["cap_holding"] = ev.engine
+
+
+def _late_take_over(inst: Instance, ev: Event) -> None:
+    assert isinstance(ev, Route)
+    _record_engine(inst, ev.engine)
+    _late_take(inst, ev)
 
 
 def _learn_only(inst: Instance, ev: Event) -> None:
@@ -198,15 +216,17 @@ _RUNNING = (Loc.RUNNING, Loc.OVER, Loc.OVER_ENGINE)
 TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.QUEUED, K.DISPATCH): (
         Edge(Loc.RUNNING, _dispatch_ok, "n < C and n_e < C_e", update=_take),
-        Edge(Loc.OVER_ENGINE, _over_engine_only, "n < C, n_e ≥ C_e", update=_take, detail=_detail),
-        Edge(Loc.OVER, label="n ≥ C", update=_take, detail=_detail),
+        Edge(
+            Loc.OVER_ENGINE, _over_engine_only, "n < C, n_e ≥ C_e", update=_take_over_engine, detail=_detail
+        ),
+        Edge(Loc.OVER, label="n ≥ C", update=_take_over, detail=_detail),
     ),
     (Loc.QUEUED, K.ROUTE): (Edge(Loc.QUEUED, update=_place),),
     (Loc.QUEUED, K.RELOCATE): (Edge(Loc.QUEUED, update=_place),),
     **{
         (loc, K.ROUTE): (
             Edge(Loc.RUNNING, _late_room, "late route, n_e < C_e", update=_late_take),
-            Edge(Loc.OVER_ENGINE, _late, "late route, n_e ≥ C_e", update=_late_take, detail=_detail),
+            Edge(Loc.OVER_ENGINE, _late, "late route, n_e ≥ C_e", update=_late_take_over, detail=_detail),
             Edge(Loc.RUNNING, label="holding its engine's slot: moves nothing", update=_learn_only),
         )
         for loc in _RUNNING
