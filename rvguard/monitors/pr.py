@@ -12,8 +12,9 @@ protected request may not: its ``evict`` (taken off its engine), or a
 Who caused a ``fail`` is read from its reason (`GUARD_CAUSED`, the ends the
 guard's code writes by itself): ``preempted`` (bare preemption, an eviction
 not relocated), ``shutdown`` (`Guard.aclose` ending what its drain left,
-`DecisionCore.fail_queued`), and ``KeyboardInterrupt`` / ``SystemExit``
-(the guard's process interrupted under a request). Every other reason is
+`DecisionCore.fail_queued`), and ``KeyboardInterrupt`` / ``SystemExit`` /
+``GeneratorExit`` (the guard's process interrupted, or its coroutine closed,
+under a request: `Guard` names the exception). Every other reason is
 the engine's (``timeout``: the engine outlasted the dispatch time-out;
 ``backend``, ``CancelledError: …``, ``<Exception>: …``, ``DispatchError: …``:
 it failed) or the client's (``cancelled``: the caller gave up; ``client-error…``:
@@ -39,7 +40,9 @@ from .automaton import Edge, Instance, TimedAutomaton
 __all__ = ["GUARD_CAUSED", "PR", "TRANSITIONS", "Loc", "guard_caused", "protected"]
 
 #: the ``fail`` reasons the guard writes when it ends a request by itself (module docstring)
-GUARD_CAUSED: frozenset[str] = frozenset({PREEMPTED, "shutdown", "KeyboardInterrupt", "SystemExit"})
+GUARD_CAUSED: frozenset[str] = frozenset(
+    {PREEMPTED, "shutdown", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
+)
 
 
 def guard_caused(reason: str) -> bool:
