@@ -25,10 +25,12 @@ SPEC = Path(__file__).resolve().parent.parent / "specs" / "marquee.yaml"
 
 
 def trace() -> list[Event]:
-    """Arrivals at ~8/s for 20 s; the first six of a window on the floor, the rest rejected."""
+    """Arrivals at ~8/s for 20 s; the first six of a window on the floor, the rest rejected; the
+    admitted ones run on the contract's C = 4 slots, each in the first one free."""
     rng = random.Random(SEED)
     events: list[tuple[float, int, Event]] = []
     t, window, rank = 0.0, -1, 0
+    free = [0.0] * 4  # when each slot is free again
     for i in range(160):
         t += rng.expovariate(8.0)
         rid = f"r{i}"
@@ -38,8 +40,10 @@ def trace() -> list[Event]:
         if rank > 6:
             events.append((t, 4 * i + 1, Reject(t, rid, "excess")))
             continue
-        start = t + rng.uniform(0.0, 0.2)
+        slot = free.index(min(free))
+        start = max(t + rng.uniform(0.0, 0.2), free[slot])
         service = 2.5 if rng.random() < 0.05 else rng.uniform(0.24, 0.6)  # now and then, late
+        free[slot] = start + service
         events.append((t, 4 * i + 1, Admit(t, rid, Basis.FLOOR)))
         events.append((start, 4 * i + 2, Dispatch(start, rid)))
         events.append((start + service, 4 * i + 3, Complete(start + service, rid)))

@@ -52,7 +52,10 @@ CLAIMS = {
     "FR": "monitored whenever the trace routes (bounds: the contract's fleet block, else each route's own); "
     "the gateway routes on views within its staleness bound and at most C_e per engine by construction",
     "RB": "monitored; the guard enforces it by construction (surplus holds at most C − R slots)",
-    "PR": "monitored; the guard enforces it by construction (it never preempts a protected request)",
+    "CAP": "monitored; the guard enforces it by construction (at most C in flight; the fleet gateway at most "
+    "C_e per engine)",
+    "PR": "monitored; the guard never preempts or evicts a protected request (by construction); a shutdown "
+    "that ends one is reported, not prevented",
     "RL": "monitored; the guard's core demotes surplus only, citing the traced sample that fires its "
     "redline (replayed from the trace), restores only on a fresh sample with the redline clear, toggles "
     "bounded by the redline's hysteresis (by construction)",
@@ -295,12 +298,18 @@ def check_trace(
 
 
 def _feed_merged(
-    run: _Run, contract: Contract, deps: Sequence[Deployment], fleet: FleetCredits | None, lost: list[Lost]
+    run: _Run,
+    contract: Contract,
+    deps: Sequence[Deployment],
+    fleet: FleetCredits | None,
+    lost: list[Lost],
+    own: Sequence[str],
 ) -> None:
-    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR."""
+    """Feed the replicas' merged records to the run, AF's fleet count, and each replica's own FR (and
+    ``own``: CAP, when asked)."""
     from .fleet.merge import merge_traces
 
-    routing = {d.name: Monitor(contract, ["FR"], retain_finished=None) for d in deps}  # C_e: one replica's
+    routing = {d.name: Monitor(contract, ["FR", *own], retain_finished=None) for d in deps}  # one replica's
     sources = [(d.name, ((line, item) for _, line, item in history(d, lost, iter_records))) for d in deps]
     for path, line, item in merge_traces(sources):
         run.path = path
@@ -322,12 +331,12 @@ def _sweep(run: _Run, contract: Contract, steps: int | None) -> PhaseSweep | Non
 
 
 def _feed_history(
-    run: _Run, contract: Contract, deps: Sequence[Deployment], fleet: FleetCredits | None
+    run: _Run, contract: Contract, deps: Sequence[Deployment], fleet: FleetCredits | None, own: Sequence[str]
 ) -> list[Lost]:
     """Feed the deployments' histories (merged when several); the requests lost at restarts."""
     lost: list[Lost] = []
     if len(deps) > 1:
-        _feed_merged(run, contract, deps, fleet, lost)
+        _feed_merged(run, contract, deps, fleet, lost, own)
         return lost
     for path, line, item in history(deps[0], lost, iter_records):
         run.path = path
@@ -345,7 +354,7 @@ def _judged(
 
     properties = [p for p in properties if p not in _PER_REPLICA]
     fleet = FleetCredits(contract) if "AF" in properties else None
-    return properties, [p for p in properties if p not in ("AF", "WF", "FR")], fleet  # FR: per replica
+    return properties, [p for p in properties if p not in ("AF", "WF", "FR", "CAP")], fleet  # per replica
 
 
 def check_traces(
@@ -365,13 +374,14 @@ def check_traces(
     as `check_trace` does; several are merged as a fleet by time
     (`rvguard.fleet.merge`): SF, DR and WF are
     judged per request on the merge, and AF fleet-wide (`rvguard.fleet.judge`):
-    floor credit admitted per tenant and window ≤ B, and every entitled arrival
+    floor credit admitted per tenant and window ≤ B (one trace alone is held to the
+    same B by the monitor's AF, `rvguard.monitors.af`), and every entitled arrival
     admitted, entitlement counted in the shared pool's order where the trace
     records it (``pool_arrived``). RB is left out: each replica holds its own
     C − R slots (ΣC_e − R over its engines), so it is judged on each replica's
     trace alone; so are RL (each replica's redline reads its own engines'
-    samples) and EV (each its own k). FR is judged on each replica's events by a monitor of its
-    own (C_e is one replica's allowance on an engine), fed alongside the merge, and reported when a
+    samples) and EV (each its own k). FR and CAP are judged on each replica's events by a monitor of
+    its own (C and C_e are one replica's allowance), fed alongside the merge; FR is reported when a
     trace routes. Errors are pinned to their own file and line.
 
     Raises:
@@ -383,6 +393,7 @@ def check_traces(
             deps[0].paths[0], contract, properties=properties, lenient=lenient, phase_steps=phase_steps
         )
     started = time.monotonic()
+    own = ["CAP"] if "CAP" in properties and len(deps) > 1 else []  # CAP: each replica's own C
     properties, judged, fleet = _judged(deps, contract, properties)
     monitor = Monitor(contract, ["WF", *judged], retain_finished=None)
     name = " + ".join(d.name for d in deps)
@@ -394,7 +405,7 @@ def check_traces(
         keep=phase_steps is not None,
         dataset=True,
     )
-    lost = _feed_history(run, contract, deps, fleet)
+    lost = _feed_history(run, contract, deps, fleet, own)
     return CheckReport(
         trace=name,
         properties=run.properties(properties),

@@ -50,10 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--properties",
-        default="AF,SF,DR,WF,RB",
-        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB; PR, RL, EV, ER, FR of the "
+        default="AF,SF,DR,WF,RB,CAP",
+        help="comma-separated properties to report (AF, SF, DR, WF, ND, RB, CAP; PR, RL, EV, ER, FR of the "
         "runbook: RL needs the contract's headroom block, EV and ER its eviction block); "
-        "default AF,SF,DR,WF,RB, and FR whenever the trace routes",
+        "default AF,SF,DR,WF,RB,CAP, and FR whenever the trace routes",
     )
 
 
@@ -61,7 +61,7 @@ def _properties(text: str) -> list[str]:
     props = [p.strip() for p in text.split(",") if p.strip()]
     if not props:
         raise SpecError(
-            "--properties names no property: give some of AF, SF, DR, WF, ND, RB, PR, RL, EV, ER, FR",
+            "--properties names no property: give some of AF, SF, DR, WF, ND, RB, CAP, PR, RL, EV, ER, FR",
             field="properties",
         )
     return props

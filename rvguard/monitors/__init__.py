@@ -1,4 +1,4 @@
-"""Timed safety automata: AF, SF, DR, WF, RB (and ND), and PR, RL, EV, ER, FR of DESIGN §10."""
+"""Timed safety automata: AF, SF, DR, WF, RB, CAP (and ND), and PR, RL, EV, ER, FR of DESIGN §10."""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 live requests.
 
 The records and their definitions are `rvguard.monitors.metrics`; the offline checker computes the
-same numbers from columns, and tests hold the two to exact agreement (utilisation, a float sum, to
-rounding). The assured P95 sojourn (`rvguard.monitors.p95`, numpy: imported when a summary is taken)
-needs the sample itself: the accumulator keeps one (window, sojourn) pair per judged admitted
-assured request in two compact arrays (16 bytes a request), the one part of its memory that grows
-with the trace rather than with live requests. Compiled in the optional build (`rvguard._compiled`).
+same numbers from columns, and tests hold the two to exact agreement (the utilisation included: a
+float sum, added in the same order). The assured P95 sojourn (`rvguard.monitors.p95`, numpy:
+imported when a summary is taken) needs the sample itself: the accumulator keeps one (window,
+sojourn) pair per judged admitted assured request in two compact arrays (16 bytes a request), the
+one part of its memory that grows with the trace rather than with live requests. Compiled in the
+optional build (`rvguard._compiled`).
 """
 
 from __future__ import annotations

@@ -42,11 +42,20 @@ the caller returns the reference's own answer. The argument:
    sends its terms in order (an earlier request's term filled in here), and
    the fold adds them left to right (`numpy.add.accumulate`), then the open
    requests' in arrival order — the monitor's own order, so the same float.
-5. *RB*, the one property whose state is shared by requests (surplus
-   requests in flight ≤ C − R), is a running count like the backlog: the fold
-   proves its maximum never exceeds C − R, so RB holds and reports nothing,
-   as the monitor would. A trace where it does exceed is ``unproven``: the
-   single-process check names each violating dispatch and its holders.
+5. *RB* and *CAP*, whose state is shared by requests (surplus requests in
+   flight ≤ C − R; all requests in flight ≤ C), are running counts like the
+   backlog: the fold proves their maxima never exceed their limits, so both
+   hold and report nothing, as the monitor would. A trace where one does
+   exceed is ``unproven``: the single-process check names each violating
+   dispatch and its holders. (CAP's per-engine clause needs ``route`` rows,
+   which send a partition to the single-process check anyway.)
+6. *AF's upper side* (floor credit admitted per tenant and window ≤ B): a
+   prefix sum per (tenant, window) exceeds B at some admit exactly when the
+   window's total does. Each worker sends the totals its requests admitted,
+   the fold adds the orphans' floor admissions (their credit is in their
+   `Deferred`), and proves every total within B, so the upper side holds and
+   the workers' judges (on subsets: smaller sums) report nothing, as the
+   monitor would. A total beyond B makes the trace ``unproven``.
 
 Cost: O(summary) per partition plus O(log P) searches a rid; memory: the
 open requests' rows, and 8 bytes per rid seen (the hashes).
@@ -75,6 +84,7 @@ from .partition import Deferred, PartitionSummary
 __all__ = ["Fold"]
 
 U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
 _START = STAGES.index(INITIAL)
 _FINAL = frozenset(STAGES.index(s) for s in FINAL)
 
@@ -135,7 +145,8 @@ class Fold:
 
     def __init__(self, contract: Contract, names: Collection[str]) -> None:
         self.contract = contract
-        self.names = set(names) - {"RB"}  # RB: a running count, proven never over its limit
+        self.names = set(names) - {"RB", "CAP"}  # running counts, proven never over their limits
+        self._af = "AF" in names
         self.unproven = ""
         self.index = -1
         units = contract.credit_units()
@@ -155,7 +166,11 @@ class Fold:
         self._rb_limit = contract.slots - contract.reserve if "RB" in names else None
         self._rb = 0
         self._max_rb = 0
+        self._cap_limit = contract.slots if "CAP" in names else None
+        self._cap = 0
+        self._max_cap = 0
         self._busy = 0.0
+        self._floor_spent: dict[tuple[str, int], int] = {}  # AF's upper side, per (tenant, window)
 
     def add(self, s: PartitionSummary) -> bool:
         """Fold the next partition; False (and ``unproven`` set) when the trace is not shown clean."""
@@ -176,14 +191,26 @@ class Fold:
         self._first_t = s.first_t if self._first_t is None else self._first_t
         self._last_t = s.last_t
         self._arrivals(s)
+        if self._af and not self._within(s.floor_spent):
+            return self._give_up(f"{s.path}: AF's upper side is violated (floor credit beyond B)")
         if not self._rows(s):
             return False
-        if self._rb_limit is not None and self._max_rb > self._rb_limit:
-            return self._give_up(f"{s.path}: RB is violated (the single-process check names the dispatches)")
+        over = self._over_limit()
+        if over:
+            why = "the single-process check names the dispatches"
+            return self._give_up(f"{s.path}: {over} is violated ({why})")
         assert s.settled is not None
         self._tallies.append(s.settled)
         self._violations += s.violations
         return True
+
+    def _over_limit(self) -> str:
+        """The running count that has exceeded its limit so far ("RB", "CAP"), or ""."""
+        if self._rb_limit is not None and self._max_rb > self._rb_limit:
+            return "RB"
+        if self._cap_limit is not None and self._max_cap > self._cap_limit:
+            return "CAP"
+        return ""
 
     def _give_up(self, reason: str) -> bool:
         self.unproven = reason
@@ -217,8 +244,7 @@ class Fold:
 
     def _rows(self, s: PartitionSummary) -> bool:
         """Walk the rows of open requests: lifecycle, running counts, busy terms; judge the ended."""
-        (b_total, b_high), (r_total, r_high) = s.counts
-        self._segment(int(b_total[0]), int(b_high[0]), int(r_total[0]), int(r_high[0]))
+        self._segment(s.counts, 0)
         busy = s.busy.copy()
         holes = iter(np.flatnonzero(np.isnan(busy)).tolist())
         ended: list[_Open] = []
@@ -232,41 +258,69 @@ class Fold:
                 return self._give_up(f"{s.path}: {ev.kind.value} of {ev.rid!r} breaks the protocol")
             req.stage = nxt
             req.events.append((s.index, pos, ev))
-            backlog, rb = self._steps(req, ev)
+            if orphan and self._af and not self._spend(req.info, ev):
+                return self._give_up(f"{s.path}: AF's upper side is violated (floor credit beyond B)")
+            steps = self._steps(req, ev)
             if orphan and ev.code in TERMINAL_CODES:
                 busy[next(holes)] = 0.0 if req.t_dispatch is None else ev.t - req.t_dispatch
             if nxt in _FINAL:
                 ended.append(self._open.pop(ev.rid))
             if orphan:
-                self._segment(backlog, max(backlog, 0), rb, max(rb, 0))
-                i = segment
-                self._segment(int(b_total[i]), int(b_high[i]), int(r_total[i]), int(r_high[i]))
+                self._step(steps)
+                self._segment(s.counts, segment)
                 segment += 1
         self._busy = float(np.add.accumulate(np.concatenate(([self._busy], busy)))[-1])
         self._judge(ended, None)
         return True
 
+    def _spend(self, info: Deferred, ev: Event) -> bool:
+        """Add an orphan's floor admission to its (tenant, window); False when the total exceeds B."""
+        if ev.code != ADMIT or getattr(ev, "basis", None) is not Basis.FLOOR:
+            return True
+        return self._within({(info.tenant, info.window): info.weight})
+
+    def _within(self, spent: dict[tuple[str, int], int]) -> bool:
+        """Add floor credit per (tenant, window); False when a total exceeds its tenant's B."""
+        ok = True
+        for key, units in spent.items():
+            total = self._floor_spent[key] = self._floor_spent.get(key, 0) + units
+            ok = ok and total <= self._floors[key[0]]
+        return ok
+
     @staticmethod
-    def _steps(req: _Open, ev: Event) -> tuple[int, int]:
-        """Update the request's facts by its event; its steps of the backlog and of RB's count."""
+    def _steps(req: _Open, ev: Event) -> tuple[int, int, int]:
+        """Update the request's facts by its event; its steps of the backlog, RB's and CAP's counts."""
         code = ev.code
         if code == ADMIT:
             req.admitted = True
             req.surplus = getattr(ev, "basis", None) is not Basis.FLOOR
-            return (1 if req.info.floored else 0), 0
+            return (1 if req.info.floored else 0), 0, 0
         if code == DISPATCH:
             req.t_dispatch = ev.t
-            return 0, (1 if req.surplus else 0)
+            return 0, (1 if req.surplus else 0), 1
         if code in TERMINAL_CODES:
             backlog = -1 if req.info.floored and req.admitted else 0
-            return backlog, (-1 if req.surplus and req.t_dispatch is not None else 0)
-        return 0, 0
+            running = -1 if req.t_dispatch is not None else 0
+            return backlog, (running if req.surplus else 0), running
+        return 0, 0, 0
 
-    def _segment(self, b_total: int, b_high: int, r_total: int, r_high: int) -> None:
+    def _step(self, steps: tuple[int, int, int]) -> None:
+        """One orphan row's steps of the three running counts."""
+        b, r, c = steps
+        self._add(b, max(b, 0), r, max(r, 0), c, max(c, 0))
+
+    def _segment(self, counts: tuple[tuple[I64, I64], ...], i: int) -> None:
+        """Segment ``i`` of a partition's running counts (`partition.PartitionSummary.counts`)."""
+        (bt, bh), (rt, rh), (ct, ch) = counts
+        self._add(int(bt[i]), int(bh[i]), int(rt[i]), int(rh[i]), int(ct[i]), int(ch[i]))
+
+    def _add(self, b_total: int, b_high: int, r_total: int, r_high: int, c_total: int, c_high: int) -> None:
         self._max_backlog = max(self._max_backlog, self._backlog + b_high)
         self._backlog += b_total
         self._max_rb = max(self._max_rb, self._rb + r_high)
         self._rb += r_total
+        self._max_cap = max(self._max_cap, self._cap + c_high)
+        self._cap += c_total
 
     def _judge(self, requests: list[_Open], now: float | None) -> None:
         """Judge requests whose rows are all here by the offline checker, with the fold's entitlement."""

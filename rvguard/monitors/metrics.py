@@ -6,7 +6,7 @@ passed its deadline; later deadlines are open and counted in neither the
 numerator nor the denominator. On time means a ``complete`` at t ≤ D(R).
 
 The offline checker computes the same numbers from columns; tests hold the
-two to exact agreement (utilisation, a float sum, to rounding).
+two to exact agreement (utilisation, a float sum, added in the same order: the same float).
 
 The online accumulation is `rvguard.monitors.accounting` (a module of its
 own so that the compiled build can compile it, issue 16: this one holds

@@ -38,6 +38,7 @@ from . import wf
 from .accounting import MetricsAccumulator
 from .af import AF
 from .automaton import N_KINDS, CompiledAutomaton, Instance, TimedAutomaton
+from .cap import CAP
 from .dr import DR, ND
 from .er import ER
 from .ev import EV
@@ -52,6 +53,7 @@ from .sf import SF
 __all__ = ["BUILTIN", "DEFAULT_PROPERTIES", "Monitor", "MonitorStatistics"]
 
 BUILTIN: dict[str, TimedAutomaton] = {"AF": AF, "SF": SF, "DR": DR, "WF": wf.WF, "ND": ND, "RB": RB}
+BUILTIN["CAP"] = CAP  # DESIGN §4's "at most C in flight"
 BUILTIN |= {"PR": PR, "RL": RL, "EV": EV, "ER": ER, "FR": FR}  # DESIGN §10's mechanisms
 #: the contract block each property needs, and what it reads there
 _NEEDS = {
@@ -60,7 +62,7 @@ _NEEDS = {
     "EV": ("eviction", "the contract's eviction block (k)"),
     "ER": ("eviction", "the contract's eviction block"),
 }
-DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB")
+DEFAULT_PROPERTIES: tuple[str, ...] = ("AF", "SF", "DR", "WF", "RB", "CAP")
 
 _WF = wf.WF.compile()
 #: WF (the lifecycle) as a flat next-location table: ``_WF_NEXT[loc * N_KINDS + code]``, -1 = illegal
@@ -108,7 +110,7 @@ class Monitor:
 
     Args:
         contract: the contract the trace is judged against.
-        properties: names of built-in properties (AF, SF, DR, WF, ND, RB, PR, RL, EV, ER, FR) or
+        properties: names of built-in properties (AF, SF, DR, WF, ND, RB, CAP, PR, RL, EV, ER, FR) or
             user-defined `TimedAutomaton` objects. WF's protocol is always
             run (it decides which events are legal); it is *reported* only
             when listed.

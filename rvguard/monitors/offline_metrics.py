@@ -34,11 +34,21 @@ def _services(
 def _busy(
     req: RequestTable, dispatched: npt.NDArray[np.bool_], has_end: npt.NDArray[np.bool_], now: float | None
 ) -> float:
-    """Slot-seconds: each dispatched request from its dispatch to its end (or to ``now``)."""
-    rows = np.flatnonzero(dispatched)
-    end_or_now = np.where(has_end[rows], req.t_end[rows], now if now is not None else np.nan)
-    end_or_now -= req.t_dispatch[rows]
-    return float(np.sum(end_or_now))
+    """Slot-seconds: each dispatched request from its dispatch to its end (or to ``now``).
+
+    Summed as the online accumulator sums it, so that both give the same float: the ended
+    requests' terms left to right in the order of their terminal rows, then the open ones' to
+    ``now`` in arrival order (`numpy.add.accumulate` adds strictly left to right; ``numpy.sum``
+    would pair the terms and round differently).
+    """
+    ended = np.flatnonzero(dispatched & has_end)
+    ended = ended[np.argsort(req.end_row[ended], kind="stable")]
+    terms = [np.zeros(1), req.t_end[ended] - req.t_dispatch[ended]]
+    if now is not None:
+        live = np.flatnonzero(dispatched & ~has_end)
+        live = live[np.argsort(req.arrive_row[live], kind="stable")]
+        terms.append(now - req.t_dispatch[live])
+    return float(np.add.accumulate(np.concatenate(terms))[-1])
 
 
 def _backlog(req: RequestTable) -> int:

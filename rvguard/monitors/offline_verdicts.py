@@ -1,4 +1,4 @@
-"""Vectorised verdicts for a WF-clean trace: the offline half of AF, SF, DR, ND and RB.
+"""Vectorised verdicts for a WF-clean trace: the offline half of AF, SF, DR, ND, RB, CAP and PR.
 
 Each function selects the violating requests with array expressions that
 mirror the automaton's guards (same float operations, so the same answers),
@@ -16,10 +16,10 @@ import numpy.typing as npt
 
 from ..columnar import BASIS_CODES, ColumnarTrace
 from ..contract import Contract
-from ..events import PREEMPTED, Basis, Event, is_client_error
+from ..events import Basis, Event, is_client_error
 from ..lifecycle import COMPLETE, DROP, FAIL, REJECT
 from ..verdict import Violation
-from . import af, dr, pr, rb, sf
+from . import af, cap, dr, pr, rb, sf
 from .automaton import Instance, TimedAutomaton
 from .columns import RequestTable
 
@@ -110,6 +110,41 @@ def _af(reqs: _Requests) -> list[Violation]:
     )
 
 
+def _af_upper(reqs: _Requests, contract: Contract) -> list[Violation]:
+    """AF's upper side: floor credit admitted per (tenant, window), a prefix sum per group in admit
+    order; an admit that takes its group past B is reported (exact units, as the monitor counts)."""
+    req, ent, trace = reqs.req, reqs.ent, reqs.trace
+    admitted = np.flatnonzero(req.admit_row >= 0)
+    rs = admitted[trace.basis[req.admit_row[admitted]] == BASIS_CODES[Basis.FLOOR]]
+    if not len(rs):
+        return []
+    rs = rs[np.lexsort((req.admit_row[rs], ent[0][rs], req.tenant[rs]))]  # by group, then admit row
+    units = contract.credit_units()
+    weights = req.weight_units[rs]
+    spent = np.cumsum(weights)
+    group = np.flatnonzero(
+        np.r_[True, (np.diff(req.tenant[rs]) != 0) | (np.diff(ent[0][rs]) != 0)]
+    )  # each group's first position
+    starts = np.repeat(group, np.diff(np.r_[group, len(rs)]))
+    spent = spent - spent[starts] + weights[starts]  # the group's prefix sum, this admit included
+    names = trace.tenant_names
+    floors = np.array([units.floors[names[int(te)]] for te in req.tenant[rs].tolist()], dtype=object)
+    over = np.flatnonzero(np.array(spent > floors, dtype=bool))
+    if not len(over):
+        return []
+    vs = rs[over]
+    insts = reqs.instances(vs)
+    for inst, used in zip(insts, spent[over].tolist(), strict=True):
+        upper = {"floor_admitted": int(used) / units.scale, "floor": units.floors[inst.tenant] / units.scale}
+        inst.vars["af_upper"] = upper
+    rows = [
+        [i for i in r_rows if i <= a_row]
+        for r_rows, a_row in zip(reqs.rows(vs), req.admit_row[vs].tolist(), strict=True)
+    ]
+    times = req.t_admit[vs].tolist()
+    return _violations(af.AF, insts, times, reqs.events(rows), af._over, triggered=True)
+
+
 def _client_errors(reqs: _Requests) -> npt.NDArray[np.bool_]:
     """Per request: it ended with a ``fail`` whose reason blames the client (SF exempts it)."""
     req, trace = reqs.req, reqs.trace
@@ -181,30 +216,58 @@ def _rb(reqs: _Requests, limit: int) -> list[Violation]:
     basis = np.full(len(admitted), -1, dtype=np.int64)
     basis[admitted] = trace.basis[req.admit_row[admitted]]
     rs = np.flatnonzero(admitted & (basis != BASIS_CODES[Basis.FLOOR]) & (req.dispatch_row >= 0))
+    return _in_flight(reqs, rs, limit, rb.RB, _rb_facts, rb._detail)
+
+
+def _cap(reqs: _Requests, limit: int) -> list[Violation]:
+    """CAP's total (its per-engine clause needs ``route`` rows, which this path never sees): the
+    running count of every request in flight, a cumulative sum over the rows."""
+    dispatched = np.flatnonzero(reqs.req.dispatch_row >= 0)
+    return _in_flight(reqs, dispatched, limit, cap.CAP, _cap_facts, cap._detail)
+
+
+def _rb_facts(inst: Instance, limit: int, count: int, shown: tuple[str, ...]) -> None:
+    inst.vars.update(limit=limit, in_flight=count, holders=shown)
+
+
+def _cap_facts(inst: Instance, limit: int, count: int, shown: tuple[str, ...]) -> None:
+    inst.vars.update(cap_clause="C", cap_limit=limit, cap_in_flight=count, cap_others=shown)
+
+
+def _in_flight(
+    reqs: _Requests,
+    rs: I64,
+    limit: int,
+    auto: TimedAutomaton,
+    facts: Callable[[Instance, int, int, tuple[str, ...]], None],
+    detail: Callable[[Instance, Event | None, float], str],
+) -> list[Violation]:
+    """The dispatches of requests ``rs`` that find ``limit`` of them already holding a slot."""
+    req, trace = reqs.req, reqs.trace
     starts, ends = req.dispatch_row[rs], req.end_row[rs]
     n = len(trace)
     count = np.cumsum(np.bincount(starts, minlength=n) - np.bincount(ends[ends >= 0], minlength=n))
-    over = count[starts] > limit  # with itself, more than C − R hold a slot
+    over = count[starts] > limit  # with itself, more than the limit hold a slot
     vs = rs[over]
     if not len(vs):
         return []
     insts = reqs.instances(vs)
     shown = _holders(trace, rs, starts, ends, set(starts[over].tolist()))
     for inst, row in zip(insts, starts[over].tolist(), strict=True):
-        inst.vars.update(limit=limit, in_flight=int(count[row]), holders=shown[row])
+        facts(inst, limit, int(count[row]), shown[row])
     rows = [
         [i for i in r_rows if i <= d_row]
         for r_rows, d_row in zip(reqs.rows(vs), req.dispatch_row[vs].tolist(), strict=True)
     ]
     times = req.t_dispatch[vs].tolist()
-    return _violations(rb.RB, insts, times, reqs.events(rows), rb._detail, triggered=True)
+    return _violations(auto, insts, times, reqs.events(rows), detail, triggered=True)
 
 
 def _holders(
     trace: ColumnarTrace, rs: I64, starts: I64, ends: I64, at: set[int]
 ) -> dict[int, tuple[str, ...]]:
-    """The surplus holders just before each dispatch row in ``at`` (as `rb.holders` names them):
-    one sweep over the surplus requests' dispatch and end rows, run only when RB is violated."""
+    """The holders among ``rs`` just before each dispatch row in ``at`` (as `rb.holders` names them):
+    one sweep over their dispatch and end rows, run only when RB or CAP is violated."""
     moves = sorted(
         [(s, r, True) for s, r in zip(starts.tolist(), rs.tolist(), strict=True)]
         + [(e, r, False) for e, r in zip(ends.tolist(), rs.tolist(), strict=True) if e >= 0]
@@ -223,14 +286,14 @@ def _holders(
 
 
 def _pr(reqs: _Requests) -> list[Violation]:
-    """PR on a trace of DESIGN §2's kinds alone: a protected request that failed ``preempted``."""
+    """PR on a trace of DESIGN §2's kinds alone: a protected request that the guard failed."""
     req, ent, trace = reqs.req, reqs.ent, reqs.trace
     admitted = req.admit_row >= 0
     floor = np.zeros(len(admitted), dtype=bool)
     floor[admitted] = trace.basis[req.admit_row[admitted]] == BASIS_CODES[Basis.FLOOR]
     failed = np.flatnonzero((req.end_kind == FAIL) & (ent[1] | floor))
     rs = np.array(
-        [r for r in failed.tolist() if trace.reason[int(req.end_row[r])] == PREEMPTED], dtype=np.int64
+        [r for r in failed.tolist() if pr.guard_caused(trace.reason[int(req.end_row[r])])], dtype=np.int64
     )
     witnesses = reqs.events(reqs.rows(rs))
     return _violations(
@@ -278,6 +341,10 @@ def offline_violations(
     for name, judge in _JUDGES.items():
         if name in names:
             out.extend(judge(reqs))
+    if "AF" in names:
+        out.extend(_af_upper(reqs, contract))
     if "RB" in names:
         out.extend(_rb(reqs, contract.slots - contract.reserve))
+    if "CAP" in names:
+        out.extend(_cap(reqs, contract.slots))
     return out

@@ -17,9 +17,10 @@ requests it sees into two sets:
   before). Its rows go to the fold, which judges it once its context is known.
 
 Besides those, the fold gets what only it can put in order: the credit each
-tenant spent in the first and last windows, the steps of the two running
-counts (the assured backlog, and RB's surplus requests in flight) between the
-orphan rows, the service time each terminal row adds to the busy
+tenant spent in the first and last windows, the steps of the three running
+counts (the assured backlog, RB's surplus requests in flight, CAP's requests
+in flight) between the orphan rows, the floor credit admitted per (tenant, window) (AF's upper side), the
+service time each terminal row adds to the busy
 sum (in row order: that float sum is the single-process check's, term by
 term), and the hashes of the rids that arrive here (for WF across partitions).
 A partition that is not WF-clean by itself, out of order, or names an unknown
@@ -80,6 +81,7 @@ class Deferred:
     used: float
     units: int
     first_window: bool
+    weight: int = 1  # its own credit, in units (AF's upper side, when the fold sees its floor admit)
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,11 @@ class PartitionSummary:
     deferred: list[Deferred] = field(default_factory=list)  # in arrival order
     rows: list[Event] = field(default_factory=list)  # every row of a deferred or orphan request, in order
     orphan: list[bool] = field(default_factory=list)  # per item of ``rows``: its request arrived before
-    #: the assured backlog's and RB's running counts between orphan rows (totals, max prefixes)
-    counts: tuple[tuple[I64, I64], tuple[I64, I64]] = ((_ZERO, _ZERO), (_ZERO, _ZERO))
+    #: the assured backlog's, RB's and CAP's running counts between orphan rows (totals, max prefixes)
+    counts: tuple[tuple[I64, I64], ...] = ((_ZERO, _ZERO), (_ZERO, _ZERO), (_ZERO, _ZERO))
     busy: F64 = field(default_factory=lambda: np.zeros(0))  # nan: an orphan's end (the fold fills it)
+    #: floor credit (units) admitted in this partition per (tenant, window) by requests arriving here
+    floor_spent: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled with events as records: an event's ``extra`` (a mappingproxy) defeats the C
@@ -227,13 +231,14 @@ def _segments(step: I64, orphan: npt.NDArray[np.bool_]) -> tuple[I64, I64]:
 
 def _counts(
     trace: ColumnarTrace, own: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]
-) -> tuple[tuple[I64, I64], tuple[I64, I64]]:
-    """The assured backlog's and RB's running counts, as segments (`_segments`).
+) -> tuple[tuple[I64, I64], ...]:
+    """The assured backlog's, RB's and CAP's running counts, as segments (`_segments`).
 
     Backlog (the online accumulator's rule): +1 at the admit of an assured
     request, −1 at the end of an admitted one. RB (`rvguard.monitors.rb`): +1
     at the dispatch of a request admitted on a basis other than floor, −1 at
-    the end of one dispatched.
+    the end of one dispatched. CAP (`rvguard.monitors.cap`): the same for every
+    request.
     """
     rid = trace.rid
     known = ~orphan
@@ -246,10 +251,28 @@ def _counts(
     surplus_rid = np.zeros(len(trace.rid_names), dtype=bool)
     surplus_rid[own.rid[admits]] = own.basis[admits] != BASIS_CODES[Basis.FLOOR]
     surplus = surplus_rid[rid] & known
-    rb = np.zeros(len(trace), dtype=np.int64)
-    rb[surplus & (trace.kind == DISPATCH)] = 1
-    rb[surplus & ends & (req.dispatch_row[rid] >= 0)] = -1
-    return _segments(backlog, orphan), _segments(rb, orphan)
+    running = np.zeros(len(trace), dtype=np.int64)
+    running[known & (trace.kind == DISPATCH)] = 1
+    running[known & ends & (req.dispatch_row[rid] >= 0)] = -1
+    rb = np.where(surplus, running, 0)
+    return _segments(backlog, orphan), _segments(rb, orphan), _segments(running, orphan)
+
+
+def _floor_spent(
+    trace: ColumnarTrace, req: RequestTable, ent: tuple[I64, npt.NDArray[np.bool_], I64, F64]
+) -> dict[tuple[str, int], int]:
+    """Floor credit (units) admitted here per (tenant, arrival window), by requests arriving here
+    (AF's upper side: the fold adds the orphans' and checks each total against B)."""
+    admitted = np.flatnonzero(req.admit_row >= 0)
+    rs = admitted[trace.basis[req.admit_row[admitted]] == BASIS_CODES[Basis.FLOOR]]
+    out: dict[tuple[str, int], int] = {}
+    names = trace.tenant_names
+    for te, k, w in zip(
+        req.tenant[rs].tolist(), ent[0][rs].tolist(), req.weight_units[rs].tolist(), strict=True
+    ):
+        key = (names[te], k)
+        out[key] = out.get(key, 0) + int(w)
+    return out
 
 
 def _busy(trace: ColumnarTrace, req: RequestTable, orphan: npt.NDArray[np.bool_]) -> F64:
@@ -290,6 +313,7 @@ def _deferred(
             float(ent[3][r]),
             used_first.get(r, 0),
             int(ent[0][r]) == k0,
+            int(req.weight_units[r]),
         )
         for r in req.arrivals.tolist()
         if not settled[r]
@@ -334,8 +358,7 @@ def summarise(
     settled = has_arrive & (req.end_kind >= 0) & (ent[0] > k0)
     s_trace = take(own, np.flatnonzero(settled[own.rid]))
     s_req = request_table(s_trace, contract)
-    violations = offline_violations(s_trace, contract, s_req, ent, set(names) - {"RB"})
-    deferred = _deferred(trace, req, ent, settled, used_first, k0)
+    violations = offline_violations(s_trace, contract, s_req, ent, set(names) - {"RB", "CAP"})
     wanted = np.flatnonzero(orphan | ~settled[trace.rid])
     return PartitionSummary(
         index,
@@ -350,11 +373,12 @@ def summarise(
         arrived=rid_hashes([trace.rid_names[r] for r in req.arrivals.tolist()]),
         settled=request_tally(s_trace, contract, s_req, ent, None),
         violations=_with_records(violations, s_trace, events_of),
-        deferred=deferred,
+        deferred=_deferred(trace, req, ent, settled, used_first, k0),
         rows=events_of((trace.line[wanted] - 1).tolist()),
         orphan=orphan[wanted].tolist(),
         counts=_counts(trace, own, req, orphan),
         busy=_busy(trace, req, orphan),
+        floor_spent=_floor_spent(own, req, ent),
     )
 
 

@@ -53,13 +53,20 @@ def _protected(events: list[Event], c: Contract) -> set[str]:
     return {rid for rid, yes in entitled.items() if yes} | floor
 
 
+#: DESIGN §11: "any end of an entitled request that the guard caused". The fail reasons the guard
+#: writes on its own initiative, read off rvguard/enforce (preemption, eviction not relocated, shutdown,
+#: the guard's process interrupted) and written out here; the engine's failures and the client's
+#: (``cancelled``, ``client-error…``, ``timeout``, exception texts) are not the guard's.
+GUARD_ENDS = ("preempted", "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit")
+
+
 def preemption(events: list[Event], c: Contract) -> Found:
-    """PR: a protected request's every eviction, and its fail with reason preempted."""
+    """PR: a protected request's every eviction, and its fail that the guard caused."""
     guarded = _protected(events, c)
     return {
         ("PR", e.rid, e.t)
         for e in events
-        if e.rid in guarded and (isinstance(e, Evict) or (isinstance(e, Fail) and e.reason == "preempted"))
+        if e.rid in guarded and (isinstance(e, Evict) or (isinstance(e, Fail) and e.reason in GUARD_ENDS))
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import strategies as st
@@ -93,8 +94,9 @@ _NEXT_RUNBOOK = {
 }
 
 
-#: fail reasons: a service failure, and a client error (SF exempts the latter)
-FAIL_REASONS = ("err", "client-error: http 400", "preempted")
+#: fail reasons: a service failure, a client error (SF exempts it), the guard's own ends (PR judges
+#: them), a caller's cancel and the engine's time-out (neither is the guard's)
+FAIL_REASONS = ("err", "client-error: http 400", "preempted", "shutdown", "cancelled", "timeout")
 RESOURCES = ("kv", "seqs")
 ENGINES = ("e0", "e1")
 
@@ -124,10 +126,12 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
         # what a p2c route compared: often both engines' headroom (ties too), sometimes nothing
         heads = st.sampled_from([0.0, 0.25, 0.5])
         sampled = draw(st.sampled_from([None, "both", "both", "one"]))
-        extra = {}
+        extra: dict[str, object] = {}
         if mode is RouteMode.P2C and sampled is not None:
             chosen = ENGINES if sampled == "both" else [engine]
-            extra = {"sampled": {e: draw(heads) for e in chosen}}
+            extra["sampled"] = {e: draw(heads) for e in chosen}
+        if draw(st.integers(0, 2)) == 0:
+            extra["slots"] = draw(st.sampled_from([1, 2]))  # C_e, at times
         return Route(t, rid, engine, view, mode, extra=extra)
     if kind in ("demote", "restore"):
         cls = Demote if kind == "demote" else Restore
@@ -266,3 +270,23 @@ def eviction_traces(draw: st.DrawFn, max_steps: int = 30) -> list[Event]:
                 events += [Relocate(t, rid, draw(st.sampled_from(ENGINES))), Dispatch(t, rid)]
                 running.append(rid)
     return events
+
+
+def within_floor(events: list[Event], contract: Contract) -> list[Event]:
+    """The trace with each floor admission that would spend its (tenant, arrival window) beyond B
+    admitted as surplus instead: a trace that keeps AF's upper side (what the guard writes)."""
+    units = contract.credit_units()
+    arrivals = {e.rid: e for e in events if isinstance(e, Arrive)}
+    spent: dict[tuple[str, int], int] = {}
+    out = []
+    for e in events:
+        if isinstance(e, Admit) and e.basis is Basis.FLOOR:
+            a = arrivals[e.rid]
+            key = (a.tenant, contract.window_index(a.t))
+            w = contract.weight_units(a.prompt_tokens, a.max_tokens, units)
+            if spent.get(key, 0) + w > units.floors[a.tenant]:
+                e = dataclasses.replace(e, basis=Basis.SURPLUS)
+            else:
+                spent[key] = spent.get(key, 0) + w
+        out.append(e)
+    return out

@@ -54,12 +54,14 @@ def test_the_running_counts_are_cut_at_orphan_rows() -> None:
     # x: arrive, admit (+1) | old's admit | x ends (complete without dispatch is illegal, so:)
     assert s.problem == "a request breaks the protocol"
     s = _summary([*_served("x", 0.0)[:3], Admit(0.1, "old", Basis.FLOOR), Complete(0.2, "x")])
-    (totals, highs), (rb_totals, rb_highs) = s.counts
+    (totals, highs), (rb_totals, rb_highs), (cap_totals, cap_highs) = s.counts
     assert totals.tolist() == [1, -1] and highs.tolist() == [1, 0]
     assert rb_totals.tolist() == [0, 0] and rb_highs.tolist() == [0, 0]  # x is floor work
+    assert cap_totals.tolist() == [1, -1] and cap_highs.tolist() == [1, 0]  # CAP counts it
     surplus = [Arrive(0.0, "y", "o"), Admit(0.0, "y", Basis.SURPLUS), Dispatch(0.1, "y")]
     s = _summary([*surplus, Complete(0.2, "old"), Complete(0.3, "y")])
     assert [c.tolist() for c in s.counts[1]] == [[1, -1], [1, 0]]
+    assert [c.tolist() for c in s.counts[2]] == [[1, -1], [1, 0]]  # old's end is the fold's step
 
 
 def test_a_partition_bad_by_itself_is_a_problem() -> None:

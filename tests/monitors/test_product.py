@@ -27,7 +27,8 @@ from .strategies import small_contract, wellformed_traces
 from .test_automaton import STRICT, TIMED
 
 CONTRACT = small_contract("count")
-AUTOS: list[TimedAutomaton] = [BUILTIN[n] for n in ("AF", "SF", "DR", "ND")] + [TIMED, STRICT, QUEUE_WAIT]
+AUTOS: list[TimedAutomaton] = [BUILTIN[n] for n in ("AF", "SF", "DR", "ND", "RB", "CAP")]
+AUTOS += [TIMED, STRICT, QUEUE_WAIT]
 
 Key = tuple[str, str, float, str]
 
@@ -44,6 +45,8 @@ class Interpreter:
         self.timers: list[tuple[float, int, str, str, Enum]] = []
         self.seq = itertools.count()
         self.found: list[Key] = []
+        #: the variables each automaton's instances share (AF's floor credit, RB's and CAP's counts)
+        self.shared = {a.name: a.shared(contract) for a in autos if a.shared is not None}
 
     def feed(self, ev: Event) -> None:
         self._fire(ev.t)
@@ -75,7 +78,7 @@ class Interpreter:
         )
         deadline = ev.t + tenant.deadline if ev.deadline is None else ev.deadline
         lower, upper = c.lower_bound(ev.max_tokens), c.upper_bound(ev.max_tokens)
-        return Instance(
+        inst = Instance(
             ev.rid,
             ev.tenant,
             ev.t,
@@ -89,10 +92,12 @@ class Interpreter:
             rank,
             used,
         )
+        inst.shared = self.shared
+        return inst
 
     def _step(self, auto: TimedAutomaton, inst: Instance, locs: dict[str, Enum], ev: Event) -> None:
         loc = locs[auto.name]
-        if loc in auto.bad:
+        if loc in auto.bad and auto.bad_is_final:
             return
         edges = auto.transitions.get((loc, ev.kind))
         if edges is None:

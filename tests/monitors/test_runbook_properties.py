@@ -119,6 +119,9 @@ C = small_contract()
         # PR: an entitled (floor-admitted) request evicted, or failed 'preempted'
         ([*_served("a", 0.0, "a", Basis.FLOOR), Evict(0.1, "a", 9)], "PR", "was evicted"),
         ([*_served("a", 0.0, "a", Basis.FLOOR), Fail(0.1, "a", "preempted")], "PR", "'preempted'"),
+        # PR: any end the guard caused, not only 'preempted': a shutdown of an entitled request
+        ([*_served("a", 0.0, "a", Basis.DEMOTED), Fail(0.1, "a", "shutdown")], "PR", "'shutdown'"),
+        ([*_served("a", 0.0, "a", Basis.FLOOR), Fail(0.1, "a", "SystemExit")], "PR", "ended by the guard"),
         # EV: k = 1, a second eviction in flight
         (
             _served("o1", 0.0, "o", Basis.SURPLUS)
@@ -257,6 +260,30 @@ def test_surplus_preemption_eviction_and_fresh_routes_hold() -> None:
         Fail(0.6, "p", "preempted"),
     ]
     assert _online(events, C).violations() == []
+
+
+@pytest.mark.parametrize(
+    "reason", ["cancelled", "timeout", "client-error: http 400", "backend", "CancelledError: engine"]
+)
+def test_pr_leaves_the_engines_and_the_clients_ends_of_a_protected_request_to_sf(reason: str) -> None:
+    """A protected request that the engine failed or its client gave up on was not ended by the guard."""
+    events = [*_served("a", 0.0, "a", Basis.FLOOR), Fail(0.1, "a", reason)]
+    assert [v for v in _online(events, C).violations() if v.property == "PR"] == []
+    assert preemption(events, C) == set()
+
+
+@pytest.mark.parametrize("reason", ["preempted", "shutdown"])
+def test_an_assured_tenants_demoted_excess_may_be_preempted_or_shut_down(reason: str) -> None:
+    """Tenant a's floor is 2: its third arrival in the window is burst excess, admitted demoted (not
+    entitled): surplus work, which the guard may end; the first two are protected however admitted."""
+    events: list[Event] = []
+    for i in range(3):
+        events += _served(f"a{i}", 0.0, "a", Basis.DEMOTED)
+    events += [Fail(0.1, "a2", reason), Fail(0.2, "a1", reason)]
+    online = _online(events, C)
+    assert [(v.property, v.rid) for v in online.violations()] == [("PR", "a1")]
+    offline = check_offline(ColumnarTrace.from_events(events), C, ("WF", *PROPS))
+    assert [_key(v) for v in offline.violations] == [_key(v) for v in online.violations()]
 
 
 def _two_emergencies(between: list[Event], second_headroom: float = 0.1) -> list[Event]:

@@ -49,7 +49,8 @@ def test_sf_fail_or_drop_of_an_entitled_admitted_request_is_a_violation(marquee:
 
 
 def test_sf_ignores_requests_that_are_not_entitled(marquee: Contract) -> None:
-    assert run(marquee, served("o", 0.0, 9.0, tenant="opportunistic")).violations() == []
+    events = served("o", 0.0, 9.0, tenant="opportunistic")
+    assert run(marquee, events, ("SF", "WF")).violations() == []
 
 
 def test_sf_exempts_a_fail_the_client_caused_but_not_a_late_one(marquee: Contract) -> None:
