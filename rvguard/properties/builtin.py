@@ -135,7 +135,8 @@ CAP = _in_flight("CAP", "requests in flight never exceed the C slots", "slots", 
 _PROTECTED = ("PROTECTED", "PREEMPTED")
 PR = PropertyTable(
     name="PR",
-    description="no assured or floor-entitled request is ever preempted (evicted, or failed 'preempted')",
+    description="no assured or floor-entitled request is ever ended by the guard (evicted, or failed "
+    "'preempted', 'shutdown', ...)",
     locations=("NEW", "ENTITLED", "ARRIVED", "OPEN", "PROTECTED", "PREEMPTED", "DONE"),
     initial="NEW",
     bad="PREEMPTED",

@@ -37,11 +37,11 @@ from typing import Any
 
 from ..contract import Contract
 from ..errors import TraceOrderError
-from ..events import PREEMPTED, Admit, Arrive, Basis, Event, Fail
+from ..events import Admit, Arrive, Basis, Event, Fail
 from ..facts import FactsCache
 from ..lifecycle import CODE, N_KINDS, NODE_CODES, TERMINAL_CODES
 from .guards import Bool, compile_expr
-from .table import CONTRACT_NAMES, Edge, PropertyTable, Scope
+from .table import CONTRACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
 
 __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
 
@@ -88,7 +88,7 @@ def _floor_credit(c: Ctx) -> float:
 
 
 def _preempted(c: Ctx) -> float:
-    return 1.0 if isinstance(c.ev, Fail) and c.ev.reason == PREEMPTED else 0.0
+    return 1.0 if isinstance(c.ev, Fail) and c.ev.reason in GUARD_ENDS else 0.0
 
 
 _EVENT_GETTERS: dict[str, Getter] = {

@@ -42,14 +42,14 @@ import numpy as np
 
 from ..contract import Contract
 from ..errors import TraceOrderError
-from ..events import PREEMPTED, Admit, Arrive, Basis, Event, Fail
+from ..events import Admit, Arrive, Basis, Event, Fail
 from ..facts import FactsCache
 from ..lifecycle import CODE, NODE_CODES
 from ..verdict import Violation
 from .engine import facts_of
 from .guards import evaluate
 from .skeleton import ClassMove, Skeleton, skeleton
-from .table import EVENT_NAMES, FACT_NAMES, Edge, PropertyTable, Scope
+from .table import EVENT_NAMES, FACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
 
 __all__ = ["Offline", "check_columns", "separable"]
 
@@ -107,7 +107,7 @@ def _event_fact(name: str, e: Event) -> float:
     if name == "t":
         return e.t
     if name == "preempted":
-        return 1.0 if isinstance(e, Fail) and e.reason == PREEMPTED else 0.0
+        return 1.0 if isinstance(e, Fail) and e.reason in GUARD_ENDS else 0.0
     if name == "floor_credit":
         return 0.0  # filled from the request's weight once the facts are known
     basis = Basis(name.removesuffix("_basis"))

@@ -50,6 +50,7 @@ __all__ = [
     "CONTROLLABLE",
     "EVENT_NAMES",
     "FACT_NAMES",
+    "GUARD_ENDS",
     "Counter",
     "Edge",
     "PropertyTable",
@@ -58,6 +59,13 @@ __all__ = [
     "Scope",
     "edge",
 ]
+
+#: the ``fail`` reasons the guard writes when it ends a request by itself (PR's "guard-caused" end,
+#: written here from the design: bare preemption and eviction, a shutdown past the drain, surplus held
+#: past the redline's hold limit, the guard's process interrupted under a request)
+GUARD_ENDS: frozenset[str] = frozenset(
+    {"preempted", "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
+)
 
 K = EventKind
 #: the kinds the guard decides (DESIGN §11); restore and relocate are the guard's own acts too
@@ -73,7 +81,7 @@ EVENT_NAMES: Mapping[str, str] = MappingProxyType(
         "surplus_basis": "1 if the event is an admit with basis surplus, else 0",
         "demoted_basis": "1 if the event is an admit with basis demoted, else 0",
         "floor_credit": "the request's credit (weight) if the event is an admit with basis floor, else 0",
-        "preempted": "1 if the event is a fail with reason preempted, else 0",
+        "preempted": "1 if the event is a fail the guard caused (GUARD_ENDS), else 0",
     }
 )
 #: names read from the request, fixed at its arrival (`rvguard.facts`)

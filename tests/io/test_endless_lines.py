@@ -94,9 +94,11 @@ def test_ids_have_a_length_bound(field: str) -> None:
     assert err.value.field == field
 
 
+#: the child's own peak (VmHWM, kB): ru_maxrss would carry the forking parent's peak across exec
 _PEAK = (
-    "import resource, sys; from rvguard.cli import main; code = main(sys.argv[1:]); "
-    "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(code)"
+    "import sys; from rvguard.cli import main; code = main(sys.argv[1:]); "
+    "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; "
+    "print('peak', hwm, file=sys.stderr); sys.exit(code)"
 )
 
 
