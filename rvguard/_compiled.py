@@ -51,6 +51,7 @@ COMPILED: tuple[str, ...] = (
     "rvguard/enforce/ready.py",
     "rvguard/enforce/rids.py",
     "rvguard/enforce/demotion.py",
+    "rvguard/enforce/watching.py",
     "rvguard/enforce/core.py",
     "rvguard/sim/backend.py",
     "rvguard/sim/engine.py",

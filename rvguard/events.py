@@ -24,6 +24,7 @@ from .bounds import MAX_DOUBLE, MAX_RID_INT, MAX_TIME, MAX_TOKENS, shown
 from .errors import LifecycleError, TraceFormatError
 from .lifecycle import (
     ADMIT,
+    ALERT,
     ARRIVE,
     CODE,
     COMPLETE,
@@ -38,6 +39,7 @@ from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
 from .proposal import Proposal as Proposal
 from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample
+from .watch_events import CONDITIONS, Watch
 
 __all__ = [
     "CLIENT_ERROR",
@@ -62,6 +64,7 @@ __all__ = [
     "Route",
     "RouteMode",
     "Sample",
+    "Watch",
     "event_from_dict",
     "event_to_dict",
     "is_client_error",
@@ -242,6 +245,7 @@ Event: TypeAlias = (
     | Restore
     | Evict
     | Relocate  # DESIGN §10
+    | Watch  # DESIGN §12
 )
 
 #: the ``fail`` reason (alone or as ``client-error: <detail>``) of a request the backend refused as
@@ -261,7 +265,7 @@ PREEMPTED = "preempted"
 
 
 _DESIGN2: tuple[type[Event], ...] = (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)
-_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate)
+_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate, Watch)
 #: the record class of each kind (the core and the columnar form build events through it)
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
     {cls.kind: cls for cls in _DESIGN2 + _DESIGN10}
@@ -470,6 +474,39 @@ def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
     )
 
 
+def _opt_time(rec: Mapping[str, Any], name: str) -> float | None:
+    return None if rec.get(name) is None else _time(rec[name], name)
+
+
+def _number(value: Any, name: str) -> float:
+    """A finite number (an alert's measured value or bound)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not -MAX_DOUBLE <= value <= MAX_DOUBLE
+    ):
+        raise TraceFormatError(f"must be a finite number, got {shown(value)}", field=name)
+    return float(value)
+
+
+def _alert(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    condition = rec.get("condition")
+    if condition not in CONDITIONS:
+        raise TraceFormatError(
+            f"must be one of {', '.join(sorted(CONDITIONS))}, got {shown(condition)}", field="condition"
+        )
+    scale = rec.get("floor_scale")
+    return Watch(
+        t=t,
+        condition=condition,
+        value=_number(rec.get("value", 0.0), "value"),
+        bound=_number(rec.get("bound", 0.0), "bound"),
+        since=_opt_time(rec, "since"),
+        floor_scale=None if scale is None else _fraction(scale, "floor_scale"),
+        extra=extra,
+    )
+
+
 def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
     return Relocate(t=t, rid=rid, engine=_text(rec.get("engine"), "engine", required=True), extra=extra)
 
@@ -482,15 +519,16 @@ _NODE_BUILDERS = {
     "restore": _redline,
     "evict": _evict,
     "relocate": _relocate,
+    "alert": _alert,
 }
 
 
 def _rid(rec: Mapping[str, Any], kind: str) -> str:
-    """The record's rid; a node event (``sample``) has none (its ``rid`` is the empty string)."""
-    if kind != "sample":
+    """The record's rid; a node event (``sample``, ``alert``) has none (its ``rid`` is the empty string)."""
+    if kind != "sample" and kind != "alert":
         return _text(rec.get("rid"), "rid", required=True)
     if "rid" in rec:
-        raise TraceFormatError("a sample is about the engine, not a request: it has no rid", field="rid")
+        raise TraceFormatError(f"a {kind} is about the node, not a request: it has no rid", field="rid")
     return ""
 
 
@@ -563,7 +601,7 @@ def event_to_dict(ev: Event) -> dict[str, Any]:
 
 
 def _node_fields(ev: Event, rec: dict[str, Any]) -> None:
-    if ev.code == SAMPLE:
+    if ev.code == SAMPLE or ev.code == ALERT:
         del rec["rid"]
     for name in RECORD_FIELDS[ev.code]:
         value = getattr(ev, name)

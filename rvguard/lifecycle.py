@@ -43,6 +43,9 @@ are positions, so the old codes stay):
 
 Each request still ends exactly once: the terminal kinds are unchanged.
 
+The assumption watch (DESIGN §12) adds ``alert``, a second node kind: one of
+the guard's preconditions stopped (or started again) holding; no rid, no move.
+
 This module is pure: it imports only `rvguard.errors`.
 """
 
@@ -57,6 +60,7 @@ from .errors import LifecycleError
 
 __all__ = [
     "ADMIT",
+    "ALERT",
     "ARRIVE",
     "CODE",
     "COMPLETE",
@@ -89,7 +93,7 @@ __all__ = [
 
 
 class EventKind(StrEnum):
-    """The event kinds of DESIGN §2 and §10, in code order (a kind's code is its position)."""
+    """The event kinds of DESIGN §2, §10 and §12, in code order (a kind's code is its position)."""
 
     ARRIVE = "arrive"
     ADMIT = "admit"
@@ -104,6 +108,7 @@ class EventKind(StrEnum):
     RESTORE = "restore"
     EVICT = "evict"
     RELOCATE = "relocate"
+    ALERT = "alert"
 
 
 KINDS: tuple[EventKind, ...] = tuple(EventKind)
@@ -124,9 +129,10 @@ DEMOTE: Final = CODE[EventKind.DEMOTE]
 RESTORE: Final = CODE[EventKind.RESTORE]
 EVICT: Final = CODE[EventKind.EVICT]
 RELOCATE: Final = CODE[EventKind.RELOCATE]
+ALERT: Final = CODE[EventKind.ALERT]
 
 #: kinds that concern the node, not one request: no rid, in no move (they carry time and telemetry)
-NODE_KINDS = frozenset({EventKind.SAMPLE})
+NODE_KINDS = frozenset({EventKind.SAMPLE, EventKind.ALERT})
 NODE_CODES = frozenset(CODE[k] for k in NODE_KINDS)
 
 

@@ -173,6 +173,10 @@ _SOME = {
     "headroom": 0.125,
     "target": 0.375,
     "capacity": 9,
+    "condition": "service",
+    "bound": 0.25,
+    "since": 1.0,
+    "floor_scale": 0.5,
 }
 
 

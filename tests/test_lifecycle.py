@@ -22,6 +22,7 @@ from rvguard.events import (
     Restore,
     Route,
     Sample,
+    Watch,
 )
 from rvguard.lifecycle import FINAL, INITIAL, KINDS, MOVES, Stage
 from rvguard.monitors import Monitor, columns, wf
@@ -39,6 +40,8 @@ def _event(kind: EventKind, t: float, rid: str = "r") -> Event:
         return Arrive(t, rid, "assured")
     if kind is K.SAMPLE:
         return Sample(t, "kv", 0.5, t)
+    if kind is K.ALERT:
+        return Watch(t, "service", 2.0, 1.0, t)
     if kind is K.ROUTE:
         return Route(t, rid, "e0", t)
     if kind in (K.DEMOTE, K.RESTORE):
@@ -81,7 +84,7 @@ _TINY = contract_from_mapping(
 
 
 def test_every_short_word_with_the_runbook_kinds_is_judged_by_replay() -> None:
-    """Words of length ≤ 3 over all 13 kinds: a DESIGN §10 row sends the trace to replay,
+    """Words of length ≤ 3 over all 14 kinds: a DESIGN §10 row sends the trace to replay,
     and the offline verdicts (WF included) are the online monitor's, the table's word or not."""
     for n in range(4):
         for word in itertools.product(KINDS, repeat=n):
@@ -92,8 +95,8 @@ def test_every_short_word_with_the_runbook_kinds_is_judged_by_replay() -> None:
             online = Monitor(_TINY, ("AF", "WF"), retain_finished=None)
             online.feed_all(events)
             wf_bad = [v for v in online.violations() if v.property == "WF"]
-            # the sample is a node event: it is legal anywhere, so only the request's word counts
-            assert (not wf_bad) == _legal(tuple(k for k in word if k is not K.SAMPLE)), word
+            # sample and alert are node events: legal anywhere, so only the request's word counts
+            assert (not wf_bad) == _legal(tuple(k for k in word if k not in (K.SAMPLE, K.ALERT))), word
             offline = check_offline(trace, _TINY, ("AF", "WF"))
             assert offline.vectorised == (base and _legal(word))
             assert [v.key for v in offline.violations] == [v.key for v in online.violations()], word
@@ -135,7 +138,7 @@ def test_the_runbook_moves(word: str, legal: bool) -> None:
 
 
 def test_a_sample_is_a_node_event_with_no_move() -> None:
-    assert {K.SAMPLE} == lifecycle.NODE_KINDS
+    assert {K.SAMPLE, K.ALERT} == lifecycle.NODE_KINDS
     assert not [m for m in MOVES if m[1] is K.SAMPLE]
     assert Sample(0.0, "kv", 1.0, 0.0).rid == ""
 

@@ -45,10 +45,10 @@ The edit rules come from the properties they must never break:
   admitted but never dispatched ends with ``fail`` (cancelled, shutdown),
   never with ``drop``. With ``gate_upper`` and a contract U, dispatches with
   ``now + U(R) > D(R)`` are counted as *uncertain* (the three-state gate).
-* Watch — with ``watch``, `AssumptionWatch` raises alerts when services
-  exceed their ceiling or capacity stays below Σ B / W; with ``degrade`` the
-  floor is lowered while it fires (reason ``floor-lowered``: an AF violation
-  against the contract, traded knowingly for SF) and restored after.
+* Watch — with ``watch``, `AssumptionWatch` raises alerts when a precondition
+  of SF breaks (`rvguard.enforce.watching`: `drain_alerts` gives them as trace
+  records); with ``degrade`` the floor is lowered while it fires (reason
+  ``floor-lowered``, a declared lowering recorded in the alert) and restored after.
 * RL (physical redline, §10) — with ``redline``, `observe` feeds each
   headroom sample to the redline; while it fires, queued surplus is held
   back (``demote``) and released when it clears (``restore``); floor work,
@@ -99,7 +99,8 @@ from .transitions import EDGES, Action
 from .transitions import NOT_EMITTED as NOT_EMITTED
 from .transitions import TRANSITIONS as TRANSITIONS
 from .transitions import derive_transitions as derive_transitions
-from .watch import Alert, AssumptionWatch, WatchConfig
+from .watch import AssumptionWatch, WatchConfig
+from .watching import WatchMixin
 
 __all__ = [
     "ACTIONS",
@@ -168,7 +169,7 @@ _COUNTERS: tuple[str, ...] = (
 )
 
 
-class DecisionCore(DemotionMixin):
+class DecisionCore(DemotionMixin, WatchMixin):
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
     Args:
@@ -250,11 +251,6 @@ class DecisionCore(DemotionMixin):
     def queue_depth(self) -> int:
         """Admitted requests waiting for a slot."""
         return self._queued
-
-    @property
-    def alerts(self) -> tuple[Alert, ...]:
-        """Alerts the assumption watch has raised (the last 1024)."""
-        return () if self._watch is None else tuple(self._watch.alerts)
 
     def is_live(self, rid: str) -> bool:
         """True while ``rid`` has no terminal event yet."""
@@ -353,7 +349,8 @@ class DecisionCore(DemotionMixin):
         self._apply(entry, ev)
         if not failed and self._watch is not None:
             service = now - entry.dispatched_at
-            self._watch.observe_service(entry.request.tenant, service, entry.facts.weight, now)
+            facts = entry.facts
+            self._watch.observe_service(entry.request.tenant, service, facts.weight, now, facts.lower)
         out: list[Event] = [ev]
         self._fill(now, out)
         return out
@@ -479,21 +476,6 @@ class DecisionCore(DemotionMixin):
         entry.key = rank(tier, surplus, proposal.priority_hint, seq, fifo=fifo)
         return Admit(now, entry.request.rid, basis)
 
-    def _floor_scale(self) -> float:
-        return 1.0 if self._watch is None else self._watch.floor_scale
-
-    def _floor_room(self, tenant: str, k: int, units: int) -> bool:
-        """Whether ``units`` more credit fits the floor (lowered while the watch degrades it)."""
-        floor = float(self._entitlement.units.floors[tenant])  # a float throughout (mypyc: one type)
-        scale = self._floor_scale()
-        if scale != 1.0:
-            floor = floor * scale
-            if self.contract.credit.value == "count":
-                floor = float(math.floor(floor))
-        prev = self._floor_used.get(tenant)
-        used = 0 if prev is None or prev[0] != k else prev[1]
-        return used + units <= floor
-
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
         """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
@@ -541,6 +523,7 @@ class DecisionCore(DemotionMixin):
             self._admitted_demoted += basis is Basis.DEMOTED
             self._admitted_surplus += basis is not Basis.FLOOR and basis is not Basis.DEMOTED
             self._max_queue_depth = max(self._max_queue_depth, self._queued)
+            self._backlog(entry.facts.floored, 1, ev.t)
         elif action is Action.FORGET:
             del self._live[rid]
             self._spent.add(rid)
@@ -573,6 +556,7 @@ class DecisionCore(DemotionMixin):
         """The terminal edges out of ADMITTED (DEQUEUE), HELD (ABANDON) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
         self._spent.add(entry.request.rid)
+        self._backlog(entry.facts.floored, -1, ev.t)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._ready.compact(self._queued)

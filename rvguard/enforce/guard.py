@@ -51,6 +51,7 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject
+from .alertlog import warn_alerts
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
@@ -63,7 +64,7 @@ from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
 from .sinks import JsonlSink, MonitorSink
-from .watch import WatchConfig
+from .watch import DEFAULT_WATCH, WatchConfig
 
 __all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
 
@@ -185,7 +186,8 @@ class Guard:
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
             needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
             else every running surplus request is preempted there.
-        dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
+        dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore` (the watch is
+            on by default, alerting only; ``watch=None`` turns it off).
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
             grants no floor the pool refused (`Request.pool`).
@@ -207,7 +209,7 @@ class Guard:
         dispatch_policy: DispatchPolicy = "priority",
         deferred_drop: bool = False,
         gate_upper: bool = False,
-        watch: WatchConfig | None = None,
+        watch: WatchConfig | None = DEFAULT_WATCH,
         preempt_grace: float = 0.0,
         retry_after: float = 1.0,
         headroom: HeadroomSource | None = None,
@@ -536,7 +538,11 @@ class Guard:
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)
 
     def _handle(self, events: list[Event]) -> None:
-        """Feed ``events`` to every sink in order, then apply them; a sink failure skips nothing."""
+        """Feed ``events`` (and the watch's alerts, logged) to every sink in order, then apply them; a
+        sink failure skips nothing."""
+        if alerts := self.core.drain_alerts():
+            warn_alerts(alerts)
+            events = [*events, *alerts]
         for ev in events:
             for sink in self._sinks:
                 try:
