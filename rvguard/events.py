@@ -39,7 +39,7 @@ from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
 from .proposal import Proposal as Proposal
 from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample
-from .watch_events import CONDITIONS, Watch
+from .watch_events import Watch, watch_from_dict
 
 __all__ = [
     "CLIENT_ERROR",
@@ -474,44 +474,15 @@ def _evict(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any])
     )
 
 
-def _opt_time(rec: Mapping[str, Any], name: str) -> float | None:
-    return None if rec.get(name) is None else _time(rec[name], name)
-
-
-def _number(value: Any, name: str) -> float:
-    """A finite number (an alert's measured value or bound)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not -MAX_DOUBLE <= value <= MAX_DOUBLE
-    ):
-        raise TraceFormatError(f"must be a finite number, got {shown(value)}", field=name)
-    return float(value)
-
-
-def _alert(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
-    condition = rec.get("condition")
-    if condition not in CONDITIONS:
-        raise TraceFormatError(
-            f"must be one of {', '.join(sorted(CONDITIONS))}, got {shown(condition)}", field="condition"
-        )
-    scale = rec.get("floor_scale")
-    return Watch(
-        t=t,
-        condition=condition,
-        value=_number(rec.get("value", 0.0), "value"),
-        bound=_number(rec.get("bound", 0.0), "bound"),
-        since=_opt_time(rec, "since"),
-        floor_scale=None if scale is None else _fraction(scale, "floor_scale"),
-        extra=extra,
-    )
-
-
 def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
     return Relocate(t=t, rid=rid, engine=_text(rec.get("engine"), "engine", required=True), extra=extra)
 
 
-#: the record builders of the DESIGN §10 kinds
+def _alert(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    return watch_from_dict(rec, t, extra)
+
+
+#: the record builders of the DESIGN §10 and §12 kinds
 _NODE_BUILDERS = {
     "sample": _sample,
     "route": _route,

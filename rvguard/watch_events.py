@@ -18,6 +18,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ._record import record
+from .bounds import MAX_DOUBLE, MAX_TIME, shown
+from .errors import TraceFormatError
 from .lifecycle import ALERT, EventKind
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "SERVICE",
     "SERVICE_LOW",
     "Watch",
+    "watch_from_dict",
 ]
 
 SERVICE = "service"  # a service above its ceiling (s_max, or s_max_opp): SF's envelope
@@ -61,3 +64,30 @@ class Watch:
     rid: ClassVar[str] = ""  # a node event: no request (no real rid is empty)
     kind: ClassVar[EventKind] = EventKind.ALERT
     code: ClassVar[int] = ALERT
+
+
+def _number(rec: Mapping[str, Any], name: str, low: float, high: float) -> float | None:
+    """An optional number in [low, high] (compared before any float cast, so a huge int is refused)."""
+    value = rec.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise TraceFormatError(f"must be a number in [{low:g}, {high:g}], got {shown(value)}", field=name)
+    return float(value)
+
+
+def watch_from_dict(rec: Mapping[str, Any], t: float, extra: Mapping[str, Any]) -> Watch:
+    """An ``alert`` record's event (`rvguard.events.event_from_dict` calls it).
+
+    Raises:
+        TraceFormatError: an unknown condition, a value not a finite number, a time out of range.
+    """
+    condition = rec.get("condition")
+    if not isinstance(condition, str) or condition not in CONDITIONS:
+        known = ", ".join(sorted(CONDITIONS))
+        raise TraceFormatError(f"must be one of {known}, got {shown(condition)}", field="condition")
+    value = _number(rec, "value", -MAX_DOUBLE, MAX_DOUBLE)
+    bound = _number(rec, "bound", -MAX_DOUBLE, MAX_DOUBLE)
+    since = _number(rec, "since", 0.0, MAX_TIME)
+    scale = _number(rec, "floor_scale", 0.0, 1.0)
+    return Watch(t, condition, value or 0.0, bound or 0.0, since, scale, extra)

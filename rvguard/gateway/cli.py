@@ -74,6 +74,13 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
     )
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
+    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+    _add_watch(p)
+
+
+def _add_watch(p: argparse.ArgumentParser) -> None:
+    """The assumption watch's options of ``rvguard serve`` (the watch itself always runs)."""
     p.add_argument(
         "--alert-log",
         metavar="PATH",
@@ -87,8 +94,6 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         help="while the watch fires, lower every floor to F × B (0 ≤ F ≤ 1; default: the contract's "
         "'degrade', else never lowered); the lowering is recorded in the trace",
     )
-    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
-    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
 
 def _watch(args: argparse.Namespace, contract: Contract) -> Any:
