@@ -28,6 +28,8 @@ __all__ = [
     "CAPACITY",
     "CLEAR",
     "CONDITIONS",
+    "FLOOR_LOWERED",
+    "FLOOR_REFUSED",
     "SERVICE",
     "SERVICE_LOW",
     "Watch",
@@ -42,6 +44,12 @@ ARRIVAL_GAP = "arrival-gap"  # a request waited longer than the bound before the
 CLEAR = "clear"  # every firing condition holds again
 #: the conditions an alert record may name
 CONDITIONS = frozenset({SERVICE, SERVICE_LOW, CAPACITY, BACKLOG, ARRIVAL_GAP, CLEAR})
+
+#: the field an admit or reject of a floor-entitled request carries when it did not get the floor:
+#: why (a shared pool's verdict, or `FLOOR_LOWERED`); `rvguard check` reports the AF violation as a
+#: declared exception when the trace bears it out (`rvguard.attribution`)
+FLOOR_REFUSED = "floor_refused"
+FLOOR_LOWERED = "floor-lowered"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

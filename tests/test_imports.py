@@ -47,6 +47,7 @@ FLOORS: dict[str, int] = {
     "verify": 3,
     "fleet": 3,
     "check": 3,
+    "attribution": 2,  # whose miss: the trace's evidence beside the monitors (check reads it)
     "check_parallel": 3,
     "report": 3,
     "review": 3,
@@ -66,6 +67,7 @@ PURE = (
     "rvguard.runbook_events",
     "rvguard.watch_events",
     "rvguard.enforce.watching",
+    "rvguard.attribution",
     "rvguard.runbook_spec",
     "rvguard.contract",
     "rvguard.verdict",

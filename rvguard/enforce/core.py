@@ -81,6 +81,7 @@ from ..events import (
     Dispatch,
     Drop,
     Event,
+    EventKind,
     Fail,
     Proposal,
     Reject,
@@ -100,7 +101,7 @@ from .transitions import NOT_EMITTED as NOT_EMITTED
 from .transitions import TRANSITIONS as TRANSITIONS
 from .transitions import derive_transitions as derive_transitions
 from .watch import AssumptionWatch, WatchConfig
-from .watching import WatchMixin
+from .watching import FLOOR_REFUSED, WatchMixin
 
 __all__ = [
     "ACTIONS",
@@ -325,6 +326,9 @@ class DecisionCore(DemotionMixin, WatchMixin):
         return entry is not None and entry.state is Stage.ARRIVED
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
+        if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
+            why = entry.request.pool or "floor-lowered"  # the trace says why the floor was refused (AF)
+            decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
         self._apply(entry, decision)
         out.append(decision)
         if entry.state is Stage.ADMITTED:

@@ -20,10 +20,10 @@ import math
 from typing import Protocol
 
 from ..contract import Contract, Entitlement
-from ..watch_events import Watch
+from ..watch_events import FLOOR_REFUSED, Watch
 from .watch import Alert, AssumptionWatch
 
-__all__ = ["WatchMixin"]
+__all__ = ["FLOOR_REFUSED", "WatchMixin"]
 
 
 class _Core(Protocol):

@@ -8,8 +8,15 @@ incremented by each arrival's credit (1, or w(R) with token credits). It
 is kept by `rvguard.contract.Entitlement`, the one implementation shared
 with the enforcer, and reaches this table as the instance fact
 ``entitled`` (``used_k ≤ B`` after the arrival). An entitled request must
-be admitted: a ``reject`` (or a ``drop`` before admission) is a bad prefix.
-The learner's proposal plays no part: AF holds whatever it proposed.
+be admitted on the floor: a ``reject`` (or a ``drop`` before admission) is a
+bad prefix, and so is an ``admit`` on any basis but ``floor`` (a ``demoted``
+admission under ``excess: demote`` is the same refusal of the floor as a
+reject under ``reject``). Where the trace records why the floor was refused
+(a shared pool's refusal, a declared floor lowering: the decision's
+``floor_refused`` field and the watch's ``alert`` records), `rvguard check`
+reports the violation as a declared exception, counted apart
+(`rvguard.attribution`). The learner's proposal plays no part: AF holds
+whatever it proposed.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from ..events import Event, EventKind
+from ..events import Admit, Basis, Event, EventKind
 from .automaton import Edge, Instance, TimedAutomaton, entitled
 
 __all__ = ["AF", "TRANSITIONS", "Loc"]
@@ -37,8 +44,15 @@ class Loc(Enum):
 K = EventKind
 
 
+def _on_floor(inst: Instance, ev: Event) -> bool:
+    return isinstance(ev, Admit) and ev.basis is Basis.FLOOR
+
+
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
-    what = "rejected" if ev is not None and ev.kind is K.REJECT else "dropped before admission"
+    if isinstance(ev, Admit):
+        what = f"admitted as {ev.basis.value}, not on the floor"
+    else:
+        what = "rejected" if ev is not None and ev.kind is K.REJECT else "dropped before admission"
     return (
         f"floor-entitled request {what}: arrival {inst.rank} of tenant {inst.tenant!r} "
         f"in window {inst.window} used {inst.used:g} of its floor"
@@ -50,7 +64,10 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         Edge(Loc.ENTITLED, entitled, "used_k(tenant) ≤ B"),
         Edge(Loc.NOT_ENTITLED, label="used_k(tenant) > B or B = 0"),
     ),
-    (Loc.ENTITLED, K.ADMIT): (Edge(Loc.ADMITTED),),
+    (Loc.ENTITLED, K.ADMIT): (
+        Edge(Loc.ADMITTED, _on_floor, "basis = floor"),
+        Edge(Loc.BAD, label="basis ≠ floor", detail=_detail),
+    ),
     (Loc.ENTITLED, K.REJECT): (Edge(Loc.BAD, detail=_detail),),
     (Loc.ENTITLED, K.DROP): (Edge(Loc.BAD, detail=_detail),),
 }
