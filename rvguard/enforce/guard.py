@@ -50,7 +50,7 @@ from typing import Any, Literal, Protocol
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
-from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject
+from ..events import Complete, Dispatch, Drop, Event, Evict, Fail, Reject, is_client_error
 from .alertlog import warn_alerts
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
@@ -432,9 +432,10 @@ class Guard:
                 await call.wake
             if call.outcome is None:
                 await self._dispatch(call)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:  # a client's cancel says so: task.cancel(CLIENT_ERROR + ...)
             if not self._absorb_stop(call):
-                self._end(call, "cancelled")
+                msg = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+                self._end(call, msg if is_client_error(msg) else "cancelled")
                 raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: end the request, then let it go
             self._end(call, type(exc).__name__)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..contract import Contract, window_index
-from ..watch_events import BACKLOG, CAPACITY, CLEAR, SERVICE, SERVICE_LOW, Watch
+from ..watch_events import ARRIVAL_GAP, BACKLOG, CAPACITY, CLEAR, SERVICE, SERVICE_LOW, Watch
 
 __all__ = ["DEFAULT_WATCH", "Alert", "AssumptionWatch", "WatchConfig"]
 
@@ -66,6 +66,8 @@ class WatchConfig:
         on_alert: hook called with every alert (the core also keeps them).
         sustain: windows of low capacity before firing, and quiet windows before clearing.
         alpha: EWMA weight of each observed service.
+        arrival_gap: seconds a request may wait between its first byte and the gateway's handler
+            before an ``arrival-gap`` alert (a starved event loop, a full accept queue).
         degrade: while firing, each floor is multiplied by this (``None``: the contract's
             ``degrade``, and when that is ``None`` too the floor is never lowered).
     """
@@ -74,6 +76,7 @@ class WatchConfig:
     sustain: int = 3
     alpha: float = 0.2
     degrade: float | None = None
+    arrival_gap: float = 0.05
 
     def __post_init__(self) -> None:
         if self.sustain < 1:
@@ -176,6 +179,15 @@ class AssumptionWatch:
             self._low_k = self._k
             detail = f"{tenant} service {service:.4g}s below its lower bound L"
             self._emit(Alert(now, SERVICE_LOW, detail, service, lower, start))
+
+    def arrival_gap(self, gap: float, now: float) -> None:
+        """A request waited ``gap`` seconds before the gateway handled it (above the bound: alert)."""
+        self.tick(now)
+        bound = self._config.arrival_gap
+        if gap > bound:
+            self._breach_k = self._k
+            detail = f"a request waited {gap:.4g}s before the gateway handled it"
+            self._raise(Alert(now, ARRIVAL_GAP, detail, gap, bound, now - gap))
 
     def backlog(self, delta: int, now: float) -> None:
         """Admitted assured work (Q_A) changed by ``delta``; above Σ B raises a ``backlog`` alert."""

@@ -51,6 +51,11 @@ class WatchMixin:
         """The ``alert`` records raised since the last call, oldest first (none without a watch)."""
         return [] if self._watch is None else self._watch.drain()
 
+    def observe_arrival_gap(self: _Core, gap: float, now: float) -> None:
+        """The runtime saw a request ``gap`` seconds after its first byte (the watch judges it)."""
+        if self._watch is not None:
+            self._watch.arrival_gap(gap, now)
+
     def _backlog(self: _Core, floored: bool, delta: int, now: float) -> None:
         """Q_A moved by ``delta`` (admitted or ended work of a floored tenant)."""
         if floored and self._watch is not None:

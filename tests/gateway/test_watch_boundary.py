@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 import httpx
@@ -15,7 +16,7 @@ from rvguard.cli.program import main
 from rvguard.enforce.watch import WatchConfig
 from rvguard.gateway.fake import FakeUpstream
 
-from ._support import auth, contract, gateway, read_trace, settings
+from ._support import auth, contract, gateway, read_trace, settings, stream_then_leave
 
 # s_max 0.4 s, deadline 0.6 s; the fake answers 8 tokens at 0.1 s each: 0.8 s, twice the ceiling
 SLOW = {"s_max": 0.4, "s_max_opp": 0.4, "lower": 0.001, "upper": None}
@@ -96,3 +97,84 @@ async def test_degrade_lowers_the_floor_on_record_and_af_is_judged_against_it(tm
     assert not report.violations, report.to_dict()["violations"]
     declared = [a for a in report.attributed if a.violation.property == "AF"]
     assert len(declared) == len(refused) and all(a.cause == "declared" for a in declared)
+
+
+async def test_a_client_hang_up_mid_stream_is_a_client_fault_never_an_sf_guard_fault(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    c = contract()  # deadline 1.5 s: the answer would have been on time
+    async with (
+        FakeUpstream(model="tiny", token_delay=0.05) as up,
+        gateway(c, settings(up.url, trace)) as (gw, url),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        body = {"model": "tiny", "prompt": "x", "max_tokens": 20, "stream": True}
+        assert await stream_then_leave(client, url, body, "sk-assured") == 3
+        for _ in range(100):
+            if gw.guard.statistics().live == 0:
+                break
+            await asyncio.sleep(0.02)
+    fails = [r for r in read_trace(trace) if r["kind"] == "fail"]
+    assert [f["reason"] for f in fails] == ["client-error: disconnect"]
+    report = check_trace(str(trace), c)
+    assert report.holds and report.sf_attribution() == {
+        "guard_fault": 0,
+        "precondition_broken": 0,
+        "client_fault": 1,
+    }
+
+
+async def test_a_lone_surrogate_is_refused_at_the_edge_before_admission(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    c = contract()
+    async with (
+        FakeUpstream(model="tiny") as up,
+        gateway(c, settings(up.url, trace)) as (gw, url),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        raw = b'{"model": "tiny", "prompt": "\\ud800", "max_tokens": 3}'
+        headers = {**auth("sk-assured"), "content-type": "application/json"}
+        r = await client.post(url + "/v1/completions", content=raw, headers=headers)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_unicode"
+        # a surrogate pair is a character: served
+        pair = b'{"model": "tiny", "prompt": "\\ud83d\\ude00", "max_tokens": 3}'
+        assert (await client.post(url + "/v1/completions", content=pair, headers=headers)).status_code == 200
+        assert len(up.bodies) == 1 and gw.guard.statistics().submitted == 1
+    arrivals = [r for r in read_trace(trace) if r["kind"] == "arrive"]
+    assert len(arrivals) == 1  # the refused one spent no credit: it never arrived
+
+
+async def test_the_arrival_is_dated_from_the_first_byte_and_a_starved_gateway_is_an_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rvguard.gateway.app as app
+
+    trace = tmp_path / "trace.jsonl"
+    c = contract()
+    real = app.check_body
+
+    def starved(*args: object, **kw: object) -> None:
+        time.sleep(0.2)  # the event loop is blocked between the first byte and the handler's decision
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    async with (
+        FakeUpstream(model="tiny") as up,
+        gateway(c, settings(up.url, trace)) as (_gw, url),
+        httpx.AsyncClient(timeout=10) as client,
+    ):
+        body = {"model": "tiny", "prompt": "x", "max_tokens": 3}
+        assert (
+            await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
+        ).status_code == 200
+        monkeypatch.setattr(app, "check_body", starved)
+        assert (
+            await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
+        ).status_code == 200
+    records = read_trace(trace)
+    fed, starved_arrival = [r for r in records if r["kind"] == "arrive"]
+    assert 0 <= fed["arrival_gap"] < 0.05 <= 0.2 <= starved_arrival["arrival_gap"]
+    # the deadline runs from the first byte: t + D less the gap
+    assert starved_arrival["deadline"] == pytest.approx(
+        starved_arrival["t"] + 1.5 - starved_arrival["arrival_gap"], abs=0.02
+    )
+    gaps = [r for r in records if r["kind"] == "alert" and r["condition"] == "arrival-gap"]
+    assert len(gaps) == 1 and gaps[0]["value"] >= 0.2 and gaps[0]["bound"] == 0.05
