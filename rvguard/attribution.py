@@ -179,7 +179,7 @@ class Attribution:
             self.breaks.append(Break(BACKLOG, self._backlog_since, t, "recomputed"))
             self._backlog_since = None
 
-    def _all_breaks(self) -> list[Break]:
+    def all_breaks(self) -> list[Break]:
         """The closed breaks, and those still open at the trace's last time."""
         out = list(self.breaks)
         out += [Break(c, s, math.inf, "watch") for c, s in self._open.items()]
@@ -201,7 +201,7 @@ class Attribution:
 
     def split(self, violations: list[Violation]) -> tuple[list[Violation], list[Attributed]]:
         """The guard's faults (still violations) and the attributed rest, each in trace order."""
-        breaks = sorted(self._all_breaks(), key=lambda b: (b.since, b.source != "watch"))
+        breaks = sorted(self.all_breaks(), key=lambda b: (b.since, b.source != "watch"))
         faults: list[Violation] = []
         attributed: list[Attributed] = []
         for v in violations:

@@ -384,7 +384,7 @@ async def test_client_disconnect_mid_stream_frees_the_slot(tmp_path: Path) -> No
             await asyncio.sleep(0.02)
         assert up.active == 0 and up.served == 0
     events = assert_sound(trace, c, gw)
-    assert events[-1] == {**events[-1], "kind": "fail", "reason": "cancelled"}
+    assert events[-1] == {**events[-1], "kind": "fail", "reason": "client-error: disconnect"}
 
 
 async def test_client_disconnect_while_queued_leaves_the_queue(tmp_path: Path) -> None:
@@ -411,7 +411,7 @@ async def test_client_disconnect_while_queued_leaves_the_queue(tmp_path: Path) -
         await asyncio.sleep(0.05)
     events = assert_sound(trace, c, gw)
     fails = [e for e in events if e["kind"] == "fail"]
-    assert [f["reason"] for f in fails] == ["cancelled"]
+    assert [f["reason"] for f in fails] == ["client-error: disconnect"]  # the client's doing, not SF's
     assert not any(e["kind"] == "dispatch" and e["rid"] == fails[0]["rid"] for e in events)
 
 

@@ -178,3 +178,20 @@ async def test_the_arrival_is_dated_from_the_first_byte_and_a_starved_gateway_is
     )
     gaps = [r for r in records if r["kind"] == "alert" and r["condition"] == "arrival-gap"]
     assert len(gaps) == 1 and gaps[0]["value"] >= 0.2 and gaps[0]["bound"] == 0.05
+
+
+def test_degrade_is_a_serve_option_and_a_contract_field() -> None:
+    import argparse
+
+    from rvguard.errors import SpecError
+    from rvguard.gateway.cli import _watch
+
+    def ns(degrade: float | None) -> argparse.Namespace:
+        return argparse.Namespace(alert_log=None, degrade=degrade)
+
+    assert _watch(ns(None), contract()).degrade is None  # never lowered unless declared
+    assert _watch(ns(0.5), contract()).degrade == 0.5
+    assert _watch(ns(None), contract(degrade=0.25)).degrade == 0.25  # the contract's
+    assert _watch(ns(0.5), contract(degrade=0.25)).degrade == 0.5  # the flag wins
+    with pytest.raises(SpecError, match="--degrade"):
+        _watch(ns(1.5), contract())
