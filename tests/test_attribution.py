@@ -14,12 +14,15 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from rvguard.check import CheckReport, check_trace
+from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.enforce.watch import WatchConfig
 from rvguard.errors import TraceError
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail, Proposal, Reject, Watch
+from rvguard.monitors import Monitor
+from rvguard.monitors.offline import check_offline
 
 from .enforce._harness import make_contract
 
@@ -177,3 +180,19 @@ def test_a_client_hang_up_is_a_client_fault_never_the_guards() -> None:
     # mutation: the same end blamed on the backend is the guard's SF violation
     backend = check([*events[:3], Fail(0.2, "a", "backend")], contract)
     assert [(v.property, v.rid, v.t) for v in backend.violations] == [("SF", "a", 0.2)]
+
+
+def test_the_demoted_clause_is_judged_alike_online_and_offline() -> None:
+    """An entitled request demoted: AF at its admit on both paths; admitted as surplus (a baseline
+    with no floor) or on the floor: nothing on either."""
+    contract = make_contract(floor=2, excess="demote")
+    for basis, bad in ((Basis.DEMOTED, True), (Basis.SURPLUS, False), (Basis.FLOOR, False)):
+        events: list[Event] = [Arrive(0.0, "a", "assured"), Admit(0.5, "a", basis), Dispatch(0.5, "a")]
+        events.append(Complete(0.7, "a"))
+        online = Monitor(contract, ("AF", "WF"), retain_finished=None)
+        online.feed_all(events)
+        offline = check_offline(ColumnarTrace.from_events(events), contract, ("AF", "WF"))
+        assert offline.vectorised
+        assert [v.key for v in offline.violations] == [v.key for v in online.violations()]
+        assert [v.key for v in online.violations()] == ([(0.5, "AF", "a")] if bad else []), basis
+        assert [len(v.witness) for v in offline.violations] == [len(v.witness) for v in online.violations()]

@@ -8,10 +8,11 @@ incremented by each arrival's credit (1, or w(R) with token credits). It
 is kept by `rvguard.contract.Entitlement`, the one implementation shared
 with the enforcer, and reaches this table as the instance fact
 ``entitled`` (``used_k ≤ B`` after the arrival). An entitled request must
-be admitted on the floor: a ``reject`` (or a ``drop`` before admission) is a
-bad prefix, and so is an ``admit`` on any basis but ``floor`` (a ``demoted``
-admission under ``excess: demote`` is the same refusal of the floor as a
-reject under ``reject``). Where the trace records why the floor was refused
+be admitted: a ``reject`` (or a ``drop`` before admission) is a bad prefix,
+and so is an ``admit`` as ``demoted``: under ``excess: demote`` that is the
+same refusal of the floor as a reject under ``reject`` (an admission as
+``surplus`` is left alone: only a policy with no floor at all, a baseline,
+admits a floored tenant so). Where the trace records why the floor was refused
 (a shared pool's refusal, a declared floor lowering: the decision's
 ``floor_refused`` field and the watch's ``alert`` records), `rvguard check`
 reports the violation as a declared exception, counted apart
@@ -44,8 +45,8 @@ class Loc(Enum):
 K = EventKind
 
 
-def _on_floor(inst: Instance, ev: Event) -> bool:
-    return isinstance(ev, Admit) and ev.basis is Basis.FLOOR
+def _not_demoted(inst: Instance, ev: Event) -> bool:
+    return not (isinstance(ev, Admit) and ev.basis is Basis.DEMOTED)
 
 
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
@@ -65,8 +66,8 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         Edge(Loc.NOT_ENTITLED, label="used_k(tenant) > B or B = 0"),
     ),
     (Loc.ENTITLED, K.ADMIT): (
-        Edge(Loc.ADMITTED, _on_floor, "basis = floor"),
-        Edge(Loc.BAD, label="basis ≠ floor", detail=_detail),
+        Edge(Loc.ADMITTED, _not_demoted, "basis ≠ demoted"),
+        Edge(Loc.BAD, label="basis = demoted", detail=_detail),
     ),
     (Loc.ENTITLED, K.REJECT): (Edge(Loc.BAD, detail=_detail),),
     (Loc.ENTITLED, K.DROP): (Edge(Loc.BAD, detail=_detail),),

@@ -109,9 +109,9 @@ def _af(reqs: _Requests) -> list[Violation]:
         af.AF, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, af._detail, triggered=True
     )
     admitted = ent[1] & (req.admit_row >= 0)
-    basis = np.full(len(admitted), BASIS_CODES[Basis.FLOOR], dtype=np.int64)
+    basis = np.full(len(admitted), -1, dtype=np.int64)
     basis[admitted] = trace.basis[req.admit_row[admitted]]
-    off = np.flatnonzero(admitted & (basis != BASIS_CODES[Basis.FLOOR]))  # entitled, not on the floor
+    off = np.flatnonzero(admitted & (basis == BASIS_CODES[Basis.DEMOTED]))  # entitled, demoted
     rows = req.admit_row[off]
     witnesses = reqs.events([[int(a), int(b)] for a, b in zip(req.arrive_row[off], rows, strict=True)])
     times = trace.t[rows].tolist()
