@@ -31,6 +31,8 @@ Pure: no I/O. Memory: the breaks (a few per incident) and the live requests' dis
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -202,26 +204,36 @@ class Attribution:
     def split(self, violations: list[Violation]) -> tuple[list[Violation], list[Attributed]]:
         """The guard's faults (still violations) and the attributed rest, each in trace order."""
         breaks = sorted(self.all_breaks(), key=lambda b: (b.since, b.source != "watch"))
+        sinces = [b.since for b in breaks]
+        reach = list(itertools.accumulate((b.until for b in breaks), max))  # latest end so far
         faults: list[Violation] = []
         attributed: list[Attributed] = []
         for v in violations:
-            found = self._sf(v, breaks) if v.property == "SF" else self._af(v) if v.property == "AF" else None
+            if v.property == "SF":
+                found = self._sf(v, breaks, sinces, reach)
+            else:
+                found = self._af(v) if v.property == "AF" else None
             if found is None:
                 faults.append(v)
             else:
                 attributed.append(found)
         return faults, attributed
 
-    def _sf(self, v: Violation, breaks: list[Break]) -> Attributed | None:
+    def _sf(
+        self, v: Violation, breaks: list[Break], sinces: list[float], reach: list[float]
+    ) -> Attributed | None:
+        """The earliest break overlapping the miss's span, in O(log breaks)."""
         arrive = next((e for e in v.witness if isinstance(e, Arrive)), None)
         if arrive is None:
             return None
         deadline = float(v.context.get("deadline", v.t))
         start = arrive.t - max(0.0, deadline - arrive.t)
-        for b in breaks:
-            if b.since <= deadline and b.until >= start:
-                return Attributed(v, "precondition", b.condition, b.since, b.source)
-        return None
+        began = bisect.bisect_right(sinces, deadline)  # breaks that began by the deadline
+        first = bisect.bisect_left(reach, start, 0, began)  # the first of them still on at ``start``
+        if first >= began:
+            return None
+        b = breaks[first]
+        return Attributed(v, "precondition", b.condition, b.since, b.source)
 
     def _af(self, v: Violation) -> Attributed | None:
         last = v.witness[-1] if v.witness else None

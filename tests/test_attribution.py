@@ -13,6 +13,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rvguard.attribution import Attribution, Break
 from rvguard.check import CheckReport, check_trace
 from rvguard.columnar import ColumnarTrace
 from rvguard.contract import Contract
@@ -23,6 +27,7 @@ from rvguard.errors import TraceError
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail, Proposal, Reject, Watch
 from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
+from rvguard.verdict import Violation
 
 from .enforce._harness import make_contract
 
@@ -196,3 +201,32 @@ def test_the_demoted_clause_is_judged_alike_online_and_offline() -> None:
         assert [v.key for v in offline.violations] == [v.key for v in online.violations()]
         assert [v.key for v in online.violations()] == ([(0.5, "AF", "a")] if bad else []), basis
         assert [len(v.witness) for v in offline.violations] == [len(v.witness) for v in online.violations()]
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 10), st.floats(0, 3), st.sampled_from(["service", "backlog"])), max_size=8
+    ),
+    st.floats(0, 10),
+    st.floats(0, 3),
+)
+def test_a_miss_is_blamed_on_the_earliest_break_that_overlaps_its_span(
+    spans: list[tuple[float, float, str]], arrive: float, relative: float
+) -> None:
+    """The O(log n) search agrees with a plain scan written from the rule: a break [since, until]
+    overlaps [arrival − relative deadline, deadline]; the earliest-starting one is named."""
+    evidence = Attribution(make_contract())
+    evidence.breaks = [Break(c, s, s + d, "recomputed") for s, d, c in spans]
+    deadline = arrive + relative
+    miss = Violation(
+        "SF", "a", deadline, (Arrive(arrive, "a", "assured", deadline),), context={"deadline": deadline}
+    )
+    faults, attributed = evidence.split([miss])
+    start = arrive - relative
+    overlapping = sorted(
+        (b for b in evidence.breaks if b.since <= deadline and b.until >= start), key=lambda b: b.since
+    )
+    if not overlapping:
+        assert faults == [miss] and attributed == []
+    else:
+        assert faults == [] and attributed[0].since == overlapping[0].since
