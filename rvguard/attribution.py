@@ -18,10 +18,12 @@ evidence:
 
 `Attribution.split` then sorts the monitor's violations:
 
-* an SF miss is a *precondition broken* when a break overlaps the request's span, from one
-  relative deadline before its arrival (backlog it found waiting) to its deadline; it names the
+* an SF miss by lateness (no completion by the deadline, or a late one) is a *precondition
+  broken* when a break overlaps the request's span, from one relative deadline before its
+  arrival (backlog it found waiting) to its deadline; it names the
   earliest such condition, since when, and whether the watch recorded it or it was recomputed.
-  Otherwise it is a *guard fault*, and only those fail SF;
+  Otherwise it is a *guard fault*, and only those fail SF. A miss by a ``drop`` or a ``fail``
+  (not the client's) is never excused by a precondition: it stays a guard fault;
 * an AF violation is a *declared exception* when the refused decision records why
   (``floor_refused``: a shared pool's verdict, or ``floor-lowered`` while a recorded
   ``floor_scale`` below 1 is in force); otherwise it stays a violation.
@@ -40,7 +42,7 @@ from typing import Any
 from .contract import Contract, Entitlement
 from .events import Admit, Arrive, Basis, Event, Fail, Reject, Watch, is_client_error
 from .facts import FactsCache
-from .lifecycle import ADMIT, ALERT, ARRIVE, COMPLETE, DISPATCH, TERMINAL_CODES
+from .lifecycle import ADMIT, ALERT, ARRIVE, COMPLETE, DISPATCH, DROP, FAIL, TERMINAL_CODES
 from .verdict import Violation
 from .watch_events import BACKLOG, CLEAR, FLOOR_LOWERED, FLOOR_REFUSED, SERVICE, SERVICE_LOW
 
@@ -224,8 +226,8 @@ class Attribution:
     ) -> Attributed | None:
         """The earliest break overlapping the miss's span, in O(log breaks)."""
         arrive = next((e for e in v.witness if isinstance(e, Arrive)), None)
-        if arrive is None:
-            return None
+        if arrive is None or v.witness[-1].code in (DROP, FAIL):
+            return None  # ended by a drop or a failure, not late: no precondition of SF excuses it
         deadline = float(v.context.get("deadline", v.t))
         start = arrive.t - max(0.0, deadline - arrive.t)
         began = bisect.bisect_right(sinces, deadline)  # breaks that began by the deadline

@@ -12,7 +12,20 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rvguard.contract import Contract, window_index
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Evict, Fail, Reject, Sample
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Reject,
+    Sample,
+    Watch,
+)
 
 
 def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]:
@@ -33,7 +46,7 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     last_t = events[-1].t if events else 0.0
     by_rid: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        if not isinstance(e, Sample):  # a node event: it belongs to no request
+        if not isinstance(e, Sample | Watch):  # a node event: it belongs to no request
             by_rid[e.rid].append(e)
     out = reserved_buffer(events, c.slots - c.reserve)
     for rid, evs in by_rid.items():
@@ -42,6 +55,8 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
         admit = next((e for e in evs if isinstance(e, Admit)), None)
         if entitled[rid] and isinstance(end, Reject):
             out.add(("AF", rid, end.t))
+        if entitled[rid] and admit is not None and admit.basis is Basis.DEMOTED:
+            out.add(("AF", rid, admit.t))  # DESIGN §12: demoted is the floor refused, as a reject is
         if isinstance(end, Drop) and not end.t + lower[rid] > d:
             out.add(("DR", rid, end.t))
         if not (entitled[rid] and admit is not None):
