@@ -356,6 +356,11 @@ class Guard:
         self._handle([Evict(now, rid, state, reason, **decided)])
         self._stop_preempted(self._calls[rid])
 
+    def observe_arrival_gap(self, gap: float) -> None:
+        """A request waited ``gap`` s before its handler ran: judged now (an alert is traced now)."""
+        self.core.observe_arrival_gap(gap, self._clock.now())
+        self._handle([])
+
     def observe_headroom(self, sample: HeadroomSample) -> None:
         """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""
         self._handle(self.core.observe(sample, self._clock.now()))
@@ -539,8 +544,7 @@ class Guard:
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)
 
     def _handle(self, events: list[Event]) -> None:
-        """Feed ``events`` (and the watch's alerts, logged) to every sink in order, then apply them; a
-        sink failure skips nothing."""
+        """Feed ``events``, then the watch's alerts (logged), to every sink in order; apply them."""
         if alerts := self.core.drain_alerts():
             warn_alerts(alerts)
             events = [*events, *alerts]

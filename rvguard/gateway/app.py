@@ -370,7 +370,7 @@ class Gateway:
         if not isinstance(first, float):
             return None
         gap = max(0.0, time.monotonic() - first)
-        self.guard.core.observe_arrival_gap(gap, self.clock.now())
+        self.guard.observe_arrival_gap(gap)
         return gap
 
     async def _read(self, http: HttpRequest, endpoint: Endpoint) -> dict[str, Any]:
