@@ -195,3 +195,50 @@ def test_degrade_is_a_serve_option_and_a_contract_field() -> None:
     assert _watch(ns(0.5), contract(degrade=0.25)).degrade == 0.5  # the flag wins
     with pytest.raises(SpecError, match="--degrade"):
         _watch(ns(1.5), contract())
+
+
+async def test_every_condition_at_the_boundary_is_traced_and_warned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One slot, 0.4 s services against s_max 0.3 s, two assured a half-second window (4/s against a
+    capacity of 2.5/s): service, backlog and capacity alerts; then an engine faster than L."""
+    caplog.set_level(logging.WARNING, logger="rvguard.watch")
+    trace = tmp_path / "trace.jsonl"
+    service = {"s_max": 0.3, "s_max_opp": 0.3, "lower": 0.001, "upper": None}
+    tenants = {
+        "assured": {"floor": 2, "deadline": 10.0, "tier": 0},
+        "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
+    }
+    c = contract(service=service, tenants=tenants, slots=1, window=0.5)
+    async with (
+        FakeUpstream(model="tiny", token_delay=0.05) as up,
+        gateway(c, settings(up.url, trace)) as (_gw, url),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        body = {"model": "tiny", "prompt": "x", "max_tokens": 8}
+        posts = []
+        for _ in range(4):
+            posts += [
+                client.post(url + "/v1/completions", json=body, headers=auth("sk-assured")) for _ in range(2)
+            ]
+            posts = [asyncio.ensure_future(p) for p in posts]
+            await asyncio.sleep(0.5)
+        assert all(r.status_code == 200 for r in await asyncio.gather(*posts))
+    seen = {r["condition"] for r in read_trace(trace) if r["kind"] == "alert"}
+    assert {"service", "backlog", "capacity"} <= seen, seen
+    warned = {r.getMessage().split()[1].rstrip(":") for r in caplog.records if r.levelno == logging.WARNING}
+    assert {"service", "backlog", "capacity"} <= warned, warned
+    # an engine faster than L: the DR assumption, said too (L = 0.2 s, the fake answers at once)
+    low = tmp_path / "low.jsonl"
+    quick = contract(service={"s_max": 0.4, "s_max_opp": 0.4, "lower": 0.2, "upper": None})
+    async with (
+        FakeUpstream(model="tiny") as up,
+        gateway(quick, settings(up.url, low)) as (_gw, url),
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        body = {"model": "tiny", "prompt": "x", "max_tokens": 2}
+        assert (
+            await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
+        ).status_code == 200
+    assert [r["condition"] for r in read_trace(low) if r["kind"] == "alert"] == ["service-low"]
+    assert any("precondition service-low" in r.getMessage() for r in caplog.records)
