@@ -52,6 +52,7 @@ COMPILED: tuple[str, ...] = (
     "rvguard/enforce/rids.py",
     "rvguard/enforce/demotion.py",
     "rvguard/enforce/relief.py",
+    "rvguard/enforce/watching.py",
     "rvguard/enforce/core.py",
     "rvguard/sim/backend.py",
     "rvguard/sim/engine.py",

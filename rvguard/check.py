@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .attribution import Attributed, Attribution
 from .columnar import ColumnarTrace
 from .contract import Contract
 from .errors import TraceError, TraceProtocolError
@@ -100,11 +101,22 @@ class CheckReport:
     seconds: float = 0.0
     fleet: FleetCreditsSummary | None = None
     lost: list[Lost] = field(default_factory=list)  # requests open at a restart (segmented traces)
+    #: violations the trace's evidence attributes (`rvguard.attribution`): SF misses under a broken
+    #: precondition, AF refusals with a declared reason; not in ``violations``, never silent
+    attributed: list[Attributed] = field(default_factory=list)
+    #: entitled admitted requests the client ended (``client-error``): SF exempts them
+    client_faults: int = 0
 
     @property
     def holds(self) -> bool:
-        """No violation and no bad line."""
+        """No violation (no guard fault) and no bad line."""
         return not self.violations and not self.bad_lines
+
+    def sf_attribution(self) -> dict[str, int]:
+        """SF's misses by cause: only ``guard_fault`` fails SF's claim."""
+        broken = sum(1 for a in self.attributed if a.violation.property == "SF")
+        faults = sum(1 for v in self.violations if v.property == "SF")
+        return {"guard_fault": faults, "precondition_broken": broken, "client_fault": self.client_faults}
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` object (DESIGN §8 names: ``violations`` and ``metrics``)."""
@@ -113,6 +125,9 @@ class CheckReport:
             "holds": self.holds,
             "properties": {p: CLAIMS.get(p, "monitored (user-defined)") for p in self.properties},
             "violations": [v.to_dict() for v in self.violations],
+            "attributed": [a.to_dict() for a in self.attributed],
+            "sf_attribution": self.sf_attribution(),
+            "af_declared": sum(1 for a in self.attributed if a.violation.property == "AF"),
             "metrics": self.metrics.to_dict(),
             "bad_lines": [b.to_dict() for b in self.bad_lines],
             "phase_sweep": None if self.phase is None else self.phase.to_dict(),
@@ -192,6 +207,7 @@ class _Run:
         self.kept: list[Event] = []
         self.lines: list[int] = []
         self.violations: list[Violation] = []
+        self.evidence = Attribution(monitor.contract)
         self.routes = 0  # route records accepted: FR is reported when the trace routes
 
     def take(self, line: int, item: Event | TraceError) -> bool:
@@ -213,6 +229,8 @@ class _Run:
                 raise protocol
             self.bad.append(self._bad(line, protocol.field, wf_found[0].detail))
         self.violations.extend(v for v in found if v.property != "WF" or self.report_wf)
+        if not wf_found:
+            self.evidence.feed(item)
         if self.keep and not wf_found:
             self.kept.append(item)
             self.lines.append(line)
@@ -222,6 +240,11 @@ class _Run:
     def properties(self, asked: Sequence[str]) -> tuple[str, ...]:
         """The properties judged: those asked, and FR when the trace routes."""
         return (*asked, "FR") if self.routes and "FR" not in asked else tuple(asked)
+
+    def judged(self) -> dict[str, Any]:
+        """The report's verdict fields: guard faults as violations, the attributed apart."""
+        faults, attributed = self.evidence.split(sorted(self.violations, key=lambda v: v.key))
+        return {"violations": faults, "attributed": attributed, "client_faults": self.evidence.client_faults}
 
     def _bad(self, line: int, field_name: str, reason: str) -> BadLine:
         return BadLine(line, field_name, reason, self.path if self.dataset else "")
@@ -289,7 +312,7 @@ def check_trace(
     return CheckReport(
         trace=path,
         properties=run.properties(properties),
-        violations=sorted(run.violations, key=lambda v: v.key),
+        **run.judged(),
         metrics=monitor.summary(),
         bad_lines=run.bad,
         phase=sweep,
@@ -409,7 +432,7 @@ def check_traces(
     return CheckReport(
         trace=name,
         properties=run.properties(properties),
-        violations=sorted(run.violations, key=lambda v: v.key),
+        **run.judged(),
         metrics=monitor.summary(),
         bad_lines=run.bad,
         phase=_sweep(run, contract, phase_steps),

@@ -190,6 +190,9 @@ class Contract(BaseModel, frozen=True, extra="forbid", defer_build=True):
     reserve: int = Field(default=0, ge=0, le=MAX_SLOTS)
     output_cap: int = Field(default=48, ge=1, le=MAX_TOKENS)
     excess: ExcessPolicy = ExcessPolicy.REJECT
+    #: DESIGN §12: the factor every floor is lowered to while the assumption watch fires (``None``:
+    #: never lowered). An operator's declared choice, recorded in the trace's alerts.
+    degrade: float | None = Field(default=None, ge=0.0, le=1.0)
     credit: CreditMode = CreditMode.COUNT
     token_weights: TokenWeights = TokenWeights()
     service: Service

@@ -38,6 +38,7 @@ from .lifecycle import TERMINAL_KINDS as TERMINAL_KINDS
 from .lifecycle import EventKind as EventKind
 from .proposal import Proposal as Proposal
 from .runbook_events import RECORD_FIELDS, Demote, Evict, Relocate, Restore, Route, RouteMode, Sample, Stall
+from .watch_events import Watch, watch_from_dict
 
 __all__ = [
     "CLIENT_ERROR",
@@ -63,6 +64,7 @@ __all__ = [
     "RouteMode",
     "Sample",
     "Stall",
+    "Watch",
     "event_from_dict",
     "event_to_dict",
     "is_client_error",
@@ -243,6 +245,7 @@ Event: TypeAlias = (
     | Restore
     | Evict
     | Relocate  # DESIGN §10
+    | Watch  # DESIGN §12
     | Stall  # the loop watchdog
 )
 
@@ -263,7 +266,7 @@ PREEMPTED = "preempted"
 
 
 _DESIGN2: tuple[type[Event], ...] = (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)
-_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate, Stall)
+_DESIGN10: tuple[type[Event], ...] = (Sample, Route, Demote, Restore, Evict, Relocate, Watch, Stall)
 #: the record class of each kind (the core and the columnar form build events through it)
 EVENT_CLASSES: Mapping[EventKind, type[Event]] = MappingProxyType(
     {cls.kind: cls for cls in _DESIGN2 + _DESIGN10}
@@ -489,7 +492,11 @@ def _relocate(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, An
     return Relocate(t=t, rid=rid, engine=_text(rec.get("engine"), "engine", required=True), extra=extra)
 
 
-#: the record builders of the DESIGN §10 kinds
+def _alert(rec: Mapping[str, Any], t: float, rid: str, extra: Mapping[str, Any]) -> Event:
+    return watch_from_dict(rec, t, extra)
+
+
+#: the record builders of the DESIGN §10 and §12 kinds
 _NODE_BUILDERS = {
     "sample": _sample,
     "route": _route,
@@ -497,13 +504,14 @@ _NODE_BUILDERS = {
     "restore": _redline,
     "evict": _evict,
     "relocate": _relocate,
+    "alert": _alert,
     "stall": _stall,
 }
 
 
 def _rid(rec: Mapping[str, Any], kind: str) -> str:
-    """The record's rid; a node event (``sample``, ``stall``) has none (its ``rid`` is the empty string)."""
-    if kind not in ("sample", "stall"):
+    """The record's rid; a node event (``sample``, ``alert``, ``stall``) has none (``rid`` empty)."""
+    if kind not in ("sample", "alert", "stall"):
         return _text(rec.get("rid"), "rid", required=True)
     if "rid" in rec:
         raise TraceFormatError(f"a {kind} is about the node, not a request: it has no rid", field="rid")

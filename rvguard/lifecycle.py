@@ -43,6 +43,8 @@ are positions, so the old codes stay):
 
 Each request still ends exactly once: the terminal kinds are unchanged.
 
+The assumption watch (DESIGN §12) adds ``alert``, a second node kind: one of
+the guard's preconditions stopped (or started again) holding; no rid, no move.
 ``stall`` is a second node kind: the Guard's event loop was late by ``lag`` seconds (a blocking
 learner, sink or parse), recorded by the loop watchdog (`rvguard.enforce.stall`); no rid, no move.
 
@@ -60,6 +62,7 @@ from .errors import LifecycleError
 
 __all__ = [
     "ADMIT",
+    "ALERT",
     "ARRIVE",
     "CODE",
     "COMPLETE",
@@ -93,7 +96,7 @@ __all__ = [
 
 
 class EventKind(StrEnum):
-    """The event kinds of DESIGN §2 and §10, in code order (a kind's code is its position)."""
+    """The event kinds of DESIGN §2, §10 and §12, in code order (a kind's code is its position)."""
 
     ARRIVE = "arrive"
     ADMIT = "admit"
@@ -108,6 +111,7 @@ class EventKind(StrEnum):
     RESTORE = "restore"
     EVICT = "evict"
     RELOCATE = "relocate"
+    ALERT = "alert"
     STALL = "stall"
 
 
@@ -129,10 +133,11 @@ DEMOTE: Final = CODE[EventKind.DEMOTE]
 RESTORE: Final = CODE[EventKind.RESTORE]
 EVICT: Final = CODE[EventKind.EVICT]
 RELOCATE: Final = CODE[EventKind.RELOCATE]
+ALERT: Final = CODE[EventKind.ALERT]
 STALL: Final = CODE[EventKind.STALL]
 
 #: kinds that concern the node, not one request: no rid, in no move (they carry time and telemetry)
-NODE_KINDS = frozenset({EventKind.SAMPLE, EventKind.STALL})
+NODE_KINDS = frozenset({EventKind.SAMPLE, EventKind.ALERT, EventKind.STALL})
 NODE_CODES = frozenset(CODE[k] for k in NODE_KINDS)
 
 

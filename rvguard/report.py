@@ -50,11 +50,35 @@ def _verdicts(report: CheckReport) -> list[str]:
         for p in report.properties
     ]
     out = ["", table(["property", "verdict", "violations", "what it means"], rows)]
+    out += _attributed(report)
     if report.violations:
         shown = [(v.property, v.rid, v.t, v.detail) for v in report.violations[:_MAX_VIOLATIONS]]
         out += ["", table(["property", "rid", "t (s)", "detail"], shown)]
         if len(report.violations) > _MAX_VIOLATIONS:
             out.append(f"... and {len(report.violations) - _MAX_VIOLATIONS} more (use --json for all)")
+    return out
+
+
+def _attributed(report: CheckReport) -> list[str]:
+    """SF's misses by cause and AF's declared exceptions: counted apart from violations, never silent."""
+    out: list[str] = []
+    if "SF" in report.properties:
+        sf = report.sf_attribution()
+        out += [
+            "",
+            f"SF misses: {sf['guard_fault']} guard fault, {sf['precondition_broken']} precondition broken, "
+            f"{sf['client_fault']} client fault (only guard faults fail SF)",
+        ]
+    if report.attributed:
+        shown = [
+            (a.violation.property, a.violation.rid, a.violation.t, a.cause, a.condition, a.since, a.source)
+            for a in report.attributed[:_MAX_VIOLATIONS]
+        ]
+        out += ["", table(["property", "rid", "t (s)", "cause", "condition", "since", "evidence"], shown)]
+        if len(report.attributed) > _MAX_VIOLATIONS:
+            out.append(
+                f"... and {len(report.attributed) - _MAX_VIOLATIONS} more attributed (use --json for all)"
+            )
     return out
 
 

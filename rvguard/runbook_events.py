@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ._record import record
-from .lifecycle import DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, STALL, EventKind
+from .lifecycle import ALERT, DEMOTE, EVICT, RELOCATE, RESTORE, ROUTE, SAMPLE, STALL, EventKind
 
 __all__ = [
     "EMERGENCY",
@@ -172,6 +172,7 @@ RECORD_FIELDS: Mapping[int, tuple[str, ...]] = MappingProxyType(
         RESTORE: ("resource", "sample_time"),
         EVICT: ("state", "reason", "resource", "headroom", "target", "capacity"),
         RELOCATE: ("engine",),
+        ALERT: ("condition", "value", "bound", "since", "floor_scale"),  # `rvguard.watch_events`
         STALL: ("lag", "since"),
     }
 )

@@ -174,7 +174,10 @@ _SOME = {
     "target": 0.375,
     "capacity": 9,
     "lag": 0.625,
-    "since": 0.875,
+    "condition": "service",
+    "bound": 0.25,
+    "since": 1.0,
+    "floor_scale": 0.5,
 }
 
 

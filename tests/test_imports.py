@@ -35,6 +35,7 @@ FLOORS: dict[str, int] = {
     "events": 1,
     "proposal": 1,  # `Proposal` and the learner failures (events and learners re-export them)
     "runbook_events": 1,  # the DESIGN §10 records, which events re-exports
+    "watch_events": 1,  # the DESIGN §12 alert record, which events re-exports
     "runbook_spec": 0,  # the contract's DESIGN §10 blocks (below contract, which holds them)
     "verdict": 1,
     "facts": 1,
@@ -48,6 +49,7 @@ FLOORS: dict[str, int] = {
     "verify": 3,
     "fleet": 3,
     "check": 3,
+    "attribution": 2,  # whose miss: the trace's evidence beside the monitors (check reads it)
     "check_parallel": 3,
     "report": 3,
     "review": 3,
@@ -66,6 +68,9 @@ PURE = (
     "rvguard.exact",
     "rvguard.events",
     "rvguard.runbook_events",
+    "rvguard.watch_events",
+    "rvguard.enforce.watching",
+    "rvguard.attribution",
     "rvguard.runbook_spec",
     "rvguard.contract",
     "rvguard.verdict",

@@ -23,6 +23,7 @@ from rvguard.events import (
     Route,
     Sample,
     Stall,
+    Watch,
 )
 from rvguard.lifecycle import FINAL, INITIAL, KINDS, MOVES, Stage
 from rvguard.monitors import Monitor, columns, wf
@@ -40,6 +41,8 @@ def _event(kind: EventKind, t: float, rid: str = "r") -> Event:
         return Arrive(t, rid, "assured")
     if kind is K.SAMPLE:
         return Sample(t, "kv", 0.5, t)
+    if kind is K.ALERT:
+        return Watch(t, "service", 2.0, 1.0, t)
     if kind is K.STALL:
         return Stall(t, 0.5, t)
     if kind is K.ROUTE:
@@ -95,8 +98,10 @@ def test_every_short_word_with_the_runbook_kinds_is_judged_by_replay() -> None:
             online = Monitor(_TINY, ("AF", "WF"), retain_finished=None)
             online.feed_all(events)
             wf_bad = [v for v in online.violations() if v.property == "WF"]
-            # sample and stall are node events: legal anywhere, so only the request's word counts
-            assert (not wf_bad) == _legal(tuple(k for k in word if k not in (K.SAMPLE, K.STALL))), word
+            # sample, alert and stall are node events: legal anywhere, so only the request's word counts
+            assert (not wf_bad) == _legal(tuple(k for k in word if k not in (K.SAMPLE, K.ALERT, K.STALL))), (
+                word
+            )
             offline = check_offline(trace, _TINY, ("AF", "WF"))
             assert offline.vectorised == (base and _legal(word))
             assert [v.key for v in offline.violations] == [v.key for v in online.violations()], word
@@ -138,7 +143,7 @@ def test_the_runbook_moves(word: str, legal: bool) -> None:
 
 
 def test_a_sample_is_a_node_event_with_no_move() -> None:
-    assert {K.SAMPLE, K.STALL} == lifecycle.NODE_KINDS
+    assert {K.SAMPLE, K.ALERT, K.STALL} == lifecycle.NODE_KINDS
     assert not [m for m in MOVES if m[1] is K.SAMPLE]
     assert Sample(0.0, "kv", 1.0, 0.0).rid == ""
 

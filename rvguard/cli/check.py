@@ -1,4 +1,11 @@
-"""``rvguard check TRACE --contract SPEC``: a thin driver over `rvguard.check` (DESIGN §8)."""
+"""``rvguard check TRACE --contract SPEC``: a thin driver over `rvguard.check` (DESIGN §8).
+
+Exit codes: 0 every property holds; 1 a violation (a guard fault); 2 bad input; 3 no guard
+fault, but misses the trace attributes (SF misses while a precondition was broken, AF refusals
+with a declared reason: a floor lowering, a credit pool's refusal). 3 is neither 0 (a run whose
+engine broke the contract's envelope must not pass a script as a clean one) nor 1 (the guard is
+not at fault).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+from .exits import EXIT_ATTRIBUTED
 
 if TYPE_CHECKING:
     from ..check import CheckReport
@@ -20,6 +28,13 @@ MAX_PHASES = 10_000  # the sweep re-judges the whole trace once a phase
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard check``."""
+    p.epilog = (
+        "exit codes: 0 every property holds; 1 a violation the guard is at fault for; 2 bad input; "
+        "3 no guard fault, but attributed misses: SF misses while a precondition of the contract "
+        "was broken (an alert of the watch, or recomputed from the trace: a service above s_max, "
+        "assured backlog above B), AF refusals the trace declares (a floor lowering, a credit "
+        "pool's refusal). Misses the client caused (client-error) are counted apart and never fail."
+    )
     p.add_argument(
         "trace",
         nargs="+",
@@ -85,8 +100,9 @@ def _parallel(args: argparse.Namespace, contract: Contract, props: list[str]) ->
     )
 
 
-def run(args: argparse.Namespace) -> bool:
-    """Judge the trace; True when no property is violated."""
+def run(args: argparse.Namespace) -> bool | int:
+    """Judge the trace: True when no property is violated and nothing is attributed, False on a
+    guard fault, `EXIT_ATTRIBUTED` (3) when the only misses are attributed (module doc)."""
     from ..check import check_traces
     from ..contract import load_contract
     from ..report import render_check
@@ -115,7 +131,10 @@ def run(args: argparse.Namespace) -> bool:
         print(json.dumps(doc, indent=2, allow_nan=False, default=str))
     else:
         print(render_check(report) + ("" if tables is None else "\n" + tables.render()))
-    return report.holds and (tables is None or tables.holds)
+    holds = report.holds and (tables is None or tables.holds)
+    if holds and report.attributed:
+        return EXIT_ATTRIBUTED
+    return holds
 
 
 def _tables(args: argparse.Namespace, contract: Contract) -> TableReport | None:

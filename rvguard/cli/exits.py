@@ -1,7 +1,9 @@
 """Exit codes and the one mapping from an outcome or an error to them (DESIGN §8).
 
 0 = everything checked holds, 1 = a property or obligation fails (or the screen rejects),
-2 = bad input: an error naming the file, line or field, never a traceback. Commands return
+2 = bad input: an error naming the file, line or field, never a traceback, 3 (`rvguard check`
+only) = every property holds as far as the guard is concerned, but the trace has attributed
+misses: SF misses under a broken precondition, or AF refusals the trace declares. Commands return
 a bool or raise; only this module turns either into a number.
 """
 
@@ -13,9 +15,18 @@ from typing import TextIO
 
 from ..errors import MissingExtraError, RvguardError
 
-__all__ = ["EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "EXTRA_OF", "exit_code", "missing_extra", "report_error"]
+__all__ = [
+    "EXIT_ATTRIBUTED",
+    "EXIT_FAIL",
+    "EXIT_INPUT",
+    "EXIT_OK",
+    "EXTRA_OF",
+    "exit_code",
+    "missing_extra",
+    "report_error",
+]
 
-EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_ATTRIBUTED = 0, 1, 2, 3
 
 #: the optional dependencies (top-level import name) and the extra of pyproject.toml that brings each
 EXTRA_OF = {
@@ -32,9 +43,12 @@ EXTRA_OF = {
 }
 
 
-def exit_code(holds: bool) -> int:
-    """The exit code of a command that ran to the end: 0 when it holds, 1 when it fails."""
-    return EXIT_OK if holds else EXIT_FAIL
+def exit_code(holds: bool | int) -> int:
+    """The exit code of a command that ran to the end: 0 when it holds, 1 when it fails (a command
+    that says more, as `rvguard check` with `EXIT_ATTRIBUTED`, returns the code itself)."""
+    if isinstance(holds, bool):
+        return EXIT_OK if holds else EXIT_FAIL
+    return holds
 
 
 def missing_extra(err: ModuleNotFoundError) -> MissingExtraError | None:

@@ -10,11 +10,32 @@ counts them beside what the trace itself shows.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterable
 from pathlib import Path
 
+from ..watch_events import Watch
 from .watch import Alert
 
-__all__ = ["AlertLog", "alert_record"]
+__all__ = ["AlertLog", "alert_record", "warn_alerts"]
+
+_LOG = logging.getLogger("rvguard.watch")
+
+
+def warn_alerts(records: Iterable[Watch]) -> None:
+    """Say each alert at WARNING on the ``rvguard.watch`` logger (a clear at INFO)."""
+    for r in records:
+        level = logging.INFO if r.condition == "clear" else logging.WARNING
+        scale = "" if r.floor_scale is None else f"; floor scale {r.floor_scale:g}"
+        _LOG.log(
+            level,
+            "precondition %s: %.4g against bound %.4g since t=%.6g%s",
+            r.condition,
+            r.value,
+            r.bound,
+            r.t if r.since is None else r.since,
+            scale,
+        )
 
 
 def alert_record(alert: Alert) -> dict[str, object]:

@@ -45,10 +45,10 @@ The edit rules come from the properties they must never break:
   admitted but never dispatched ends with ``fail`` (cancelled, shutdown),
   never with ``drop``. With ``gate_upper`` and a contract U, dispatches with
   ``now + U(R) > D(R)`` are counted as *uncertain* (the three-state gate).
-* Watch — with ``watch``, `AssumptionWatch` raises alerts when services
-  exceed their ceiling or capacity stays below Σ B / W; with ``degrade`` the
-  floor is lowered while it fires (reason ``floor-lowered``: an AF violation
-  against the contract, traded knowingly for SF) and restored after.
+* Watch — with ``watch``, `AssumptionWatch` raises alerts when a precondition
+  of SF breaks (`rvguard.enforce.watching`: `drain_alerts` gives them as trace
+  records); with ``degrade`` the floor is lowered while it fires (reason
+  ``floor-lowered``, a declared lowering recorded in the alert) and restored after.
 * RL (physical redline, §10) — with ``redline``, `observe` feeds each
   headroom sample to the redline; while it fires, queued surplus is held
   back (``demote``) and released when it clears (``restore``); floor work,
@@ -82,6 +82,7 @@ from ..events import (
     Dispatch,
     Drop,
     Event,
+    EventKind,
     Fail,
     Proposal,
     Reject,
@@ -92,7 +93,6 @@ from ..lifecycle import COMPLETE, DROP, Stage
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .ready import Key, ReadyQueue, rank
 from .redline import Redline, RedlineConfig, RedlineReading
-from .relief import ReliefMixin
 from .request import Request
 from .rids import SpentRids
 from .transitions import ACTIONS as ACTIONS
@@ -100,7 +100,8 @@ from .transitions import EDGES, Action
 from .transitions import NOT_EMITTED as NOT_EMITTED
 from .transitions import TRANSITIONS as TRANSITIONS
 from .transitions import derive_transitions as derive_transitions
-from .watch import Alert, AssumptionWatch, WatchConfig
+from .watch import AssumptionWatch, WatchConfig
+from .watching import FLOOR_REFUSED, WatchMixin
 
 __all__ = [
     "ACTIONS",
@@ -165,7 +166,7 @@ _COUNTERS: tuple[str, ...] = (
 )
 
 
-class DecisionCore(ReliefMixin):
+class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin: one chain (mypyc)
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
     Args:
@@ -250,11 +251,6 @@ class DecisionCore(ReliefMixin):
         """Admitted requests waiting for a slot."""
         return self._queued
 
-    @property
-    def alerts(self) -> tuple[Alert, ...]:
-        """Alerts the assumption watch has raised (the last 1024)."""
-        return () if self._watch is None else tuple(self._watch.alerts)
-
     def is_live(self, rid: str) -> bool:
         """True while ``rid`` has no terminal event yet."""
         return rid in self._live
@@ -329,6 +325,9 @@ class DecisionCore(ReliefMixin):
         return entry is not None and entry.state is Stage.ARRIVED
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
+        if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
+            why = entry.request.pool or "floor-lowered"  # the trace says why the floor was refused (AF)
+            decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
         self._apply(entry, decision)
         out.append(decision)
         if entry.state is Stage.ADMITTED:
@@ -353,7 +352,8 @@ class DecisionCore(ReliefMixin):
         self._apply(entry, ev)
         if not failed and self._watch is not None:
             service = now - entry.dispatched_at
-            self._watch.observe_service(entry.request.tenant, service, entry.facts.weight, now)
+            facts = entry.facts
+            self._watch.observe_service(entry.request.tenant, service, facts.weight, now, facts.lower)
         out: list[Event] = [ev]
         self._fill(now, out)
         return out
@@ -477,21 +477,6 @@ class DecisionCore(ReliefMixin):
         entry.key = rank(tier, surplus, proposal.priority_hint, seq, fifo=fifo)
         return Admit(now, entry.request.rid, basis)
 
-    def _floor_scale(self) -> float:
-        return 1.0 if self._watch is None else self._watch.floor_scale
-
-    def _floor_room(self, tenant: str, k: int, units: int) -> bool:
-        """Whether ``units`` more credit fits the floor (lowered while the watch degrades it)."""
-        floor = float(self._entitlement.units.floors[tenant])  # a float throughout (mypyc: one type)
-        scale = self._floor_scale()
-        if scale != 1.0:
-            floor = floor * scale
-            if self.contract.credit.value == "count":
-                floor = float(math.floor(floor))
-        prev = self._floor_used.get(tenant)
-        used = 0 if prev is None or prev[0] != k else prev[1]
-        return used + units <= floor
-
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
         """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
@@ -539,6 +524,7 @@ class DecisionCore(ReliefMixin):
             self._admitted_demoted += basis is Basis.DEMOTED
             self._admitted_surplus += basis is not Basis.FLOOR and basis is not Basis.DEMOTED
             self._max_queue_depth = max(self._max_queue_depth, self._queued)
+            self._backlog(entry.facts.floored, 1, ev.t)
         elif action is Action.FORGET:
             del self._live[rid]
             self._spent.add(rid)
@@ -573,6 +559,7 @@ class DecisionCore(ReliefMixin):
         """The terminal edges out of ADMITTED (DEQUEUE), HELD (ABANDON) and DISPATCHED (RELEASE)."""
         del self._live[entry.request.rid]
         self._spent.add(entry.request.rid)
+        self._backlog(entry.facts.floored, -1, ev.t)
         if action is Action.DEQUEUE:
             self._queued -= 1
             self._ready.compact(self._queued)

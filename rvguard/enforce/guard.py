@@ -44,14 +44,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
-from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
+from ..events import Complete, Dispatch, Drop, Event, Fail, Reject, is_client_error
 from ..properties.table import PropertyTable
+from .alertlog import warn_alerts
 from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
@@ -59,6 +59,7 @@ from .eviction import EvictionConfig
 from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
+from .outcome import GuardStatistics, Outcome, Status
 from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
@@ -66,14 +67,13 @@ from .request import Request
 from .shadow import ShieldHook
 from .sinks import JsonlSink, MonitorSink
 from .stall import LoopWatchdog
-from .watch import WatchConfig
+from .watch import DEFAULT_WATCH, WatchConfig
 
 __all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
 
 DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
-Status = Literal["completed", "rejected", "dropped", "failed", "preempted"]
 _POOL_TRIES = 3  # answers that come back in the next window before the arrival is refused ``floor-lowered``
 
 
@@ -88,33 +88,6 @@ class CreditPool(Protocol):
         """Spend ``weight`` of ``tenant``'s floor in ``now``'s window: ``(window, "")`` when granted,
         else ``(window, reason)``; never raises for an unreachable store (it decides alone)."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How a submitted request ended (``preempted``: stopped to shed load; retry after ``retry_after`` s)."""
-
-    rid: str
-    status: Status
-    reason: str = ""
-    response: Response | None = None
-    error: BaseException | None = None
-    retry_after: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GuardStatistics:
-    """The Guard's own counters next to the core's (``uncertain`` is the core's, repeated here)."""
-
-    submitted: int
-    unauthenticated_rejects: int
-    live: int
-    tasks: int
-    in_flight: int
-    queue_depth: int
-    sink_errors: int
-    uncertain: int
-    learner_timeouts: int = 0
 
 
 _STATUS: dict[int, Status] = {
@@ -185,7 +158,8 @@ class Guard:
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
             needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
             else every running surplus request is preempted there.
-        dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore`.
+        dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore` (the watch is
+            on by default, alerting only; ``watch=None`` turns it off).
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
             grants no floor the pool refused (`Request.pool`).
@@ -209,7 +183,7 @@ class Guard:
         dispatch_policy: DispatchPolicy = "priority",
         deferred_drop: bool = False,
         gate_upper: bool = False,
-        watch: WatchConfig | None = None,
+        watch: WatchConfig | None = DEFAULT_WATCH,
         preempt_grace: float = 0.0,
         retry_after: float = 1.0,
         headroom: HeadroomSource | None = None,
@@ -361,6 +335,11 @@ class Guard:
         self._handle(self.core.evict(rid, now, state, reason, **decided))  # through the core's table
         self._stop_preempted(self._calls[rid])
 
+    def observe_arrival_gap(self, gap: float) -> None:
+        """A request waited ``gap`` s before its handler ran: judged now (an alert is traced now)."""
+        self.core.observe_arrival_gap(gap, self._clock.now())
+        self._handle([])
+
     def observe_headroom(self, sample: HeadroomSample) -> None:
         """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""
         self._handle(self.core.observe(sample, self._clock.now()))
@@ -438,9 +417,10 @@ class Guard:
                 await call.wake
             if call.outcome is None:
                 await self._dispatch(call)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:  # a client's cancel says so: task.cancel(CLIENT_ERROR + ...)
             if not self._absorb_stop(call):
-                self._end(call, "cancelled")
+                msg = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+                self._end(call, msg if is_client_error(msg) else "cancelled")
                 raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: end the request, then let it go
             self._end(call, type(exc).__name__)
@@ -544,7 +524,10 @@ class Guard:
         return request.rebound(tenant=tenant, t=now, max_tokens=capped)
 
     def _handle(self, events: list[Event]) -> None:
-        """Feed ``events`` to every sink in order, then apply them; a sink failure skips nothing."""
+        """Feed ``events``, then the watch's alerts (logged), to every sink in order; apply them."""
+        if alerts := self.core.drain_alerts():
+            warn_alerts(alerts)
+            events = [*events, *alerts]
         if self.shield is not None:
             self.shield.observe(events)
         for ev in events:

@@ -36,11 +36,15 @@ from ..enforce.demotion import REDLINE_STALE
 from ..enforce.guard import Outcome
 from ..enforce.stream import client_fault
 from ..errors import DispatchError, EnforcementError
+from ..events import CLIENT_ERROR
 from .prometheus import MetricsSink
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
 
-__all__ = ["Answers", "PendingAnswer", "outcome_of"]
+#: the ``fail`` reason of a request whose client hung up before its answer was out (SF exempts it)
+DISCONNECT = f"{CLIENT_ERROR}: disconnect"
+
+__all__ = ["DISCONNECT", "Answers", "PendingAnswer", "outcome_of"]
 
 
 def outcome_of(task: asyncio.Task[Outcome], rid: str) -> Outcome:
@@ -208,11 +212,13 @@ class PendingAnswer(Response):
             if runner.done():
                 runner.result()
         finally:
+            gone = listener.done() and not listener.cancelled()  # the client hung up
             for t in (listener, runner):
                 t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
-            self.task.cancel()  # a no-op once the outcome is in; else the Guard fails it "cancelled"
+            # a no-op once the outcome is in; else the Guard fails it, a hang-up as the client's fault
+            self.task.cancel(DISCONNECT if gone else None)
 
     async def _run(self, send: Send) -> None:
         first = await self.channel.get()  # a chunk (streaming clients only), or END once decided

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -63,7 +64,7 @@ from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
 from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
-from .server import KEEP_ALIVE_S, serving
+from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
 from .trace import TraceFile, existing_trace
 from .upstream import END, Channel, UpstreamDispatcher
@@ -370,7 +371,16 @@ class Gateway:
             self._upstream_failed(ctx, tenant, "", 502, str(err))
             message = f"cannot count the prompt's tokens for token credits: {err}"
             return error_response(502, message, "upstream_error", code="tokenize_failed")
-        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens, note)
+        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens, note, self._stamp(http))
+
+    def _stamp(self, http: HttpRequest) -> float | None:
+        """Seconds since the request's first byte was read (None: not known), judged by the watch."""
+        first = http.scope.get("extensions", {}).get(FIRST_BYTE)
+        if not isinstance(first, float):
+            return None
+        gap = max(0.0, time.monotonic() - first)
+        self.guard.observe_arrival_gap(gap)
+        return gap
 
     async def _read(self, http: HttpRequest, endpoint: Endpoint) -> dict[str, Any]:
         s = self.settings
@@ -412,14 +422,17 @@ class Gateway:
         body: dict[str, Any],
         prompt_tokens: int | None,
         note: AccessNote,
+        gap: float | None = None,
     ) -> Response:
         rid = note.rid = f"{self._rid_prefix}{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
-        request = Request(
-            rid, "", 0.0, prompt_tokens=prompt_tokens, max_tokens=_max_tokens(body), payload=payload
-        )
+        relative = self.contract.tenants[tenant].deadline
+        # the deadline runs from the first byte, unless the request waited so long it is nearly due
+        deadline = None if gap is None or gap > relative / 2 else self.clock.now() - gap + relative
+        request = Request(rid, "", 0.0, deadline, prompt_tokens, _max_tokens(body), payload=payload)
         if self.trace is not None:
-            self.trace.annotate(rid, {"request_id": ctx.request_id, "traceparent": ctx.traceparent})
+            notes = {"request_id": ctx.request_id, "traceparent": ctx.traceparent}
+            self.trace.annotate(rid, notes if gap is None else {**notes, "arrival_gap": gap})
         channel = Channel()
         if body.get("stream") is True:
             self.dispatcher.channels[rid] = channel

@@ -74,15 +74,27 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
     )
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
+    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+    _add_watch(p)
+
+
+def _add_watch(p: argparse.ArgumentParser) -> None:
+    """The assumption watch's options of ``rvguard serve`` (the watch itself always runs)."""
     p.add_argument(
         "--alert-log",
         metavar="PATH",
-        help="run the assumption watch (service above s_max, capacity below B/W) and append its "
-        "alerts to PATH as JSON lines (`rvguard review TRACE PATH`)",
+        help="also append the assumption watch's alerts to PATH as JSON lines (`rvguard review TRACE "
+        "PATH`); the watch always runs and writes its alerts to the trace and the log",
+    )
+    p.add_argument(
+        "--degrade",
+        type=float,
+        metavar="F",
+        help="while the watch fires, lower every floor to F × B (0 ≤ F ≤ 1; default: the contract's "
+        "'degrade', else never lowered); the lowering is recorded in the trace",
     )
     p.add_argument("--property", action="append", metavar="FILE", help="tables shielded in shadow (alerts)")
-    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
-    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
 
 
 def _add_identity(p: argparse.ArgumentParser) -> None:
@@ -113,14 +125,18 @@ def _add_trace(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _watch(args: argparse.Namespace) -> Any:
-    """The assumption watch writing to ``--alert-log``, or None (no watch)."""
-    if not getattr(args, "alert_log", None):
-        return None
+def _watch(args: argparse.Namespace, contract: Contract) -> Any:
+    """The assumption watch (always on): ``--degrade`` (else the contract's), ``--alert-log``."""
     from ..enforce.alertlog import AlertLog
     from ..enforce.watch import WatchConfig
+    from ..errors import SpecError
 
-    return WatchConfig(on_alert=AlertLog(args.alert_log))
+    degrade = getattr(args, "degrade", None)
+    degrade = contract.degrade if degrade is None else degrade
+    if degrade is not None and not 0.0 <= degrade <= 1.0:
+        raise SpecError(f"--degrade must be in [0, 1], got {degrade}", field="degrade", value=degrade)
+    log = getattr(args, "alert_log", None)
+    return WatchConfig(on_alert=AlertLog(log) if log else None, degrade=degrade)
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
@@ -345,7 +361,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         max_body=args.max_body,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
-        watch=_watch(args),
+        watch=_watch(args, contract),
         **_headroom(args, contract) | _properties(args),
     )
     gateway = Gateway(contract, settings)

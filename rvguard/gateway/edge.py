@@ -11,7 +11,9 @@ its 4xx and is recorded as a ``client-error`` fail (`rvguard.events.CLIENT_ERROR
   (`GuardedH11Protocol` bounds the time a request's headers may take.)
 * JSON, strictly: ``NaN``, ``Infinity`` and numbers beyond float range are not
   JSON (400); nesting deeper than `MAX_DEPTH` is refused (400), never a
-  ``RecursionError``.
+  ``RecursionError``; text the engine cannot encode (a lone surrogate such as
+  ``"\ud800"``, legal JSON escape but no Unicode character) is refused (400),
+  so a client cannot spend a floor credit on a request bound to fail.
 * One request is one engine sequence: a batched ``prompt`` (a list of strings
   or of token-id lists) is refused (400), as are ``n``/``best_of`` other than
   1; ``max_tokens`` is at least 1 and ``min_tokens`` at most the capped output.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -126,7 +129,34 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise BadRequest("the body must be a JSON object", code="invalid_json")
     if _depth(body) > MAX_DEPTH:
         raise BadRequest(f"the body nests deeper than {MAX_DEPTH} levels", code="too_deep")
+    if _SURROGATE_ESCAPE.search(raw):  # only an escape can carry a surrogate: a pair is fine
+        _check_encodable(body)
     return body
+
+
+#: a JSON escape of a UTF-16 surrogate (half of a pair, or alone)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _check_encodable(value: Any) -> None:
+    """Refuse (400) a string, key or value, that UTF-8 cannot carry (a lone surrogate)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        texts = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                bad = f"U+{ord(text[err.start]):04X}"
+                raise BadRequest(
+                    f"the body holds text the engine cannot encode (a lone surrogate {bad})",
+                    code="invalid_unicode",
+                ) from None
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _depth(value: Any) -> int:

@@ -42,7 +42,8 @@ and the slots
 reserve held now: in flight beyond C − R).
 
 Read at scrape time (`watch_guard`): ``rvguard_in_flight``, ``rvguard_queue_depth``,
-``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total``,
+``rvguard_floor_scale``, and the counters ``rvguard_watch_alerts_total`` (by condition, from the
+trace's ``alert`` records: ``rvguard_precondition_alerts_total{condition}``),
 ``rvguard_uncertain_dispatches_total``, ``rvguard_sink_errors_total``,
 ``rvguard_learner_timeouts_total`` (answers past ``learner_timeout``),
 ``rvguard_loop_stalls_total`` (event-loop stalls, each a ``stall`` trace record: `rvguard.enforce.stall`),
@@ -71,6 +72,7 @@ from ..events import (
     Reject,
     Restore,
     Sample,
+    Watch,
     is_client_error,
 )
 
@@ -258,6 +260,12 @@ class MetricsSink:
         )
         self.restores = _counter(r, "rvguard_restores", "Demoted requests released", ["resource"])
         self.evictions = _counter(r, "rvguard_evictions", "Requests evicted", ["reason"])
+        self.alerts = _counter(
+            r,
+            "rvguard_precondition_alerts",
+            "Assumption-watch alerts, by condition (trace kind alert)",
+            ["condition"],
+        )
         self._sampled: dict[str, float] = {}  # resource -> the Guard time of its last fresh sample
 
     def sample_ages(self, now: float) -> dict[str, float]:
@@ -368,6 +376,9 @@ class MetricsSink:
         self._roll(event.t)
         if isinstance(event, Sample | Demote | Restore | Evict):
             self._headroom_event(event)
+            return
+        if isinstance(event, Watch):
+            self.alerts.labels(event.condition).inc()
             return
         if isinstance(event, Arrive):
             c = self._contract

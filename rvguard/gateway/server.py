@@ -5,9 +5,10 @@ client that opens a connection and sends half a request line, or trickles
 header bytes, holds it for ever (a slowloris). `GuardedH11Protocol` closes a
 connection whose request headers are not complete ``header_timeout`` seconds
 after the connection opened or the request's first byte came, answering 408
-when it had started one. (The body's own deadline is the app's,
-`rvguard.gateway.edge.read_body`.) The protocol is always h11, also when
-httptools is installed, so these limits hold whatever uvicorn would pick.
+when it had started one. It also notes when each request's first byte was read
+(`FIRST_BYTE`, a scope extension): the gateway dates the request's deadline from it.
+(The body's own deadline is the app's, `rvguard.gateway.edge.read_body`.) The protocol is always
+h11, also when httptools is installed, so these limits hold whatever uvicorn would pick.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 from collections.abc import AsyncIterator, Iterator
 from types import FrameType
 from typing import Any
@@ -26,6 +28,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ..errors import EnforcementError
 
 __all__ = [
+    "FIRST_BYTE",
     "KEEP_ALIVE_S",
     "GuardedH11Protocol",
     "guarded_protocol",
@@ -33,6 +36,10 @@ __all__ = [
     "stop_signals",
     "uvicorn_config",
 ]
+
+#: the scope extension holding ``time.monotonic()`` when the request's first byte was read: the
+#: gateway stamps the arrival from it, not from when its handler ran (a starved loop shows as a gap)
+FIRST_BYTE = "rvguard.first_byte"
 
 #: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
 #: client never reuses a connection at the instant the server closes it
@@ -55,6 +62,7 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout: float = 10.0
     _header_timer: asyncio.TimerHandle | None = None
     _started = False
+    _first_byte = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Arm the header deadline from the moment the connection opens."""
@@ -62,13 +70,18 @@ class GuardedH11Protocol(H11Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        """A request's first byte arms the deadline; complete headers disarm it."""
+        """A request's first byte arms the deadline (and is stamped); complete headers disarm it."""
         if self.conn.their_state is h11.IDLE:
+            if not self._started:
+                self._first_byte = time.monotonic()
             self._started = True
             self._arm()
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._disarm()
+            if self._started and self.scope is not None:  # the request's scope: when its first byte came
+                extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+                extensions[FIRST_BYTE] = self._first_byte
             self._started = False
 
     def connection_lost(self, exc: Exception | None) -> None:

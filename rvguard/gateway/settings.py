@@ -15,7 +15,7 @@ from ..enforce.core import DispatchPolicy
 from ..enforce.eviction import EvictionConfig
 from ..enforce.learners import Learner
 from ..enforce.redline import RedlineConfig
-from ..enforce.watch import WatchConfig
+from ..enforce.watch import DEFAULT_WATCH, WatchConfig
 from ..errors import SpecError
 from ..properties.table import PropertyTable
 from .config import KeysConfig
@@ -50,7 +50,7 @@ class GatewaySettings:
         connect_timeout, read_timeout: upstream socket timeouts (seconds).
         deferred_drop: drop doomed requests at dispatch time (503).
         drain_timeout: seconds shutdown waits for live requests.
-        watch: the assumption watch (``None``: off).
+        watch: the assumption watch (on by default, alerting only; ``None``: off).
         send_priority: send the tier as vLLM's ``priority`` (the engine must run
             ``--scheduling-policy priority``); the gateway dispatches by tier either way.
         dispatch_policy: the core's dispatch order: ``priority`` (tier, then arrival) or
@@ -93,7 +93,7 @@ class GatewaySettings:
     read_timeout: float = 60.0
     deferred_drop: bool = False
     drain_timeout: float = 10.0
-    watch: WatchConfig | None = None
+    watch: WatchConfig | None = DEFAULT_WATCH
     properties: tuple[PropertyTable, ...] = ()  # tables whose shield runs in shadow (rvguard.properties)
     send_priority: bool = True
     dispatch_policy: DispatchPolicy = "priority"

@@ -3,9 +3,10 @@
 Columns: ``t,kind,rid,tenant,deadline,prompt_tokens,max_tokens,proposal_admit,
 proposal_objective,proposal_priority_hint,basis,reason``, then the DESIGN §10
 fields ``resource,value,sample_time,state,engine,view_time,mode,headroom,target,
-capacity``; any other column is an unknown field kept in the event's ``extra``. Only ``t``, ``kind`` and
-``rid`` are required in the header. An empty cell means "absent". Numeric
-columns (and extra columns) are parsed as numbers when they read as one;
+capacity`` and the DESIGN §12 alert's ``condition,bound,since,floor_scale``; any
+other column is an unknown field kept in the event's ``extra``. Only ``t``,
+``kind`` and ``rid`` are required in the header. An empty cell means "absent".
+Numeric columns (and extra columns) are parsed as numbers when they read as one;
 text columns stay text (a rid ``007`` stays ``"007"``). Line numbers are
 physical file lines, the header being line 1. Validation is
 `rvguard.events.event_from_dict`'s, located here.
@@ -55,10 +56,26 @@ COLUMNS: tuple[str, ...] = (
     "headroom",
     "target",
     "capacity",
+    # DESIGN §12: the watch's alert
+    "condition",
+    "bound",
+    "since",
+    "floor_scale",
 )
 _REQUIRED = ("t", "kind", "rid")
 _TEXT = frozenset(
-    {"kind", "rid", "tenant", "basis", "reason", "proposal_objective", "resource", "engine", "mode"}
+    {
+        "kind",
+        "rid",
+        "tenant",
+        "basis",
+        "reason",
+        "proposal_objective",
+        "resource",
+        "engine",
+        "mode",
+        "condition",
+    }
 )
 _PROPOSAL = "proposal_"
 _INT = re.compile(r"[+-]?\d+")

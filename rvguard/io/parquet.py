@@ -43,6 +43,9 @@ _TYPES = {
     "headroom": "float64",
     "target": "float64",
     "capacity": "int64",
+    "bound": "float64",
+    "since": "float64",
+    "floor_scale": "float64",
 }
 
 

@@ -8,8 +8,16 @@ incremented by each arrival's credit (1, or w(R) with token credits). It
 is kept by `rvguard.contract.Entitlement`, the one implementation shared
 with the enforcer, and reaches this table as the instance fact
 ``entitled`` (``used_k ≤ B`` after the arrival). An entitled request must
-be admitted: a ``reject`` (or a ``drop`` before admission) is a bad prefix.
-The learner's proposal plays no part: AF holds whatever it proposed.
+be admitted: a ``reject`` (or a ``drop`` before admission) is a bad prefix,
+and so is an ``admit`` as ``demoted``: under ``excess: demote`` that is the
+same refusal of the floor as a reject under ``reject`` (an admission as
+``surplus`` is left alone: only a policy with no floor at all, a baseline,
+admits a floored tenant so). Where the trace records why the floor was refused
+(a shared pool's refusal, a declared floor lowering: the decision's
+``floor_refused`` field and the watch's ``alert`` records), `rvguard check`
+reports the violation as a declared exception, counted apart
+(`rvguard.attribution`). The learner's proposal plays no part: AF holds
+whatever it proposed.
 
 The upper side (DESIGN §11): floor credit is not spent beyond B. The floor
 credit admitted per tenant and contract window — each ``admit`` with basis
@@ -50,8 +58,15 @@ class Loc(Enum):
 K = EventKind
 
 
+def _not_demoted(inst: Instance, ev: Event) -> bool:
+    return not (isinstance(ev, Admit) and ev.basis is Basis.DEMOTED)
+
+
 def _detail(inst: Instance, ev: Event | None, now: float) -> str:
-    what = "rejected" if ev is not None and ev.kind is K.REJECT else "dropped before admission"
+    if isinstance(ev, Admit):
+        what = f"admitted as {ev.basis.value}, not on the floor"
+    else:
+        what = "rejected" if ev is not None and ev.kind is K.REJECT else "dropped before admission"
     return (
         f"floor-entitled request {what}: arrival {inst.rank} of tenant {inst.tenant!r} "
         f"in window {inst.window} used {inst.used:g} of its floor"
@@ -116,7 +131,11 @@ TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
         Edge(Loc.ENTITLED, entitled, "used_k(tenant) ≤ B"),
         Edge(Loc.NOT_ENTITLED, label="used_k(tenant) > B or B = 0"),
     ),
-    (Loc.ENTITLED, K.ADMIT): (*_upper(Loc.ADMITTED), Edge(Loc.ADMITTED)),
+    (Loc.ENTITLED, K.ADMIT): (
+        *_upper(Loc.ADMITTED),
+        Edge(Loc.ADMITTED, _not_demoted, "basis ≠ demoted"),
+        Edge(Loc.BAD, label="basis = demoted", detail=_detail),
+    ),
     (Loc.NOT_ENTITLED, K.ADMIT): _upper(Loc.NOT_ENTITLED),
     (Loc.ENTITLED, K.REJECT): (Edge(Loc.BAD, detail=_detail),),
     (Loc.ENTITLED, K.DROP): (Edge(Loc.BAD, detail=_detail),),

@@ -102,12 +102,20 @@ def _violations(
 
 
 def _af(reqs: _Requests) -> list[Violation]:
-    req, ent = reqs.req, reqs.ent
+    req, ent, trace = reqs.req, reqs.ent, reqs.trace
     rs = np.flatnonzero(ent[1] & (req.end_kind == REJECT))
     witnesses = reqs.events(reqs.rows(rs))
-    return _violations(
+    out = _violations(
         af.AF, reqs.instances(rs), req.t_end[rs].tolist(), witnesses, af._detail, triggered=True
     )
+    admitted = ent[1] & (req.admit_row >= 0)
+    basis = np.full(len(admitted), -1, dtype=np.int64)
+    basis[admitted] = trace.basis[req.admit_row[admitted]]
+    off = np.flatnonzero(admitted & (basis == BASIS_CODES[Basis.DEMOTED]))  # entitled, demoted
+    rows = req.admit_row[off]
+    witnesses = reqs.events([[int(a), int(b)] for a, b in zip(req.arrive_row[off], rows, strict=True)])
+    times = trace.t[rows].tolist()
+    return out + _violations(af.AF, reqs.instances(off), times, witnesses, af._detail, triggered=True)
 
 
 def _af_upper(reqs: _Requests, contract: Contract) -> list[Violation]:

@@ -26,14 +26,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from .. import progress
 from ..enforce.learners import Learner, LoadView, consult
 from ..enforce.request import Request
-from ..events import Arrive, Event, Proposal
+from ..events import Arrive, Event, Proposal, Watch
 from ..lifecycle import ARRIVE, DISPATCH
 from .backend import ServiceModel
 
@@ -101,6 +101,8 @@ class Simulator:
         slots: int,
     ) -> None:
         self._policy = policy
+        #: the core's assumption watch (its alerts join the trace after each step); baselines have none
+        self._alerts: Callable[[], list[Watch]] | None = getattr(policy, "drain_alerts", None)
         self._learner = learner
         self._backend = model.backend(rng)
         self._slots = slots
@@ -169,6 +171,8 @@ class Simulator:
         Dispatches on the kind's integer code (`rvguard.lifecycle`), not an ``isinstance`` chain.
         """
         append = self._trace.append
+        if self._alerts is not None and (alerts := self._alerts()):
+            events = [*events, *alerts]
         for ev in events:
             append(ev)
             code = ev.code

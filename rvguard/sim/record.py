@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..attribution import Attribution
 from ..contract import Contract
 from ..events import Admit, Arrive, Complete, Dispatch, Drop, Event, Reject
 from ..monitors import Metrics
@@ -69,6 +70,9 @@ class RunRecord:
     phase_worst: float | None = None
     opp_done: int = 0  # unfloored requests completed by the last arrival (surplus throughput × span)
     rb: int = 0  # RB violations (surplus in flight above C − R)
+    #: SF's preconditions seen broken in the run (DESIGN §12): condition -> breaks, from the watch's
+    #: alert records and recomputed from the trace (`rvguard.attribution`)
+    breaks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,8 +142,13 @@ def record_run(
 ) -> RunRecord:
     """Reduce one run (its trace, the monitors' metrics and verdicts) to a `RunRecord`."""
     scan = _Scan(frozenset(contract.floored_tenants))
+    evidence = Attribution(contract)
     for ev in events:
         scan.feed(ev)
+        evidence.feed(ev)
+    breaks: dict[str, int] = {}
+    for b in evidence.all_breaks():
+        breaks[b.condition] = breaks.get(b.condition, 0) + 1
     svc = metrics.service_assured
     return RunRecord(
         missed=metrics.admitted_missed,
@@ -173,6 +182,7 @@ def record_run(
         phase_worst=phase_worst,
         opp_done=sum(1 for t in scan.opp_done if t <= scan.span),
         rb=sum(1 for v in violations if v.property == "RB"),
+        breaks=breaks,
     )
 
 
@@ -305,6 +315,21 @@ class Condition:
             "assured_wait_mean": _mean([r.wait_sum / r.wait_n for r in self.runs if r.wait_n]),
         }
 
+    def _preconditions(self) -> dict[str, Any]:
+        """ "held" when no run broke a precondition of SF (the watch's alerts, or recomputed from the
+        trace), else "broken" with the breaks by condition: a guarded miss under held preconditions
+        is a defect, under broken ones the watch doing its job (DESIGN §12)."""
+        total: dict[str, int] = {}
+        for r in self.runs:
+            for condition, n in r.breaks.items():
+                total[condition] = total.get(condition, 0) + n
+        broken = sum(1 for r in self.runs if r.breaks)
+        return {
+            "preconditions": "broken" if broken else "held",
+            "precondition_breaks": dict(sorted(total.items())),
+            "runs_preconditions_broken": broken,
+        }
+
     def _envelope(self) -> dict[str, Any]:
         hi = [x for x in self._col("service_max") if x is not None]
         lo = [x for x in self._col("service_min") if x is not None]
@@ -319,5 +344,6 @@ class Condition:
             "above_ceiling_fraction": sum(self._col("above_ceiling")) / n if n else None,
             "assured_sojourn_max": max(soj, default=None),
             "max_assured_backlog": max(self._col("max_backlog"), default=0),
+            **self._preconditions(),
             "phase_worst_attainment": min(phase) if phase else None,
         }

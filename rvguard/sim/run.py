@@ -34,7 +34,7 @@ from ..contract import Contract
 from ..enforce.core import DecisionCore
 from ..enforce.learners import AdmitAll, Learner, LSQLearner, RandomLearner, RejectAll
 from ..enforce.request import Request
-from ..enforce.watch import WatchConfig
+from ..enforce.watch import DEFAULT_WATCH, WatchConfig
 from ..events import Event
 from ..monitors import DEFAULT_PROPERTIES, Metrics, Monitor
 from ..verdict import Violation
@@ -87,7 +87,7 @@ def make_policy(
     mode: str,
     contract: Contract,
     *,
-    watch: WatchConfig | None = None,
+    watch: WatchConfig | None = DEFAULT_WATCH,
     deferred_drop: bool = False,
     model: ServiceModel | None = None,
 ) -> Policy:
@@ -170,12 +170,13 @@ def run_once(
     beta: float = 1.0,
     seed: int = 0,
     model: ServiceModel | None = None,
-    watch: WatchConfig | None = None,
+    watch: WatchConfig | None = DEFAULT_WATCH,
     deferred_drop: bool = False,
 ) -> RunOutcome:
     """Simulate ``arrivals`` under ``mode`` and ``learner`` with ``seed``; judge the trace.
 
-    ``watch`` turns on the core's online assumption watch and
+    ``watch`` configures the core's online assumption watch (on by default: its alerts join the
+    trace; ``None`` turns it off) and
     ``deferred_drop`` its doom-sound drop at dispatch (guarded modes only).
     """
     service = model or BackendModel(slots=contract.slots)

@@ -322,7 +322,7 @@ def dr(docs: Docs) -> Answer:
     text = f"fires on assured in {firing} of {len(cs)} guard-DR cells; DR/WF violations {bad}"
     if bad:
         return text, False
-    return text, True if firing <= len(cs) / 4 else "partly"
+    return text, True if firing <= len(cs) / 4 else "partly"  # no false drop holds; near-inert does not
 
 
 def replay(docs: Docs) -> Answer:
@@ -531,7 +531,11 @@ def screen_overflag(docs: Docs) -> Answer:
     p99, p50 = _row(docs, "in-sample", "p99", "all"), _row(docs, "in-sample", "p50", "all")
     if p99 is None or p50 is None or p99["recall"] is None or p50["recall"] is None:
         return "—", None
-    return f"{_cell(p99, 'recall')} (p50: {p50['recall']:.3f})", p99["recall"] < p50["recall"]
+    shape = p99["recall"] < p50["recall"]  # the p99 screen flags fewer: the study's direction
+    # the magnitude is the claim too: a recall far from the study's 0.814 is only partly the same
+    return f"{_cell(p99, 'recall')} (p50: {p50['recall']:.3f})", (
+        "partly" if shape and abs(p99["recall"] - 0.814) > 0.2 else shape
+    )
 
 
 def screen_held_out(docs: Docs) -> Answer:

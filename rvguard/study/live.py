@@ -58,6 +58,7 @@ from ..clock import MonotonicClock
 from ..contract import Contract
 from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_least_squares
 from ..enforce.request import Request
+from ..enforce.watch import DEFAULT_WATCH
 from ..errors import SpecError
 from ..io import read_events
 from ..sim.profiling import PER_LOAD, WARMUP_ROUNDS
@@ -245,7 +246,7 @@ class LiveRunner:
                 trace=trace,
                 timeout=self.timeout,
                 deferred_drop=bool(arm.run.get("deferred_drop", False)),
-                watch=arm.run.get("watch"),
+                watch=arm.run.get("watch", DEFAULT_WATCH),  # the watch is on in every arm
                 send_priority=mode in ("guarded", "server-priority"),
                 dispatch_policy="fifo" if mode == "gated-fifo" else "priority",
             )

@@ -30,6 +30,7 @@ from rvguard.events import (
     Route,
     Sample,
     Stall,
+    Watch,
     event_to_dict,
 )
 from rvguard.lifecycle import Stage
@@ -273,6 +274,7 @@ def _any_event(kind: EventKind) -> Event:
         "restore": lambda: Restore(0.0, "r", "kv", 0.0),
         "evict": lambda: Evict(0.0, "r", 5),
         "relocate": lambda: Relocate(0.0, "r", "e1"),
+        "alert": lambda: Watch(0.0, "service", 2.0, 1.0, 0.0),
         "stall": lambda: Stall(0.0, 0.5, 0.0),
     }
     return makers[kind.value]()

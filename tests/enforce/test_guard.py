@@ -180,8 +180,10 @@ async def test_jsonl_sink_writes_a_readable_trace(tmp_path: Path) -> None:
     async with Guard(make_contract(), MockDispatcher(ok), sinks=[JsonlSink(path)]) as guard:
         await guard.submit(req("a", prompt_tokens=3))
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [r["kind"] for r in records] == ["arrive", "admit", "dispatch", "complete"]
-    assert [event_from_dict(r).rid for r in records] == ["a"] * 4
+    # the mock answers at once, faster than L = 0.1 s: the watch (on by default) says so in the trace
+    assert [r["kind"] for r in records] == ["arrive", "admit", "dispatch", "complete", "alert"]
+    assert [event_from_dict(r).rid for r in records] == ["a"] * 4 + [""]
+    assert records[-1]["condition"] == "service-low" and records[-1]["bound"] == 0.1
 
 
 async def test_identity_binding_decides_the_tenant() -> None:

@@ -140,6 +140,7 @@ async def run(
 def tally(traces: list[Path]) -> tuple[dict[int, int], Counter[str], int]:
     """From the raw records: floor admits per window, terminal events per rid, arrivals."""
     records = [json.loads(line) for t in traces for line in t.read_text().splitlines()[1:]]  # past the header
+    records = [r for r in records if "rid" in r]  # node records (the watch's alerts) concern no request
     arrived = {r["rid"]: r["t"] for r in records if r["kind"] == "arrive"}
     floor: dict[int, int] = defaultdict(int)
     ends: Counter[str] = Counter()

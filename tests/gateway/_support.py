@@ -72,10 +72,11 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
 
 
 def terminal_counts(events: list[dict[str, Any]]) -> Counter[str]:
-    """rid → number of terminal events."""
+    """rid → number of terminal events (node records, ``sample`` and ``alert``, have no rid)."""
     c: Counter[str] = Counter()
     for ev in events:
-        c[ev["rid"]] += ev["kind"] in TERMINAL
+        if "rid" in ev:
+            c[ev["rid"]] += ev["kind"] in TERMINAL
     return c
 
 

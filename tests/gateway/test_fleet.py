@@ -218,7 +218,7 @@ async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
     moved = {e["rid"] for e in events if e["kind"] == "relocate"}
     assert len(moved) == _metric(metrics, "rvguard_relocations_total")
     for rid in moved:
-        kinds = [e["kind"] for e in events if e["rid"] == rid]
+        kinds = [e["kind"] for e in events if e.get("rid") == rid]
         assert kinds == [
             "arrive",
             "admit",
@@ -230,7 +230,7 @@ async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
             "dispatch",
             "complete",
         ]
-        route = [e for e in events if e["rid"] == rid and e["kind"] == "route"]
+        route = [e for e in events if e.get("rid") == rid and e["kind"] == "route"]
         assert (route[0]["engine"], route[1]["engine"]) == ("e0", "e1")
     assert check_trace(str(tmp_path / "t.jsonl"), c.model_copy(update={"slots": 8})).holds
 

@@ -116,9 +116,12 @@ async def test_the_alert_log_of_serve_feeds_review(tmp_path: Path) -> None:
     from rvguard.gateway.cli import _watch
 
     trace, log = tmp_path / "t.jsonl", tmp_path / "alerts.jsonl"
-    assert _watch(argparse.Namespace(alert_log=None)) is None
+    quiet = _watch(argparse.Namespace(alert_log=None, degrade=None), contract())  # the watch always runs
+    assert quiet.on_alert is None and quiet.degrade is None
     async with FakeUpstream(token_delay=0.01) as up:
-        s = settings(up.url, trace, watch=_watch(argparse.Namespace(alert_log=str(log))))
+        s = settings(
+            up.url, trace, watch=_watch(argparse.Namespace(alert_log=str(log), degrade=None), contract())
+        )
         async with gateway(contract(), s) as (_gw, url), httpx.AsyncClient(timeout=30) as client:
             slow = await client.post(url + "/v1/completions", json=LONG, headers=auth("sk-assured"))
             assert slow.status_code == 200  # 90 tokens × 10 ms: above s_max = 0.4 s

@@ -57,7 +57,7 @@ def test_roundtrip_is_identical_with_extras(
 
 
 def test_full_row_parses(tmp_path: Path) -> None:
-    p = write(tmp_path, HEADER + "1.5,arrive,007,assured,3.25,100,48,false,fast,-2.5,,,,,,,,,,,,\n")
+    p = write(tmp_path, HEADER + "1.5,arrive,007,assured,3.25,100,48,false,fast,-2.5,,,,,,,,,,,,,,,,\n")
     ((line, ev),) = items(p)
     assert line == 2
     assert ev == Arrive(
@@ -155,7 +155,7 @@ def test_writer_cells(tmp_path: Path) -> None:
     w = CsvWriter(p, extra_columns=["k"])
     w.write(Arrive(t=0.1, rid="a", tenant="x", proposal=Proposal(admit=True), extra={"k": [1, 2]}))
     w.close()
-    assert p.read_text().splitlines()[1] == '0.1,arrive,a,x,,,,true,,,,,,,,,,,,,,,"[1,2]"'
+    assert p.read_text().splitlines()[1] == '0.1,arrive,a,x,,,,true,,,,,,,,,,,,,,,,,,,"[1,2]"'
 
 
 def test_empty_writer_still_writes_header(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from rvguard.events import (
     Relocate,
     Route,
     Sample,
+    Watch,
 )
 
 
@@ -52,7 +53,7 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     last_t = events[-1].t if events else 0.0
     by_rid: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        if not isinstance(e, Sample):  # a node event: it belongs to no request
+        if not isinstance(e, Sample | Watch):  # a node event: it belongs to no request
             by_rid[e.rid].append(e)
     out = reserved_buffer(events, c.slots - c.reserve) | floor_spent(events, c) | capacity(events, c)
     for rid, evs in by_rid.items():
@@ -61,6 +62,8 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
         admit = next((e for e in evs if isinstance(e, Admit)), None)
         if entitled[rid] and isinstance(end, Reject):
             out.add(("AF", rid, end.t))
+        if entitled[rid] and admit is not None and admit.basis is Basis.DEMOTED:
+            out.add(("AF", rid, admit.t))  # DESIGN §12: demoted is the floor refused, as a reject is
         if isinstance(end, Drop) and not end.t + lower[rid] > d:
             out.add(("DR", rid, end.t))
         if not (entitled[rid] and admit is not None):

@@ -1,0 +1,78 @@
+"""The assumption watch's half of the decision core: alerts as trace records, the floor it lowers.
+
+`rvguard.enforce.core.DecisionCore` owns one `AssumptionWatch` when it is given a `WatchConfig`
+(the `Guard`, the gateway and the simulator give it one by default). This mixin is what the core
+does with it:
+
+* `drain_alerts` hands over the alerts raised since the last call as ``alert`` trace records
+  (`rvguard.watch_events.Watch`); the runtime writes them after the events of the same step, so
+  a trace says, at the time, which precondition broke (DESIGN §12);
+* ``_floor_room`` judges a floor admission against the floor in force: the contract's, or, while
+  the watch fires with ``degrade``, the lowered one — recorded as the alert's ``floor_scale``;
+* ``_backlog`` keeps Q_A (admitted work of floored tenants, not yet ended) for the watch.
+
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from ..contract import Contract, Entitlement
+from ..watch_events import FLOOR_REFUSED, Watch
+from .relief import ReliefMixin
+from .watch import Alert, AssumptionWatch
+
+__all__ = ["FLOOR_REFUSED", "WatchMixin"]
+
+
+class _Core(Protocol):
+    """The core as the mixin sees it."""
+
+    contract: Contract
+    _watch: AssumptionWatch | None
+    _entitlement: Entitlement
+    _floor_used: dict[str, tuple[int, int]]
+
+    def _floor_scale(self) -> float: ...
+
+
+class WatchMixin(ReliefMixin):
+    """The watch half of `DecisionCore` (module doc)."""
+
+    _watch: AssumptionWatch | None
+
+    @property
+    def alerts(self: _Core) -> tuple[Alert, ...]:
+        """Alerts the assumption watch has raised (the last 1024)."""
+        return () if self._watch is None else tuple(self._watch.alerts)
+
+    def drain_alerts(self: _Core) -> list[Watch]:
+        """The ``alert`` records raised since the last call, oldest first (none without a watch)."""
+        return [] if self._watch is None else self._watch.drain()
+
+    def observe_arrival_gap(self: _Core, gap: float, now: float) -> None:
+        """The runtime saw a request ``gap`` seconds after its first byte (the watch judges it)."""
+        if self._watch is not None:
+            self._watch.arrival_gap(gap, now)
+
+    def _backlog(self: _Core, floored: bool, delta: int, now: float) -> None:
+        """Q_A moved by ``delta`` (admitted or ended work of a floored tenant)."""
+        if floored and self._watch is not None:
+            self._watch.backlog(delta, now)
+
+    def _floor_scale(self: _Core) -> float:
+        return 1.0 if self._watch is None else self._watch.floor_scale
+
+    def _floor_room(self: _Core, tenant: str, k: int, units: int) -> bool:
+        """Whether ``units`` more credit fits the floor (lowered while the watch degrades it)."""
+        floor = float(self._entitlement.units.floors[tenant])  # a float throughout (mypyc: one type)
+        scale = self._floor_scale()
+        if scale != 1.0:
+            floor = floor * scale
+            if self.contract.credit.value == "count":
+                floor = float(math.floor(floor))
+        prev = self._floor_used.get(tenant)
+        used = 0 if prev is None or prev[0] != k else prev[1]
+        return used + units <= floor
