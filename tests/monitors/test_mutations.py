@@ -10,7 +10,8 @@ Hypothesis picks the arrivals (a seed) and where to edit; the edits are explicit
   RB still holds);
 * PR — a guard-caused end: an entitled request's completion replaced by ``fail("shutdown")``.
 
-Each is checked online (`Monitor`) and offline (`check_offline`, vectorised on these traces): the
+Each is checked online (`Monitor`) and offline (`check_offline`, vectorised unless the watch wrote an
+alert into the trace, then replayed): the
 clause's violations are exactly the one at the edited event, with the request's events up to it as
 the witness, and the other properties' verdicts are those of the unedited trace.
 """
@@ -49,7 +50,7 @@ def _judge(events: list[Event], keep: Callable[[Violation], bool]) -> list[Viola
     online = Monitor(MARQUEE, PROPS, retain_finished=None)
     online.feed_all(events)
     offline = check_offline(ColumnarTrace.from_events(events), MARQUEE, PROPS)
-    assert offline.vectorised
+    assert offline.vectorised == all(e.rid for e in events)  # a node record (the watch's alert): replay
     assert [v.to_dict() for v in offline.violations] == [v.to_dict() for v in online.violations()]
     return [v for v in online.violations() if keep(v)]
 
