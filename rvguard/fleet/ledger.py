@@ -4,23 +4,23 @@ Theory of operation
 -------------------
 Several replicas spend one per-(tenant, window) pool of B credits kept in a
 shared store (`rvguard.fleet.credits`). Each replica r also holds a *reserve*
-R_r = its static share of B (ΣR_r ≤ B). Until r *joins* the pool in window k,
-the store keeps R_r out of what others may spend; once r joins, R_r is
-pooled and r spends only through the store for the rest of k. So, when the
-store goes away, r may spend statically in window k only if it never joined
-k, and at most R_r: the fleet's total stays ≤ B in every window, whichever
-replicas can reach the store (a proof sketch is in docs/fleet.md).
+R_r = its static share of B (ΣR_r ≤ B). The store keeps R_r out of what the
+others may spend until r *confirms* window k: a call that says "I have had
+an answer from this pool in k, so I spend nothing alone in k any more, and
+here is all I spent alone". So r may spend alone in window k, up to R_r, as
+long as it has had no answer from the pool in k: a call whose answer is lost
+(a time-out: the store may still run it later, when a paused Redis resumes)
+releases nothing. The fleet's total stays ≤ B in every window, whichever
+replicas can reach the store (the proof is in docs/fleet.md).
 
 This module is that rule, pure (no I/O, no clock): it takes window indices.
-A call to the store *may* join, so a call in flight, or one whose answer was
-lost (a time-out: the store may still run it later), counts as joined; only
-an answer that says it did not touch the pool (``fenced``) leaves the window
-unjoined. Static spending before joining is reported on the next call, which
-adds it to the pool (idempotently) as the reserve is released.
 
-A replica that starts knows nothing of its previous life: every window up to
-its start counts as joined, so it spends nothing statically there (its old
-reserve stays held by the store, covering what its previous life spent).
+A replica that starts knows nothing of its previous life, which may have
+spent its reserve alone in the window the new life starts in, and may have
+confirmed the next one (the heartbeat confirms a window just before it
+opens). So the new life spends nothing alone in its start window and the
+next, and confirms nothing in its start window (its old reserve stays held
+by the store, covering what its previous life spent).
 
 Cost: O(1) per call; memory O(tenants × live windows), pruned to the last
 three windows.
@@ -40,8 +40,8 @@ _KEEP = 3  # windows kept behind the newest one seen (a call may answer a window
 class LedgerCell:
     """This replica's facts for one (tenant, window)."""
 
-    pending: int = 0  # calls sent, not yet answered
-    joined: bool = False  # an answered (or lost) call may have released the reserve
+    known: bool = False  # an answer from the pool came back: nothing alone from now on
+    confirmed: bool = False  # a confirming call was answered: the reserve is pooled
     static_spent: float = 0.0  # credit granted from the reserve while the store was away
     static_arrived: float = 0.0  # arrival weight decided statically
     arrived: float = 0.0  # every local arrival's weight (excess vs floor-lowered when static)
@@ -53,7 +53,8 @@ class ReplicaLedger:
     Args:
         reserves: per floored tenant, this replica's static share of B, in credits.
         floors: per floored tenant, the contract's B.
-        start_window: the window the replica starts in; it and every earlier one count as joined.
+        start_window: the window the replica starts in: nothing alone there or in the next,
+            nothing confirmed there or earlier.
     """
 
     __slots__ = ("_cells", "_floors", "_newest", "_reserves", "_start")
@@ -78,7 +79,7 @@ class ReplicaLedger:
         key = (tenant, k)
         cell = self._cells.get(key)
         if cell is None:
-            cell = self._cells[key] = LedgerCell(joined=k <= self._start)
+            cell = self._cells[key] = LedgerCell()
             if k > self._newest:
                 self._newest = k
                 self._prune()
@@ -88,31 +89,35 @@ class ReplicaLedger:
         """Count one local arrival of ``tenant`` in window k."""
         self.cell(tenant, k).arrived += weight
 
-    def sending(self, tenant: str, k: int) -> tuple[float, float]:
-        """A call for (tenant, k) is about to go out: it may join. Returns what to report.
+    def sending(self, tenant: str, k: int) -> tuple[float, float, bool]:
+        """A call for (tenant, k) is about to go out. Returns what it reports.
 
         Returns:
-            ``(static_spent, static_arrived)`` in window k so far, for the store to add.
+            ``(static_spent, static_arrived, confirm)``: what this replica spent
+            and decided alone in window k so far (final once it confirms), and
+            whether the call may confirm (release the reserve).
         """
         cell = self.cell(tenant, k)
-        cell.pending += 1
-        return cell.static_spent, cell.static_arrived
+        return cell.static_spent, cell.static_arrived, cell.known and k > self._start
 
-    def answered(self, tenant: str, k: int, *, joined: bool | None) -> None:
-        """The call's outcome: ``True`` joined, ``False`` untouched (fenced), ``None`` unknown."""
+    def answered(self, tenant: str, k: int, *, pooled: bool, confirmed: bool = False) -> None:
+        """An answer came back: ``pooled`` when the pool decided (not fenced or refused as invalid)."""
         cell = self.cell(tenant, k)
-        cell.pending = max(cell.pending - 1, 0)
-        if joined is None or joined:
-            cell.joined = True
+        if pooled:
+            cell.known = True
+            cell.confirmed = cell.confirmed or confirmed
 
-    def may_have_joined(self, tenant: str, k: int) -> bool:
-        """True when this replica's reserve for (tenant, k) may already be pooled."""
-        cell = self.cell(tenant, k)
-        return cell.joined or cell.pending > 0
+    def confirmed(self, tenant: str, k: int) -> bool:
+        """True once a confirming call for (tenant, k) was answered: the reserve is pooled."""
+        return self.cell(tenant, k).confirmed
+
+    def may_spend_alone(self, tenant: str, k: int) -> bool:
+        """False once the pool answered in window k, and in the start window and the next."""
+        return not self.cell(tenant, k).known and k > self._start + 1
 
     def allowance(self, tenant: str, k: int) -> float:
         """Credit this replica may still spend on its own in window k."""
-        if self.may_have_joined(tenant, k):
+        if not self.may_spend_alone(tenant, k):
             return 0.0
         return self._reserves[tenant] - self.cell(tenant, k).static_spent
 
@@ -143,4 +148,4 @@ class ReplicaLedger:
         for (tenant, _), cell in self._cells.items():
             assert 0.0 <= cell.static_spent <= self._reserves[tenant]
             assert cell.static_spent <= cell.static_arrived <= cell.arrived + 1e-9
-            assert cell.pending >= 0
+            assert cell.known or not cell.confirmed

@@ -61,6 +61,7 @@ async def test_a_reserve_is_held_until_its_replica_joins(make: Replicas) -> None
     c = pool_contract(4)
     a, _ = make(c, "a")
     await a.heartbeat(0.0)
+    await a.heartbeat(2.0)  # a confirms window 2
     got = await _spend(a, 4, 2.1)  # b never joined window 2: its reserve (2) stays held
     assert got == ["shared:", "shared:", "shared:floor-lowered", "shared:floor-lowered"]
 
@@ -72,8 +73,11 @@ async def test_store_down_each_replica_spends_its_reserve_only(make: Replicas) -
     b, sb = make(c, "b", shares)
     sa.mode = sb.mode = "down"
     assert await _spend(a, 1, 0.5) == ["static:floor-lowered"]  # the start window: nothing alone
-    got_a = await _spend(a, 5, 1.5)
-    got_b = await _spend(b, 4, 1.5)
+    assert await _spend(a, 1, 1.5) == [
+        "static:floor-lowered"
+    ]  # nor the next (a past life may have confirmed it)
+    got_a = await _spend(a, 5, 2.5)
+    got_b = await _spend(b, 4, 2.5)
     assert got_a == ["static:"] * 3 + ["static:floor-lowered"] * 2  # ⌊0.6·5⌋ = 3
     assert got_b == ["static:"] * 2 + ["static:floor-lowered"] * 2  # ⌊0.4·5⌋ = 2
     assert not a.up and a.statistics().outages == 1
@@ -96,26 +100,39 @@ async def test_static_spending_enters_the_pool_when_the_store_answers_again(make
     assert await _spend(b, 3, 3.4) == ["shared:", "shared:", "shared:excess"]  # 2 + 2 = B
 
 
-async def test_a_late_answer_may_have_joined_so_nothing_is_spent_alone(make: Replicas) -> None:
+async def test_a_lost_answer_releases_nothing_so_the_reserve_is_spent_alone(make: Replicas) -> None:
     c = pool_contract(4)
     a, sa = make(c, "a")
     b, _ = make(c, "b")
     await a.heartbeat(0.0)
-    await b.heartbeat(2.0)
-    sa.mode = "late"  # the script runs (a joins, a credit is spent) but a never hears back
-    assert await _spend(a, 2, 2.1) == ["static:floor-lowered"] * 2  # then a is down: the 2nd stays local
-    assert await _spend(b, 4, 2.2) == ["shared:"] * 3 + ["shared:excess"]  # a's lost credit counts
+    await b.heartbeat(2.0)  # b confirms window 2; a has had no answer there
+    sa.mode = "late"  # the script runs (a credit is spent in the pool) but a never hears back
+    assert await _spend(a, 2, 2.1) == ["static:", "static:"]  # a's reserve (2), alone
+    got = await _spend(b, 4, 2.2)  # a's reserve stays held: b gets B - 2 - the lost grant
+    assert got == ["shared:", "shared:floor-lowered", "shared:floor-lowered", "shared:excess"]
+
+
+async def test_once_answered_in_a_window_a_replica_spends_nothing_alone_there(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, sa = make(c, "a")
+    await a.heartbeat(0.0)
+    await a.heartbeat(2.0)  # answered (and confirmed) in window 2
+    sa.mode = "down"
+    assert await _spend(a, 1, 2.5) == ["static:floor-lowered"]
+    assert await _spend(a, 1, 3.5) == ["static:"]  # window 3: no answer yet, a's reserve
 
 
 async def test_a_flushed_store_fences_this_window_and_the_next(make: Replicas, redis_server) -> None:
     c = pool_contract(4)
     a, _ = make(c, "a")
     await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
     assert await _spend(a, 1, 2.1) == ["shared:"]
     redis_server.flush()  # the store forgets window 2's spending
     assert await _spend(a, 1, 2.2) == ["static:floor-lowered"]  # a joined window 2: nothing alone
     assert await _spend(a, 1, 3.2) == ["static:"]  # window 3 fenced, never joined: a's reserve
     assert a.up and a.statistics().fenced == 3
+    await a.heartbeat(4.0)
     assert await _spend(a, 1, 4.2) == ["shared:"]
 
 
@@ -124,13 +141,15 @@ async def test_a_restarted_replica_sits_out_its_start_window(make: Replicas) -> 
     a, sa = make(c, "a", HALF, now=5.5)
     sa.mode = "down"
     assert await _spend(a, 1, 5.6) == ["static:floor-lowered"]
-    assert await _spend(a, 1, 6.1) == ["static:"]
+    assert await _spend(a, 1, 6.1) == ["static:floor-lowered"]
+    assert await _spend(a, 1, 7.1) == ["static:"]
 
 
 async def test_token_credits_spend_weights(make: Replicas) -> None:
     c = pool_contract(100, credit="tokens")
     a, _ = make(c, "a", {"a": 1.0})
     await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
     got = [await a.spend("gold", w, 2.5) for w in (60.0, 30.0, 20.0)]
     assert [(d.granted, d.reason, d.arrived) for d in got] == [
         (True, "", 60.0),
