@@ -234,6 +234,7 @@ class SharedCredits:
         self._last_error = ""
         self._refusal = ""
         self._duplicate = False
+        self._ready = False
         self._life = secrets.token_hex(8)
 
     @classmethod
@@ -258,19 +259,24 @@ class SharedCredits:
         """The contract window holding ``t``."""
         return window_index(t, self._origin, self.contract.window)
 
-    def readiness(self, now: float) -> str:
-        """Empty when the pool can deliver the floor now, else why not (for ``/readyz``)."""
+    def readiness(self) -> str:
+        """Empty once the pool has delivered a confirmed window and pools now, else why not (``/readyz``).
+
+        A store outage after that does not make the replica unready: it serves
+        on its static share (the designed fallback); ``statistics().up`` says so.
+        """
         if self._refusal:
             return self._refusal
-        if not self._up:
-            return f"credit store unavailable ({self._last_error})"
-        k = self.window(now)
-        if not all(self._ledger.confirmed(t, k) for t in self._floors):
-            return f"not yet confirmed in the pool's window {k}"
+        if not self._ready:
+            why = f": {self._last_error}" if self._last_error else ""
+            return f"not yet joined the shared credit pool{why}"
         return ""
 
-    async def warm(self, now: float) -> None:
-        """Connect, load the script, check the store's assumptions and join the pool (before serving)."""
+    async def warm(self, clock: Callable[[], float]) -> None:
+        """Connect, load the script, check the store's assumptions and join the pool (before serving).
+
+        ``clock`` is the replica's clock (read right after the store's TIME, for the skew check).
+        """
         warm = getattr(self._store, "warm", None)
         if warm is not None:
             try:
@@ -278,11 +284,12 @@ class SharedCredits:
             except StoreUnavailableError as err:
                 self._fall_back(err)
                 return
-            self._refusal = _refuse(facts, now, min(self.config.max_skew, self.contract.window / 4))
+            bound = min(self.config.max_skew, self.contract.window / 4)
+            self._refusal = _refuse(facts, clock(), bound)
             if self._refusal:
                 log.error("shared credits: refusing to pool: %s", self._refusal)
                 return
-        await self.heartbeat(now)
+        await self.heartbeat(clock())
 
     async def spend(self, tenant: str, weight: float, now: float) -> CreditDecision:
         """Decide the floor credit of one arrival of floored ``tenant`` at ``now``.
@@ -293,7 +300,7 @@ class SharedCredits:
         if tenant not in self._floors:
             raise KeyError(f"tenant {tenant!r} holds no floor: only floored tenants spend credit")
         k = self.window(now)
-        self._ledger.arrive(tenant, k, weight)
+        position = self._ledger.arrive(tenant, k, weight)
         if self._duplicate:
             self._counts["refused_lowered"] += 1
             return CreditDecision(False, "floor-lowered", "static", k)
@@ -301,7 +308,7 @@ class SharedCredits:
             reply = await self._call(tenant, k, weight, now)
             if reply is not None:
                 return self._shared(reply, k)
-        return self._static(tenant, k, weight)
+        return self._static(tenant, k, weight, position)
 
     async def heartbeat(self, now: float) -> None:
         """Renew the name lease; join and confirm this window and, within ``lead`` of it, the next."""
@@ -329,6 +336,7 @@ class SharedCredits:
                         and self._ledger.sending(tenant, kk)[2]
                     ):
                         await self._call(tenant, kk, None, now)
+        self._ready = self._ready or all(self._ledger.confirmed(t, k) for t in self._floors)
 
     async def run(self, clock: Clock, *, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Heartbeat forever: ``lead`` before each window start and at it; every ``probe`` s while down."""
@@ -424,8 +432,8 @@ class SharedCredits:
         self._counts["refused_excess" if verdict == "excess" else "refused_lowered"] += 1
         return CreditDecision(False, reason, "shared", k, arrived)
 
-    def _static(self, tenant: str, k: int, weight: float) -> CreditDecision:
-        reason = self._ledger.spend_static(tenant, k, weight)
+    def _static(self, tenant: str, k: int, weight: float, position: float) -> CreditDecision:
+        reason = self._ledger.spend_static(tenant, k, weight, position)
         key = {"": "static_grants", "excess": "refused_excess"}.get(reason, "refused_lowered")
         self._counts[key] += 1
         return CreditDecision(not reason, reason, "static", k)

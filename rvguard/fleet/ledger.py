@@ -85,9 +85,11 @@ class ReplicaLedger:
                 self._prune()
         return cell
 
-    def arrive(self, tenant: str, k: int, weight: float) -> None:
-        """Count one local arrival of ``tenant`` in window k."""
-        self.cell(tenant, k).arrived += weight
+    def arrive(self, tenant: str, k: int, weight: float) -> float:
+        """Count one local arrival of ``tenant`` in window k; its position (weight so far, it included)."""
+        cell = self.cell(tenant, k)
+        cell.arrived += weight
+        return cell.arrived
 
     def sending(self, tenant: str, k: int) -> tuple[float, float, bool]:
         """A call for (tenant, k) is about to go out. Returns what it reports.
@@ -121,19 +123,23 @@ class ReplicaLedger:
             return 0.0
         return self._reserves[tenant] - self.cell(tenant, k).static_spent
 
-    def spend_static(self, tenant: str, k: int, weight: float) -> str:
+    def spend_static(self, tenant: str, k: int, weight: float, position: float | None = None) -> str:
         """Decide one arrival (already counted by `arrive`) from the reserve alone.
+
+        Args:
+            position: what `arrive` returned for it (default: every arrival so far): the
+                arrivals decided concurrently are judged each at its own place.
 
         Returns:
             ``""`` when granted, else the refusal's reason: ``"excess"`` when
-            this replica's own arrivals already pass B (not entitled in any
-            order), ``"floor-lowered"`` otherwise (perhaps entitled: declared).
+            this replica's own arrivals up to this one pass B (not entitled in
+            any order), ``"floor-lowered"`` otherwise (perhaps entitled: declared).
         """
         cell = self.cell(tenant, k)
         cell.static_arrived += weight
-        if cell.arrived > self._floors[tenant]:
+        if (cell.arrived if position is None else position) > self._floors[tenant] + 1e-9:
             return "excess"
-        if weight <= self.allowance(tenant, k):
+        if weight <= self.allowance(tenant, k) + 1e-9:
             cell.static_spent += weight
             return ""
         return "floor-lowered"

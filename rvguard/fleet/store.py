@@ -70,7 +70,7 @@ class RedisStore:
         url: ``redis://HOST:PORT/DB`` (credentials here are accepted but better given below).
         timeout: the bound of one call on a warm connection.
         username, password: for Redis ACLs (from the environment or a file, never the command line).
-        connect_timeout: the bound of `warm`, `ping` and `lease` (they may open connections).
+        connect_timeout: the bound of `warm` and `ping` (they may open connections).
     """
 
     def __init__(
@@ -137,7 +137,7 @@ class RedisStore:
 
     async def lease(self, key: str, holder: str, ms: int) -> str:
         """Claim or renew the name lease ``key`` for ``holder``; the holder's id after the call."""
-        reply = await self._bounded(self._lease(keys=[key], args=[holder, str(ms)]), self._connect)
+        reply = await self._bounded(self._lease(keys=[key], args=[holder, str(ms)]), self._timeout)
         return str(reply)
 
     async def aclose(self) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -186,3 +188,95 @@ def test_config_is_validated(change: dict[str, object], match: str) -> None:
     base: dict[str, object] = {"url": "redis://127.0.0.1:1/0", "replica": "a", "shares": dict(HALF)}
     with pytest.raises(ValidationError, match=match):
         CreditsConfig.model_validate({**base, **change})
+
+
+ACL = "on >s3cret ~rvguard:* resetchannels -@all +evalsha +script|load +ping +time +config|get"
+ACL_LUA = " +get +set +hget +hset +hexists +hincrbyfloat +pexpire"
+
+
+async def test_the_documented_acl_user_runs_the_pool_and_nothing_else(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    await admin.execute_command("ACL", "SETUSER", "pool", *(ACL + ACL_LUA).split())
+    docs = (Path(__file__).parents[2] / "docs" / "fleet.md").read_text(encoding="utf-8")
+    assert f"ACL SETUSER rvguard {ACL.replace('s3cret', 'CHANGE-ME')}{ACL_LUA}" in docs
+    c = pool_contract(2)
+    cfg = CreditsConfig(
+        url=redis_url, replica="a", shares={"a": 1.0}, username="pool", password="s3cret", timeout=0.5
+    )
+    a = SharedCredits.open(c, cfg, now=0.0)
+    try:
+        await a.warm(_store_clock())
+        assert not a.refusal, a.refusal
+        await admin.delete("rvguard:fence")
+        await a.heartbeat(0.0)
+        await a.heartbeat(2.0)
+        assert await _spend(a, 3, 2.1) == ["shared:", "shared:", "shared:excess"]
+        with pytest.raises(Exception, match="no permissions"):
+            await a._store._client.flushdb()  # type: ignore[attr-defined]
+    finally:
+        await a.aclose()
+        await admin.execute_command("ACL", "DELUSER", "pool")
+        await admin.aclose()
+
+
+def _store_clock() -> Callable[[], float]:
+    """The test's clock: Unix time (the test's redis-server runs on this machine)."""
+    return time.time
+
+
+async def test_refuses_to_pool_on_an_evicting_store_a_skewed_clock_or_a_taken_name(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    c = pool_contract(2)
+    made: list[SharedCredits] = []
+
+    def pool(name: str = "a") -> SharedCredits:
+        cfg = CreditsConfig(url=redis_url, replica=name, shares={"a": 0.5, "b": 0.5}, prefix="refuse")
+        made.append(SharedCredits.open(c, cfg, now=0.0))
+        return made[-1]
+
+    try:
+        await admin.config_set("maxmemory-policy", "volatile-ttl")
+        try:
+            evicting = pool()
+            await evicting.warm(_store_clock())
+        finally:
+            await admin.config_set("maxmemory-policy", "noeviction")
+        assert "maxmemory-policy is volatile-ttl" in evicting.refusal
+        assert not evicting.up and evicting.readiness() == evicting.refusal
+        skewed = pool()
+        await skewed.warm(lambda: time.time() + 5.0)
+        assert "clock is +5.0" in skewed.refusal
+        first, second = pool("a"), pool("a")
+        await first.warm(_store_clock())
+        await second.warm(_store_clock())
+        now = time.time()
+        assert not first.refusal and "held by another live process" in second.refusal
+        assert (await second.spend("gold", 1.0, now)).reason == "floor-lowered"  # nothing, not even R
+        assert second.statistics().refusal and not first.statistics().refusal
+    finally:
+        for p in made:
+            await p.aclose()
+        await admin.aclose()
+
+
+async def test_forged_pool_values_are_refused_and_the_static_share_spent(
+    make: Replicas, redis_url: str
+) -> None:
+    from redis.asyncio import Redis
+
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await admin.hset("t:pool:gold:3", mapping={"arrived": "-1000", "spent": "-1000"})
+        got = await _spend(a, 3, 3.1)
+    finally:
+        await admin.aclose()
+    assert got == ["static:", "static:", "static:floor-lowered"]  # a's reserve (2), no more
+    assert a.statistics().invalid == 3 and "impossible values" in a.statistics().last_error
