@@ -94,7 +94,7 @@ class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
     username: str | None = Field(default=None, repr=False)
     password: str | None = Field(default=None, repr=False)
     max_skew: float = Field(default=0.25, gt=0.0, le=60.0)
-    lease: float = Field(default=15.0, gt=0.0, le=3600.0)
+    lease: float = Field(default=30.0, gt=0.0, le=3600.0)
 
     @field_validator("url")
     @classmethod
@@ -234,7 +234,14 @@ class SharedCredits:
         self._last_error = ""
         self._refusal = ""
         self._duplicate = False
+        self._held = False
         self._ready = False
+        if getattr(store, "lease", None) is not None:
+            self._ledger.leased(-math.inf)  # no lease yet: nothing alone until the first renewal
+        bound = min(config.max_skew, contract.window / 4)
+        self._margin = config.timeout + 2 * bound + self.lead
+        self.lease = max(config.lease, 3 * contract.window + self._margin)  # at least three windows
+        self._others = [r for r in config.shares if r != config.replica and not r.startswith("_")]
         self._life = secrets.token_hex(8)
 
     @classmethod
@@ -312,7 +319,7 @@ class SharedCredits:
 
     async def heartbeat(self, now: float) -> None:
         """Renew the name lease; join and confirm this window and, within ``lead`` of it, the next."""
-        if self._refusal and not self._duplicate:
+        if self._refusal:
             return
         if not self._up:
             try:
@@ -322,7 +329,7 @@ class SharedCredits:
                 return
             self._up = True
             log.warning("shared credits: the store answers again; back to the shared pool")
-        if not await self._renew():
+        if not await self._renew(now):
             return
         k = self.window(now)
         soon = now >= window_start(k + 1, self._origin, self.contract.window) - self.lead
@@ -346,7 +353,7 @@ class SharedCredits:
             nxt = window_start(self.window(now) + 1, self._origin, self.contract.window)
             wake = nxt - self.lead if now < nxt - self.lead else nxt
             pause = wake - now
-            if not self._up or self._duplicate:
+            if not self._up:
                 pause = min(pause, self.config.probe)
             await sleep(max(pause, 1e-3))
 
@@ -361,28 +368,35 @@ class SharedCredits:
         )
 
     # -- internals ---------------------------------------------------------------
-    async def _renew(self) -> bool:
-        """Claim or renew this replica's name lease; False (and a refusal) while another process holds it."""
+    async def _renew(self, now: float) -> bool:
+        """Claim or renew this replica's name lease; False (and a refusal) once another process took it."""
         lease = getattr(self._store, "lease", None)
         if lease is None:
             return True
-        key = f"{self.config.prefix}:name:{self.config.replica}"
+        key, ms = self._name_key(self.config.replica), int(self.lease * 1000)
         try:
-            holder = await lease(key, self._life, int(self.config.lease * 1000))
+            holder = await lease(key, self._life, ms, claim=not self._held)
         except StoreUnavailableError as err:
             self._fall_back(err)
             return False
-        duplicate = holder != self._life
-        if duplicate and not self._duplicate:
-            log.error("shared credits: replica name %r is held by another live process", self.config.replica)
-        self._duplicate = duplicate
+        if holder.startswith("+"):  # claimed: a start window until the old holder's lease is over
+            self._held = True
+            self._ledger.rejoined(self.window(now + float(holder[1:]) / 1000.0))
+            holder = self._life
+        if holder == self._life:  # covered: windows that end a margin before the lease does
+            self._ledger.leased(self.window(now + self.lease - self._margin) - 1)
+            return True
+        if not self._duplicate:
+            log.error("shared credits: replica name %r was taken by another process", self.config.replica)
+        self._duplicate = True
         self._refusal = (
-            f"replica name {self.config.replica!r} is held by another live process; "
-            f"waiting for its lease ({self.config.lease:g} s) to lapse"
-            if duplicate
-            else ""
+            f"replica name {self.config.replica!r} was taken by another live process: "
+            "two replicas share it; this one spends no floor credit until restarted"
         )
-        return not duplicate
+        return False
+
+    def _name_key(self, replica: str) -> str:
+        return f"{self.config.prefix}:name:{replica}"
 
     async def _call(self, tenant: str, k: int, weight: float | None, now: float) -> list[str] | None:
         """One script run (``weight`` None: join only); ``None`` when the store did not decide."""
@@ -390,7 +404,7 @@ class SharedCredits:
         end = window_start(k + 1, self._origin, self.contract.window)
         ttl_ms = max(int((end - now + self._grace) * 1000), 1)
         cfg = self.config
-        keys = (f"{cfg.prefix}:pool:{tenant}:{k}", f"{cfg.prefix}:fence")
+        keys = [f"{cfg.prefix}:pool:{tenant}:{k}", f"{cfg.prefix}:fence"]
         w, op = ("0", "0") if weight is None else (repr(weight), "1")
         args = [
             cfg.replica,
@@ -399,6 +413,10 @@ class SharedCredits:
             repr(self._floors[tenant]),
         ]
         args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op, "1" if confirm else "0"]
+        if getattr(self._store, "lease", None) is not None:  # the others' leases: lapsed reserves return
+            keys += [self._name_key(r) for r in self._others]
+            for r in self._others:
+                args += [r, repr(_reserve(self.contract, self._floors[tenant], cfg.shares[r]))]
         try:
             reply = await self._store.call(keys, args)
         except StoreUnavailableError as err:

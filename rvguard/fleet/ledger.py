@@ -15,6 +15,11 @@ replicas can reach the store (the proof is in docs/fleet.md).
 
 This module is that rule, pure (no I/O, no clock): it takes window indices.
 
+A replica spends alone only in windows its name lease covers (renewed at
+each heartbeat): once it lapsed the others get its reserve; when it claims
+the name again it *rejoins*, and the window it rejoins in counts as a start
+window (below).
+
 A replica that starts knows nothing of its previous life, which may have
 spent its reserve alone in the window the new life starts in, and may have
 confirmed the next one (the heartbeat confirms a window just before it
@@ -28,6 +33,7 @@ three windows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -57,7 +63,7 @@ class ReplicaLedger:
             nothing confirmed there or earlier.
     """
 
-    __slots__ = ("_cells", "_floors", "_newest", "_reserves", "_start")
+    __slots__ = ("_cells", "_floors", "_lease_last", "_newest", "_reserves", "_start")
 
     def __init__(
         self, reserves: Mapping[str, float], floors: Mapping[str, float], *, start_window: int
@@ -72,6 +78,7 @@ class ReplicaLedger:
         self._floors = dict(floors)
         self._start = start_window
         self._newest = start_window
+        self._lease_last: float = math.inf  # no lease kept (a store without leases): no bound
         self._cells: dict[tuple[str, int], LedgerCell] = {}
 
     def cell(self, tenant: str, k: int) -> LedgerCell:
@@ -113,9 +120,17 @@ class ReplicaLedger:
         """True once a confirming call for (tenant, k) was answered: the reserve is pooled."""
         return self.cell(tenant, k).confirmed
 
+    def leased(self, last: float) -> None:
+        """The lease (as last renewed) covers windows up to ``last``: nothing alone after it."""
+        self._lease_last = last
+
+    def rejoined(self, k: int) -> None:
+        """The name lease had lapsed and was claimed again in window k: k is a start window again."""
+        self._start = max(self._start, k)
+
     def may_spend_alone(self, tenant: str, k: int) -> bool:
-        """False once the pool answered in window k, and in the start window and the next."""
-        return not self.cell(tenant, k).known and k > self._start + 1
+        """False once the pool answered in window k, in the start window and the next, past the lease."""
+        return not self.cell(tenant, k).known and self._start + 1 < k <= self._lease_last
 
     def allowance(self, tenant: str, k: int) -> float:
         """Credit this replica may still spend on its own in window k."""

@@ -11,6 +11,10 @@
 --          alone in k any more and ARGV[8] is final; only then is its reserve released. '0' otherwise:
 --          a call whose answer is lost (or that runs late, after a paused store resumes) releases
 --          nothing, so its replica may spend its reserve alone after a time-out.
+-- KEYS[3..] the name-lease keys of the other replicas, ARGV[12..] their ids and reserves in pairs,
+--          in the same order: a replica whose lease key is gone (lapsed) and that has not confirmed k
+--          has its reserve released in k for good (it spends nothing alone once its lease lapsed,
+--          and after it rejoins it treats the window it rejoined in as a start window).
 --
 -- Returns {verdict, arrived, spent, cap} as strings; verdict is
 --   floor    granted: the arrival is among the first B in pool order and fits the pool
@@ -53,6 +57,18 @@ local old_sa = tonumber(redis.call('HGET', h, 'sa:' .. me) or '0')
 if bad(spent, 0, B) or bad(released, 0, total) or bad(arrived, 0, math.huge)
    or bad(old_ss, 0, R) or bad(old_sa, 0, math.huge) or spent + total - released > B + eps then
   return {'invalid', '0', '0', 'pool'}
+end
+
+-- reserves of replicas whose lease lapsed return to the pool
+for i = 1, #KEYS - 2 do
+  local who, Rj = ARGV[10 + 2 * i], tonumber(ARGV[11 + 2 * i])
+  if bad(Rj, 0, total) then
+    return {'invalid', '0', '0', 'argv'}
+  end
+  if redis.call('EXISTS', KEYS[2 + i]) == 0 and redis.call('HSETNX', h, 'c:' .. who, 'lapsed') == 1 then
+    local ssj = tonumber(redis.call('HGET', h, 'ss:' .. who) or '0')
+    released = tonumber(redis.call('HINCRBYFLOAT', h, 'released', math.max(Rj - ssj, 0)))
+  end
 end
 
 local confirmed = redis.call('HEXISTS', h, 'c:' .. me) == 1

@@ -16,8 +16,10 @@ it is ready; `SharedCredits` refuses to pool when an assumption fails:
 * the replica's clock must lie within ``max_skew`` of the store's ``TIME``;
 * no other live process may hold this replica's name: each replica renews a
   name lease (``PREFIX:name:NAME`` = a random id of this process, expiring
-  after ``lease`` seconds) at every heartbeat; a second process with the same
-  name sees the other's id and stays out until it lapses.
+  after ``lease`` seconds) at every heartbeat. A starting process takes the
+  name over (a restart need not wait for the old lease); the process it was
+  taken from sees another id at its next heartbeat and stops spending floor
+  credit for good, saying why.
 
 Credentials never come from the URL shown in logs: `redact` strips them, and
 the password may come from the environment or a file (`rvguard serve`).
@@ -39,13 +41,21 @@ POOL_SCRIPT = resources.files(__package__).joinpath("pool.lua").read_text(encodi
 VERDICTS = frozenset({"floor", "excess", "held", "joined", "fenced", "invalid"})
 _CREDENTIALS = re.compile(r"^(?P<scheme>[a-z]+://)[^@/]*@")
 
-# Claim or renew the name lease: KEYS[1] the name key; ARGV[1] this process's id, ARGV[2] ms.
-# Returns this process's id when it holds the name now, else the holder's id.
+# Claim or renew the name lease: KEYS[1] the name key; ARGV[1] this process's id, ARGV[2] ms,
+# ARGV[3] '1' when this process never held the name (it may take it over). Returns this process's
+# id when it renewed its lease; '+' and the ms the previous holder's lease had left (0: none) when
+# it claimed the name; the holder's id when another process took the name from this one.
 _LEASE = """
 local cur = redis.call('GET', KEYS[1])
-if cur and cur ~= ARGV[1] then return cur end
+if cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return ARGV[1]
+end
+if cur and ARGV[3] ~= '1' then return cur end
+local left = 0
+if cur then left = math.max(redis.call('PTTL', KEYS[1]), 0) end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return ARGV[1]
+return '+' .. left
 """
 
 
@@ -135,9 +145,10 @@ class RedisStore:
             raise StoreUnavailableError(f"TIME answered {reply!r}")
         return float(reply[0]) + float(reply[1]) / 1e6
 
-    async def lease(self, key: str, holder: str, ms: int) -> str:
-        """Claim or renew the name lease ``key`` for ``holder``; the holder's id after the call."""
-        reply = await self._bounded(self._lease(keys=[key], args=[holder, str(ms)]), self._timeout)
+    async def lease(self, key: str, holder: str, ms: int, *, claim: bool) -> str:
+        """Claim (``claim``: never held) or renew the name lease ``key``: see ``_LEASE`` for the answer."""
+        args = [holder, str(ms), "1" if claim else "0"]
+        reply = await self._bounded(self._lease(keys=[key], args=args), self._timeout)
         return str(reply)
 
     async def aclose(self) -> None:

@@ -53,6 +53,7 @@ async def test_pooled_one_replica_may_spend_all_of_b_once_both_joined(make: Repl
     a, _ = make(c, "a")
     b, _ = make(c, "b")
     await a.heartbeat(0.0)  # fresh store: fences windows 0 and 1
+    await b.heartbeat(0.0)  # b holds its name lease
     assert a.statistics().fenced == 1
     await b.heartbeat(2.0)
     assert await _spend(a, 5, 2.1) == ["shared:"] * 4 + ["shared:excess"]
@@ -62,9 +63,11 @@ async def test_pooled_one_replica_may_spend_all_of_b_once_both_joined(make: Repl
 async def test_a_reserve_is_held_until_its_replica_joins(make: Replicas) -> None:
     c = pool_contract(4)
     a, _ = make(c, "a")
+    b, _ = make(c, "b")
     await a.heartbeat(0.0)
+    await b.heartbeat(0.0)  # b holds its lease but never joins window 2
     await a.heartbeat(2.0)  # a confirms window 2
-    got = await _spend(a, 4, 2.1)  # b never joined window 2: its reserve (2) stays held
+    got = await _spend(a, 4, 2.1)  # b's reserve (2) stays held
     assert got == ["shared:", "shared:", "shared:floor-lowered", "shared:floor-lowered"]
 
 
@@ -73,6 +76,8 @@ async def test_store_down_each_replica_spends_its_reserve_only(make: Replicas) -
     shares = {"a": 0.6, "b": 0.4}
     a, sa = make(c, "a", shares)
     b, sb = make(c, "b", shares)
+    await a.heartbeat(0.0)
+    await b.heartbeat(0.0)
     sa.mode = sb.mode = "down"
     assert await _spend(a, 1, 0.5) == ["static:floor-lowered"]  # the start window: nothing alone
     assert await _spend(a, 1, 1.5) == [
@@ -107,6 +112,7 @@ async def test_a_lost_answer_releases_nothing_so_the_reserve_is_spent_alone(make
     a, sa = make(c, "a")
     b, _ = make(c, "b")
     await a.heartbeat(0.0)
+    await b.heartbeat(0.0)
     await b.heartbeat(2.0)  # b confirms window 2; a has had no answer there
     sa.mode = "late"  # the script runs (a credit is spent in the pool) but a never hears back
     assert await _spend(a, 2, 2.1) == ["static:", "static:"]  # a's reserve (2), alone
@@ -141,6 +147,7 @@ async def test_a_flushed_store_fences_this_window_and_the_next(make: Replicas, r
 async def test_a_restarted_replica_sits_out_its_start_window(make: Replicas) -> None:
     c = pool_contract(4)
     a, sa = make(c, "a", HALF, now=5.5)
+    await a.heartbeat(5.5)
     sa.mode = "down"
     assert await _spend(a, 1, 5.6) == ["static:floor-lowered"]
     assert await _spend(a, 1, 6.1) == ["static:floor-lowered"]
@@ -191,7 +198,7 @@ def test_config_is_validated(change: dict[str, object], match: str) -> None:
 
 
 ACL = "on >s3cret ~rvguard:* resetchannels -@all +evalsha +script|load +ping +time +config|get"
-ACL_LUA = " +get +set +hget +hset +hexists +hincrbyfloat +pexpire"
+ACL_LUA = " +get +set +exists +hget +hset +hsetnx +hexists +hincrbyfloat +pexpire"
 
 
 async def test_the_documented_acl_user_runs_the_pool_and_nothing_else(redis_url: str) -> None:
@@ -202,17 +209,16 @@ async def test_the_documented_acl_user_runs_the_pool_and_nothing_else(redis_url:
     docs = (Path(__file__).parents[2] / "docs" / "fleet.md").read_text(encoding="utf-8")
     assert f"ACL SETUSER rvguard {ACL.replace('s3cret', 'CHANGE-ME')}{ACL_LUA}" in docs
     c = pool_contract(2)
-    cfg = CreditsConfig(
-        url=redis_url, replica="a", shares={"a": 1.0}, username="pool", password="s3cret", timeout=0.5
-    )
-    a = SharedCredits.open(c, cfg, now=0.0)
+    shares = {"a": 0.5, "b": 0.5}  # b never starts: its lease is missing, its reserve returns
+    cfg = CreditsConfig(url=redis_url, replica="a", shares=shares, username="pool", password="s3cret")
+    t0 = time.time()
+    a = SharedCredits.open(c, cfg, now=t0)
     try:
-        await a.warm(_store_clock())
+        await a.warm(lambda: t0)
         assert not a.refusal, a.refusal
-        await admin.delete("rvguard:fence")
-        await a.heartbeat(0.0)
-        await a.heartbeat(2.0)
-        assert await _spend(a, 3, 2.1) == ["shared:", "shared:", "shared:excess"]
+        await admin.set("rvguard:fence", "0")
+        await a.heartbeat(t0 + 1.0)
+        assert await _spend(a, 3, t0 + 1.0) == ["shared:", "shared:", "shared:excess"]
         with pytest.raises(Exception, match="no permissions"):
             await a._store._client.flushdb()  # type: ignore[attr-defined]
     finally:
@@ -252,11 +258,13 @@ async def test_refuses_to_pool_on_an_evicting_store_a_skewed_clock_or_a_taken_na
         assert "clock is +5.0" in skewed.refusal
         first, second = pool("a"), pool("a")
         await first.warm(_store_clock())
-        await second.warm(_store_clock())
+        await second.warm(_store_clock())  # takes the name over (a restart need not wait)
         now = time.time()
-        assert not first.refusal and "held by another live process" in second.refusal
-        assert (await second.spend("gold", 1.0, now)).reason == "floor-lowered"  # nothing, not even R
-        assert second.statistics().refusal and not first.statistics().refusal
+        await first.heartbeat(now)  # finds the name taken: steps down for good
+        assert not second.refusal and "taken by another live process" in first.refusal
+        assert (await first.spend("gold", 1.0, now)).reason == "floor-lowered"  # nothing, not even R
+        assert first.statistics().refusal and not second.statistics().refusal
+        assert first.readiness() == first.refusal
     finally:
         for p in made:
             await p.aclose()
@@ -280,3 +288,60 @@ async def test_forged_pool_values_are_refused_and_the_static_share_spent(
         await admin.aclose()
     assert got == ["static:", "static:", "static:floor-lowered"]  # a's reserve (2), no more
     assert a.statistics().invalid == 3 and "impossible values" in a.statistics().last_error
+
+
+def test_the_redis_password_comes_from_the_environment_or_a_file_and_urls_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from rvguard.fleet.store import redact
+    from rvguard.gateway.cli import _credits
+
+    def args(**extra: object) -> argparse.Namespace:
+        base = {"credits": "redis://pool@10.0.0.5:6379/0", "replica": "a", "share": ["0.5"]}
+        return argparse.Namespace(**{"credit_timeout": 0.05, "credits_password_file": None, **base, **extra})
+
+    monkeypatch.setenv("RVGUARD_REDIS_PASSWORD", "from-env")
+    cfg = _credits(args())
+    assert (cfg.username, cfg.password) == ("pool", "from-env")
+    secret = tmp_path / "redis.pass"
+    secret.write_text("from-file\n")
+    assert _credits(args(credits_password_file=str(secret))).password == "from-file"
+    assert "from-env" not in repr(cfg) and "from-env" not in str(cfg.model_dump(exclude={"password"}))
+    assert redact("redis://user:pw@host:6379/0") == "redis://***@host:6379/0"
+    assert redact("rediss://:pw@host/1") == "rediss://***@host/1"
+    assert redact("redis://host:6379/0") == "redis://host:6379/0"
+    assert (
+        CreditsConfig(url="redis://user:pw@h/0", replica="a", shares={"a": 1}).safe_url == "redis://***@h/0"
+    )
+
+
+async def test_a_lapsed_lease_returns_the_reserve_and_its_replica_spends_nothing_alone(
+    make: Replicas, redis_url: str
+) -> None:
+    from redis.asyncio import Redis
+
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    b, sb = make(c, "b")
+    await a.heartbeat(0.0)
+    await b.heartbeat(0.0)  # b's lease covers windows that end a margin before 30 s
+    await a.heartbeat(2.0)
+    assert await _spend(a, 3, 2.1) == ["shared:", "shared:", "shared:floor-lowered"]  # b's 2 held
+    sb.mode = "down"  # b is cut off; Redis lets its lease lapse (here: at once)
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await admin.delete("t:name:b")
+    finally:
+        await admin.aclose()
+    await a.heartbeat(3.0)
+    assert await _spend(a, 5, 3.1) == ["shared:"] * 4 + ["shared:excess"]  # b's reserve returned
+    assert await _spend(b, 2, 27.5) == ["static:", "static:"]  # b's own reckoning: still covered
+    assert await _spend(b, 1, 29.5) == ["static:floor-lowered"]  # past its lease: nothing alone
+    sb.mode = "up"
+    await b.heartbeat(40.0)  # rejoins: its name claimed again, window 40 a start window
+    assert not b.refusal and b.up
+    sb.mode = "down"
+    assert await _spend(b, 1, 41.5) == ["static:floor-lowered"]  # the next: nothing alone either
+    assert await _spend(b, 1, 42.5) == ["static:"]
