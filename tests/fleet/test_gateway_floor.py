@@ -130,3 +130,31 @@ def check(c: Contract, traces: list[Path], healthy: list[int], paused: int, resu
     ]
     lowered = {math.floor(v.t / WINDOW) for v in report.violations}
     assert lowered <= {paused}, (lowered, paused)
+
+
+async def test_readyz_says_why_a_replica_refuses_to_pool_and_logs_no_password(
+    redis_server: Any, redis_url: str, tmp_path: Path, caplog: Any
+) -> None:
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    await admin.config_set("maxmemory-policy", "allkeys-lru")
+    engine = FakeUpstream(token_delay=0.0)
+    await engine.start()
+    try:
+        caplog.set_level("INFO")
+        secret_url = redis_url.replace("redis://", "redis://default:hunter2@")  # the default user's
+        async with (
+            replicas(floor_contract(), secret_url, [engine], tmp_path, "refuse", timeout=TIMEOUT) as reps,
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            r = await client.get(reps[0][1] + "/readyz")
+            metrics = (await client.get(reps[0][1] + "/metrics")).text
+    finally:
+        await admin.config_set("maxmemory-policy", "noeviction")
+        await admin.aclose()
+        await engine.close()
+    assert r.status_code == 503 and "maxmemory-policy is allkeys-lru" in r.json()["error"]["message"]
+    assert "rvguard_credit_pooling 0.0" in metrics
+    logged = "\n".join(f"{rec.getMessage()} {rec.__dict__}" for rec in caplog.records)
+    assert "refusing to pool" in logged and "redis://***@" in logged and "hunter2" not in logged
