@@ -3,28 +3,36 @@
 Theory of operation
 -------------------
 Each replica, on each arrival of a floored tenant, runs one atomic Lua script
-(``pool.lua``) on the (tenant, window) hash: it joins the pool (its reserve
-R_r = its static share of B is released to the others), reports what it spent
-on its own before joining, and checks-and-adds the arrival's weight. The
-script grants while the window's arrivals, in the order the store ran them,
-stay within B and the credit spent plus the reserves still held stays within
-B. Keys expire a grace period after their window ends.
+(``pool.lua``) on the (tenant, window) hash: it reports what it spent on its
+own in that window, confirms the window once it has had an answer there (its
+reserve R_r = its static share of B is then released to the others), and
+checks-and-adds the arrival's weight. The script grants while the window's
+arrivals, in the order the store ran them, stay within B and the credit
+spent plus the reserves still held stays within B. Keys expire a grace
+period after their window ends.
+
+A background heartbeat joins and confirms the *next* window shortly before
+it opens (``lead``), so a burst at a window's start finds the whole pool.
 
 When the store is unreachable, or slower than ``timeout``, the replica
-decides alone from its `ReplicaLedger`: at most R_r in a window it has not
-joined, nothing in one it may have joined; in the window it starts in, it
-neither spends alone nor releases its reserve (its previous life may have
-spent that reserve alone). So the fleet spends at most B per tenant per
-window, store up, down, slow or restarted, replicas restarted. A store that lost its
-state (restart, flush) is noticed by its missing fence marker: the script
-then fences the current and next window (nothing pooled there; replicas
-decide alone) so counts lost with the store are never spent twice.
+decides alone from its `ReplicaLedger`: up to R_r in a window where it has
+had no answer from the pool (a lost or late call releases nothing), nothing
+in one where it has; in the window it starts in and the next it spends
+nothing alone (its previous life may have). So the fleet spends at most B
+per tenant per window, store up, down, slow or restarted, replicas
+restarted. A store that lost its state (restart, flush) is noticed by its
+missing fence marker: the script then fences the current and next window
+(nothing pooled there; replicas decide alone) so counts lost with the store
+are never spent twice.
+
+Before pooling, `SharedCredits.warm` connects, loads the script and checks
+the pool's assumptions (`rvguard.fleet.store`): it refuses to pool (static
+share only, or nothing for a duplicate name) and says why in `refusal`.
 
 The refusals this costs are declared: reason ``floor-lowered`` (perhaps
-entitled) rather than ``excess`` (not entitled in any order). A background
-heartbeat joins the pool at each window start (so reserves are not held
-longer than needed) and, while the store is away, probes it every ``probe``
-seconds; the first answer puts the replica back on the shared pool.
+entitled) rather than ``excess`` (not entitled in any order). While the
+store is away the heartbeat probes it every ``probe`` seconds; the first
+answer puts the replica back on the shared pool.
 
 Cost per arrival of a floored tenant: one store round trip (bounded by
 ``timeout``) while up, O(1) while down; memory O(tenants) here and per
@@ -37,17 +45,18 @@ import asyncio
 import logging
 import math
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ..clock import Clock
 from ..contract import Contract, CreditMode, window_index, window_start
-from ..errors import MissingExtraError, StoreUnavailableError
+from ..errors import StoreUnavailableError
 from .ledger import ReplicaLedger
+from .store import POOL_SCRIPT, RedisStore, StoreFacts, redact
 
 __all__ = [
     "POOL_SCRIPT",
@@ -62,10 +71,9 @@ __all__ = [
 
 log = logging.getLogger("rvguard.fleet")
 
-POOL_SCRIPT = resources.files(__package__).joinpath("pool.lua").read_text(encoding="utf-8")
-_VERDICTS = frozenset({"floor", "excess", "held", "joined", "fenced"})
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 Mode = Literal["shared", "static"]
+SAFE_POLICY = "noeviction"
 
 
 class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
@@ -73,6 +81,8 @@ class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
 
     ``shares`` names every replica of the fleet with its static share of each
     floor (the same map on every replica; the shares sum to at most 1).
+    ``max_skew`` bounds this replica's clock against the store's TIME;
+    ``lease`` is how long its name is held without a heartbeat.
     """
 
     url: str
@@ -81,12 +91,16 @@ class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
     timeout: float = Field(default=0.05, gt=0.0, le=10.0)
     probe: float = Field(default=0.25, gt=0.0, le=60.0)
     prefix: str = "rvguard"
+    username: str | None = Field(default=None, repr=False)
+    password: str | None = Field(default=None, repr=False)
+    max_skew: float = Field(default=0.25, gt=0.0, le=60.0)
+    lease: float = Field(default=30.0, gt=0.0, le=3600.0)
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
         if not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"expected redis://HOST:PORT/DB (or rediss://, unix://), got {v!r}")
+            raise ValueError(f"expected redis://HOST:PORT/DB (or rediss://, unix://), got {redact(v)!r}")
         return v
 
     @field_validator("shares")
@@ -106,6 +120,11 @@ class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
         if self.replica not in self.shares:
             raise ValueError(f"replica {self.replica!r} is not among the shares {sorted(self.shares)}")
         return self
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with its credentials redacted (for logs)."""
+        return redact(self.url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +158,7 @@ _COUNTERS = (
     "fenced",
     "store_errors",
     "outages",
+    "invalid",
 )
 
 
@@ -154,11 +174,13 @@ class CreditsStatistics:
     fenced: int
     store_errors: int
     outages: int
+    invalid: int
     last_error: str
+    refusal: str
 
 
 class CreditStore(Protocol):
-    """The one-method transport to the store (a test wraps it to inject faults)."""
+    """The transport to the store (a test wraps it to inject faults)."""
 
     async def call(self, keys: Sequence[str], args: Sequence[str]) -> list[str]:
         """Run the pool script; raise `StoreUnavailableError` when the outcome is unknown."""
@@ -173,67 +195,6 @@ class CreditStore(Protocol):
         ...
 
 
-class RedisStore:
-    """`CreditStore` over redis-py's asyncio client: no retries, every call bounded by ``timeout``.
-
-    A retry could run the script twice for one arrival, so there is none: a
-    failed call is an unknown outcome and the replica falls back instead.
-    """
-
-    def __init__(self, url: str, *, timeout: float) -> None:
-        try:
-            from redis.asyncio import Redis
-            from redis.asyncio.retry import Retry
-            from redis.backoff import NoBackoff
-        except ImportError:
-            raise MissingExtraError("redis", "fleet") from None
-        self._timeout = timeout
-        self._client = Redis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            decode_responses=True,
-        )
-        self._script = self._client.register_script(POOL_SCRIPT)
-
-    async def call(self, keys: Sequence[str], args: Sequence[str]) -> list[str]:
-        """Run the pool script once."""
-        reply = await self._bounded(self._script(keys=list(keys), args=list(args)))
-        if not (isinstance(reply, list) and len(reply) == 4 and reply[0] in _VERDICTS):
-            raise StoreUnavailableError(f"the pool script answered {reply!r}")
-        return [str(x) for x in reply]
-
-    async def ping(self) -> None:
-        """One PING: no side effect, so a lost answer costs nothing."""
-        await self._bounded(self._client.ping())
-
-    async def aclose(self) -> None:
-        """Close the client and its pool."""
-        await self._client.aclose()
-
-    async def _bounded(self, op: Awaitable[object]) -> object:
-        from redis.exceptions import RedisError
-
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await op
-        except (RedisError, OSError, TimeoutError) as err:
-            raise StoreUnavailableError(f"{type(err).__name__}: {err}", maybe_run=not _refused(err)) from err
-
-
-def _refused(err: BaseException) -> bool:
-    """True when the connection was refused: the command never left this process."""
-    seen: BaseException | None = err
-    for _ in range(4):
-        if seen is None:
-            return False
-        if isinstance(seen, ConnectionRefusedError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 class SharedCredits:
     """One replica's side of the shared floor-credit pool (see module doc).
 
@@ -241,7 +202,7 @@ class SharedCredits:
         contract: the contract whose floors are pooled.
         config: the store, this replica's id and every replica's share.
         store: the transport (`RedisStore` for real use).
-        now: the replica's start time (its window counts as joined: see `ReplicaLedger`).
+        now: the replica's start time (see `ReplicaLedger` for its start window).
         origin: the window origin (default: the contract's epoch).
     """
 
@@ -267,23 +228,75 @@ class SharedCredits:
         self._start = self.window(now)
         self._ledger = ReplicaLedger(reserves, floors, start_window=self._start)
         self._grace = max(2.0 * contract.window, 10.0)
+        self.lead = min(0.25 * contract.window, 1.0)
         self._up = True
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._last_error = ""
+        self._refusal = ""
+        self._duplicate = False
+        self._held = False
+        self._ready = False
+        if getattr(store, "lease", None) is not None:
+            self._ledger.leased(-math.inf)  # no lease yet: nothing alone until the first renewal
+        bound = min(config.max_skew, contract.window / 4)
+        self._margin = config.timeout + 2 * bound + self.lead
+        self.lease = max(config.lease, 3 * contract.window + self._margin)  # at least three windows
+        self._others = [r for r in config.shares if r != config.replica and not r.startswith("_")]
+        self._life = secrets.token_hex(8)
 
     @classmethod
     def open(cls, contract: Contract, config: CreditsConfig, *, now: float) -> SharedCredits:
-        """Connect to ``config.url`` with redis-py (lazily: the first call opens the socket)."""
-        return cls(contract, config, RedisStore(config.url, timeout=config.timeout), now=now)
+        """A pool over redis-py (call `warm` before serving: it connects and checks)."""
+        store = RedisStore(
+            config.url, timeout=config.timeout, username=config.username, password=config.password
+        )
+        return cls(contract, config, store, now=now)
 
     @property
     def up(self) -> bool:
         """True while the replica spends through the shared pool."""
-        return self._up
+        return self._up and not self._refusal
+
+    @property
+    def refusal(self) -> str:
+        """Why this replica refuses to pool (empty when it pools)."""
+        return self._refusal
 
     def window(self, t: float) -> int:
         """The contract window holding ``t``."""
         return window_index(t, self._origin, self.contract.window)
+
+    def readiness(self) -> str:
+        """Empty once the pool has delivered a confirmed window and pools now, else why not (``/readyz``).
+
+        A store outage after that does not make the replica unready: it serves
+        on its static share (the designed fallback); ``statistics().up`` says so.
+        """
+        if self._refusal:
+            return self._refusal
+        if not self._ready:
+            why = f": {self._last_error}" if self._last_error else ""
+            return f"not yet joined the shared credit pool{why}"
+        return ""
+
+    async def warm(self, clock: Callable[[], float]) -> None:
+        """Connect, load the script, check the store's assumptions and join the pool (before serving).
+
+        ``clock`` is the replica's clock (read right after the store's TIME, for the skew check).
+        """
+        warm = getattr(self._store, "warm", None)
+        if warm is not None:
+            try:
+                facts: StoreFacts = await warm()
+            except StoreUnavailableError as err:
+                self._fall_back(err)
+                return
+            bound = min(self.config.max_skew, self.contract.window / 4)
+            self._refusal = _refuse(facts, clock(), bound)
+            if self._refusal:
+                log.error("shared credits: refusing to pool: %s", self._refusal)
+                return
+        await self.heartbeat(clock())
 
     async def spend(self, tenant: str, weight: float, now: float) -> CreditDecision:
         """Decide the floor credit of one arrival of floored ``tenant`` at ``now``.
@@ -294,15 +307,20 @@ class SharedCredits:
         if tenant not in self._floors:
             raise KeyError(f"tenant {tenant!r} holds no floor: only floored tenants spend credit")
         k = self.window(now)
-        self._ledger.arrive(tenant, k, weight)
-        if self._up:
+        position = self._ledger.arrive(tenant, k, weight)
+        if self._duplicate:
+            self._counts["refused_lowered"] += 1
+            return CreditDecision(False, "floor-lowered", "static", k)
+        if self.up:
             reply = await self._call(tenant, k, weight, now)
             if reply is not None:
                 return self._shared(reply, k)
-        return self._static(tenant, k, weight)
+        return self._static(tenant, k, weight, position)
 
     async def heartbeat(self, now: float) -> None:
-        """Join every floored tenant's pool for ``now``'s window; while down, probe the store."""
+        """Renew the name lease; join and confirm this window and, within ``lead`` of it, the next."""
+        if self._refusal:
+            return
         if not self._up:
             try:
                 await self._store.ping()
@@ -311,18 +329,33 @@ class SharedCredits:
                 return
             self._up = True
             log.warning("shared credits: the store answers again; back to the shared pool")
+        if not await self._renew(now):
+            return
         k = self.window(now)
-        for tenant in self._floors:
-            if self._up:
-                await self._call(tenant, k, None, now)
+        soon = now >= window_start(k + 1, self._origin, self.contract.window) - self.lead
+        for kk in (k, k + 1) if soon else (k,):
+            for tenant in self._floors:
+                if self._up and not self._ledger.confirmed(tenant, kk):
+                    await self._call(tenant, kk, None, now)
+                    if (
+                        self._up
+                        and not self._ledger.confirmed(tenant, kk)
+                        and self._ledger.sending(tenant, kk)[2]
+                    ):
+                        await self._call(tenant, kk, None, now)
+        self._ready = self._ready or all(self._ledger.confirmed(t, k) for t in self._floors)
 
     async def run(self, clock: Clock, *, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
-        """Heartbeat forever: at each window start, and every ``probe`` seconds while down."""
+        """Heartbeat forever: ``lead`` before each window start and at it; every ``probe`` s while down."""
         while True:
             now = clock.now()
             await self.heartbeat(now)
-            nxt = window_start(self.window(now) + 1, self._origin, self.contract.window) - now
-            await sleep(max(min(nxt, self.config.probe) if not self._up else nxt, 1e-3))
+            nxt = window_start(self.window(now) + 1, self._origin, self.contract.window)
+            wake = nxt - self.lead if now < nxt - self.lead else nxt
+            pause = wake - now
+            if not self._up:
+                pause = min(pause, self.config.probe)
+            await sleep(max(pause, 1e-3))
 
     async def aclose(self) -> None:
         """Close the store's connections."""
@@ -330,37 +363,75 @@ class SharedCredits:
 
     def statistics(self) -> CreditsStatistics:
         """The counters now, as a frozen record."""
-        return CreditsStatistics(up=self._up, last_error=self._last_error, **self._counts)
+        return CreditsStatistics(
+            up=self.up, last_error=self._last_error, refusal=self._refusal, **self._counts
+        )
 
     # -- internals ---------------------------------------------------------------
+    async def _renew(self, now: float) -> bool:
+        """Claim or renew this replica's name lease; False (and a refusal) once another process took it."""
+        lease = getattr(self._store, "lease", None)
+        if lease is None:
+            return True
+        key, ms = self._name_key(self.config.replica), int(self.lease * 1000)
+        try:
+            holder = await lease(key, self._life, ms, claim=not self._held)
+        except StoreUnavailableError as err:
+            self._fall_back(err)
+            return False
+        if holder.startswith("+"):  # claimed: a start window until the old holder's lease is over
+            self._held = True
+            self._ledger.rejoined(self.window(now + float(holder[1:]) / 1000.0))
+            holder = self._life
+        if holder == self._life:  # covered: windows that end a margin before the lease does
+            self._ledger.leased(self.window(now + self.lease - self._margin) - 1)
+            return True
+        if not self._duplicate:
+            log.error("shared credits: replica name %r was taken by another process", self.config.replica)
+        self._duplicate = True
+        self._refusal = (
+            f"replica name {self.config.replica!r} was taken by another live process: "
+            "two replicas share it; this one spends no floor credit until restarted"
+        )
+        return False
+
+    def _name_key(self, replica: str) -> str:
+        return f"{self.config.prefix}:name:{replica}"
+
     async def _call(self, tenant: str, k: int, weight: float | None, now: float) -> list[str] | None:
         """One script run (``weight`` None: join only); ``None`` when the store did not decide."""
-        spent, arrived = self._ledger.sending(tenant, k)
+        spent, arrived, confirm = self._ledger.sending(tenant, k)
         end = window_start(k + 1, self._origin, self.contract.window)
         ttl_ms = max(int((end - now + self._grace) * 1000), 1)
         cfg = self.config
-        keys = (f"{cfg.prefix}:pool:{tenant}:{k}", f"{cfg.prefix}:fence")
+        keys = [f"{cfg.prefix}:pool:{tenant}:{k}", f"{cfg.prefix}:fence"]
         w, op = ("0", "0") if weight is None else (repr(weight), "1")
-        release = "0" if k <= self._start else "1"  # the start window's reserve stays held
         args = [
             cfg.replica,
             repr(self._reserves[tenant]),
             repr(self._totals[tenant]),
             repr(self._floors[tenant]),
         ]
-        args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op, release]
+        args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op, "1" if confirm else "0"]
+        if getattr(self._store, "lease", None) is not None:  # the others' leases: lapsed reserves return
+            keys += [self._name_key(r) for r in self._others]
+            for r in self._others:
+                args += [r, repr(_reserve(self.contract, self._floors[tenant], cfg.shares[r]))]
         try:
             reply = await self._store.call(keys, args)
         except StoreUnavailableError as err:
-            self._ledger.answered(tenant, k, joined=None if err.maybe_run else False)
             self._fall_back(err)
             return None
-        fenced = reply[0] == "fenced"
-        self._ledger.answered(tenant, k, joined=not fenced)
-        if fenced:
+        verdict = reply[0]
+        pooled = verdict not in ("fenced", "invalid")
+        self._ledger.answered(tenant, k, pooled=pooled, confirmed=confirm)
+        if verdict == "fenced":
             self._counts["fenced"] += 1
-            return None
-        return reply
+        elif verdict == "invalid":
+            self._counts["invalid"] += 1
+            self._last_error = f"the pool of {tenant!r} in window {k} holds impossible values ({reply[3]})"
+            log.error("shared credits: %s; refused, spending the static share", self._last_error)
+        return reply if pooled else None
 
     def _fall_back(self, err: StoreUnavailableError) -> None:
         self._counts["store_errors"] += 1
@@ -379,11 +450,27 @@ class SharedCredits:
         self._counts["refused_excess" if verdict == "excess" else "refused_lowered"] += 1
         return CreditDecision(False, reason, "shared", k, arrived)
 
-    def _static(self, tenant: str, k: int, weight: float) -> CreditDecision:
-        reason = self._ledger.spend_static(tenant, k, weight)
+    def _static(self, tenant: str, k: int, weight: float, position: float) -> CreditDecision:
+        reason = self._ledger.spend_static(tenant, k, weight, position)
         key = {"": "static_grants", "excess": "refused_excess"}.get(reason, "refused_lowered")
         self._counts[key] += 1
         return CreditDecision(not reason, reason, "static", k)
+
+
+def _refuse(facts: StoreFacts, now: float, bound: float) -> str:
+    """Why the store's facts forbid pooling, or empty."""
+    if facts.policy != SAFE_POLICY:
+        return (
+            f"the store's maxmemory-policy is {facts.policy}, which may evict credit state: "
+            f"set maxmemory-policy {SAFE_POLICY}; spending the static share only"
+        )
+    skew = abs(now - facts.time) - facts.rtt
+    if skew > bound:
+        return (
+            f"this replica's clock is {now - facts.time:+.3f} s off the store's TIME "
+            f"(bound {bound:g} s): fix its clock (NTP); spending the static share only"
+        )
+    return ""
 
 
 def _reserve(contract: Contract, floor: float, share: float) -> float:

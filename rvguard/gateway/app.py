@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -136,7 +137,9 @@ class Gateway:
         self.answers = Answers(contract, self.clock, self.metrics)
         self._ids = itertools.count()
         restart = "" if self.trace is None else self.trace.rid_prefix  # r<segment>- after a restart
-        self._rid_prefix = f"{settings.replica}-{restart}g" if settings.replica else f"{restart}g"
+        # replicas' rids never collide, whatever their names: a random tag per process
+        tag = f"{settings.replica}-{secrets.token_hex(3)}-" if settings.replica else ""
+        self._rid_prefix = f"{tag}{restart}g"
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self.models: frozenset[str] = frozenset()
         self.upstream_up = False
@@ -204,7 +207,8 @@ class Gateway:
         self._log_startup()
         prober = asyncio.ensure_future(self._probe_loop())  # not ready until a probe succeeds
         loops = [prober]
-        if self.credits is not None:  # joins the pool at each window start; probes Redis while away
+        if self.credits is not None:  # connect, load the script, check the store before serving;
+            await self.credits.warm(self.clock.now)  # then join before each window start
             loops.append(asyncio.ensure_future(self.credits.run(self.clock)))
         if self.fleet is not None:
             self.fleet.start()
@@ -233,7 +237,7 @@ class Gateway:
                 "event": "startup",
                 "upstream": ",".join(f"{name}={url}" for name, url in s.engines),
                 "replica": s.replica or "",
-                "credits": s.credits.url if s.credits is not None else "",
+                "credits": s.credits.safe_url if s.credits is not None else "",
                 "upstream_key": s.upstream_api_key is not None,
                 "tenants": ",".join(f"{n}:B={t.floor}:D={t.deadline:g}" for n, t in c.tenants.items()),
                 "slots": c.slots,
@@ -307,9 +311,12 @@ class Gateway:
             "upstream": self.upstream_up,
             "trace": self.trace is None or not self.trace.failing,
         }
+        pool = "" if self.credits is None else self.credits.readiness()
+        if self.credits is not None:
+            checks["credits"] = not pool
         if all(checks.values()):
             return JSONResponse({"status": "ready", "checks": checks})
-        failing = [name for name, ok in checks.items() if not ok]
+        failing = [n if n != "credits" else f"credits ({pool})" for n, ok in checks.items() if not ok]
         body = error_body(f"not ready: {', '.join(failing)}", "service_unavailable_error", code="not_ready")
         return JSONResponse({**body, "checks": checks}, status_code=503)
 

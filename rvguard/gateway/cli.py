@@ -21,6 +21,8 @@ __all__ = ["UPSTREAM_KEY_ENV", "Calibrate", "Serve", "run_calibrate", "run_serve
 
 #: where ``serve`` reads the upstream's API key by default (a key never goes on the command line)
 UPSTREAM_KEY_ENV = "RVGUARD_UPSTREAM_API_KEY"
+REDIS_PASSWORD_ENV = "RVGUARD_REDIS_PASSWORD"
+REDIS_USERNAME_ENV = "RVGUARD_REDIS_USERNAME"
 _LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
@@ -203,6 +205,11 @@ def _add_fleet(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--credit-timeout", type=float, default=0.05, help="seconds a Redis call may take (default 0.05)"
     )
+    p.add_argument(
+        "--credits-password-file",
+        metavar="PATH",
+        help=f"file holding the Redis password (else ${REDIS_PASSWORD_ENV}; never in the URL)",
+    )
 
 
 def _pairs(items: list[str], option: str) -> dict[str, str]:
@@ -283,11 +290,43 @@ def _credits(args: argparse.Namespace) -> Any:
         if len(shares) == 1:  # the others hold the rest: the pool keeps all of it aside until they join
             shares["_rest"] = max(1.0 - own, 0.0)
     try:
+        username, password = _redis_secrets(args.credits, args)
         return CreditsConfig(
-            url=args.credits, replica=args.replica, shares=shares, timeout=args.credit_timeout
+            url=args.credits,
+            replica=args.replica,
+            shares=shares,
+            timeout=args.credit_timeout,
+            username=username,
+            password=password,
         )
     except ValidationError as err:
         raise SpecError(f"--credits/--share: {err.errors()[0]['msg']}", field="credits") from None
+
+
+def _redis_secrets(url: str, args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The Redis user and password: from the environment or a file, never from the command line."""
+    import os
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    from ..errors import SpecError
+
+    parts = urlsplit(url)
+    if parts.password:
+        raise SpecError(
+            f"--credits: a password in the URL shows in `ps` and in logs; put it in ${REDIS_PASSWORD_ENV} "
+            "or a file named by --credits-password-file",
+            field="credits",
+        )
+    password = os.environ.get(REDIS_PASSWORD_ENV) or None
+    if args.credits_password_file:
+        try:
+            password = Path(args.credits_password_file).read_text(encoding="utf-8").strip() or None
+        except OSError as err:
+            raise SpecError(
+                f"--credits-password-file: {err.strerror}", field="credits_password_file"
+            ) from None
+    return parts.username or os.environ.get(REDIS_USERNAME_ENV) or None, password
 
 
 def _upstream_key(var: str | None) -> str | None:

@@ -17,7 +17,9 @@ merged traces are judged in the order the pool decided (`rvguard.fleet.judge`).
   ``rvguard_relocating``;
 * with a pool: ``rvguard_credit_store_up``, ``rvguard_credit_grants_total{mode}`` (shared | static),
   ``rvguard_credit_refusals_total{reason}`` (excess | floor-lowered), ``rvguard_credit_store_errors_total``,
-  ``rvguard_credit_outages_total``, ``rvguard_credit_fenced_total``.
+  ``rvguard_credit_outages_total``, ``rvguard_credit_fenced_total``, ``rvguard_credit_invalid_total``
+  (the pool held impossible values: forged or corrupt), ``rvguard_credit_pooling`` (0 while the
+  replica refuses to pool: a store that may evict, a clock off the store's, a duplicate name).
 """
 
 from __future__ import annotations
@@ -130,6 +132,9 @@ class _Series:
         yield GaugeMetricFamily(
             "rvguard_credit_store_up", "1 while floor credits are spent in the shared pool", value=float(s.up)
         )
+        yield GaugeMetricFamily(
+            "rvguard_credit_pooling", "0 while this replica refuses to pool", value=float(not s.refusal)
+        )
         grants = CounterMetricFamily("rvguard_credit_grants", "Floor credits granted", labels=["mode"])
         grants.add_metric(["shared"], float(s.shared_grants))
         grants.add_metric(["static"], float(s.static_grants))
@@ -142,6 +147,7 @@ class _Series:
             ("store_errors", "Calls to the store that failed or timed out", s.store_errors),
             ("outages", "Times the replica fell back to its static share", s.outages),
             ("fenced", "Calls fenced by a store that lost its state", s.fenced),
+            ("invalid", "Calls refused: the pool held impossible values", s.invalid),
         ):
             yield CounterMetricFamily(f"rvguard_credit_{name}", doc, value=float(n))
 

@@ -67,7 +67,7 @@ class GatewaySettings:
         route_seed: seed of the router's generator (``None``: from the system).
         relocations: k, the most requests relocated between engines at once (0: none).
         credits: the floor-credit pool shared with other replicas (Redis); ``None``: local.
-        replica: this replica's id: namespaces its rids (``<replica>-g<n>``) and, with
+        replica: this replica's id: namespaces its rids (``<replica>-<random tag>-g<n>``) and, with
             ``replica`` set, the clock starts at Unix time so replicas' traces merge.
         redline: the physical redline (the contract's ``headroom`` block); with ``headroom_url``
             queued surplus is demoted while it fires, running surplus preempted past its hard floor.

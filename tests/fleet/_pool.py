@@ -30,22 +30,31 @@ def pool_contract(floor: int = 4, *, credit: str = "count", window: float = 1.0)
 
 
 class FaultyStore:
-    """A real `RedisStore` behind a switch: ``up``, ``down`` (not run) or ``late`` (run, answer lost)."""
+    """A real `RedisStore` behind a switch: ``up``, ``down`` (not run), ``late`` (run, answer lost),
+    ``calls`` (PING and the name lease answer, pool calls are not run)."""
 
     def __init__(self, inner: RedisStore) -> None:
         self.inner = inner
         self.mode = "up"
 
     async def call(self, keys: Sequence[str], args: Sequence[str]) -> list[str]:
-        if self.mode == "down":
+        if self.mode in ("down", "calls"):  # calls: the lease answers, the pool script does not
             raise StoreUnavailableError("injected: unreachable", maybe_run=False)
         reply = await self.inner.call(keys, args)
         if self.mode == "late":
             raise StoreUnavailableError("injected: the answer came too late")
         return reply
 
+    async def lease(self, key: str, holder: str, ms: int, *, claim: bool) -> str:
+        if self.mode == "down":
+            raise StoreUnavailableError("injected: unreachable", maybe_run=False)
+        reply = await self.inner.lease(key, holder, ms, claim=claim)
+        if self.mode == "late":
+            raise StoreUnavailableError("injected: the answer came too late")
+        return reply
+
     async def ping(self) -> None:
-        if self.mode != "up":
+        if self.mode not in ("up", "calls"):
             raise StoreUnavailableError(f"injected: {self.mode}")
         await self.inner.ping()
 
@@ -62,8 +71,11 @@ def replica(
     now: float,
     prefix: str = "t",
     timeout: float = 0.5,
+    lease: float = 30.0,
 ) -> tuple[SharedCredits, FaultyStore]:
-    """One replica's pool client over a faulty-switchable store."""
-    cfg = CreditsConfig(url=url, replica=name, shares=dict(shares), timeout=timeout, prefix=prefix)
+    """One replica's pool client over a faulty-switchable store (a name lease of ``lease`` s)."""
+    cfg = CreditsConfig(
+        url=url, replica=name, shares=dict(shares), timeout=timeout, prefix=prefix, lease=lease
+    )
     store = FaultyStore(RedisStore(url, timeout=timeout))
     return SharedCredits(contract, cfg, store, now=now), store

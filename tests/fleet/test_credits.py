@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -51,6 +53,7 @@ async def test_pooled_one_replica_may_spend_all_of_b_once_both_joined(make: Repl
     a, _ = make(c, "a")
     b, _ = make(c, "b")
     await a.heartbeat(0.0)  # fresh store: fences windows 0 and 1
+    await b.heartbeat(0.0)  # b holds its name lease
     assert a.statistics().fenced == 1
     await b.heartbeat(2.0)
     assert await _spend(a, 5, 2.1) == ["shared:"] * 4 + ["shared:excess"]
@@ -60,8 +63,11 @@ async def test_pooled_one_replica_may_spend_all_of_b_once_both_joined(make: Repl
 async def test_a_reserve_is_held_until_its_replica_joins(make: Replicas) -> None:
     c = pool_contract(4)
     a, _ = make(c, "a")
+    b, _ = make(c, "b")
     await a.heartbeat(0.0)
-    got = await _spend(a, 4, 2.1)  # b never joined window 2: its reserve (2) stays held
+    await b.heartbeat(0.0)  # b holds its lease but never joins window 2
+    await a.heartbeat(2.0)  # a confirms window 2
+    got = await _spend(a, 4, 2.1)  # b's reserve (2) stays held
     assert got == ["shared:", "shared:", "shared:floor-lowered", "shared:floor-lowered"]
 
 
@@ -70,10 +76,15 @@ async def test_store_down_each_replica_spends_its_reserve_only(make: Replicas) -
     shares = {"a": 0.6, "b": 0.4}
     a, sa = make(c, "a", shares)
     b, sb = make(c, "b", shares)
+    await a.heartbeat(0.0)
+    await b.heartbeat(0.0)
     sa.mode = sb.mode = "down"
     assert await _spend(a, 1, 0.5) == ["static:floor-lowered"]  # the start window: nothing alone
-    got_a = await _spend(a, 5, 1.5)
-    got_b = await _spend(b, 4, 1.5)
+    assert await _spend(a, 1, 1.5) == [
+        "static:floor-lowered"
+    ]  # nor the next (a past life may have confirmed it)
+    got_a = await _spend(a, 5, 2.5)
+    got_b = await _spend(b, 4, 2.5)
     assert got_a == ["static:"] * 3 + ["static:floor-lowered"] * 2  # ⌊0.6·5⌋ = 3
     assert got_b == ["static:"] * 2 + ["static:floor-lowered"] * 2  # ⌊0.4·5⌋ = 2
     assert not a.up and a.statistics().outages == 1
@@ -96,41 +107,58 @@ async def test_static_spending_enters_the_pool_when_the_store_answers_again(make
     assert await _spend(b, 3, 3.4) == ["shared:", "shared:", "shared:excess"]  # 2 + 2 = B
 
 
-async def test_a_late_answer_may_have_joined_so_nothing_is_spent_alone(make: Replicas) -> None:
+async def test_a_lost_answer_releases_nothing_so_the_reserve_is_spent_alone(make: Replicas) -> None:
     c = pool_contract(4)
     a, sa = make(c, "a")
     b, _ = make(c, "b")
     await a.heartbeat(0.0)
-    await b.heartbeat(2.0)
-    sa.mode = "late"  # the script runs (a joins, a credit is spent) but a never hears back
-    assert await _spend(a, 2, 2.1) == ["static:floor-lowered"] * 2  # then a is down: the 2nd stays local
-    assert await _spend(b, 4, 2.2) == ["shared:"] * 3 + ["shared:excess"]  # a's lost credit counts
+    await b.heartbeat(0.0)
+    await b.heartbeat(2.0)  # b confirms window 2; a has had no answer there
+    sa.mode = "late"  # the script runs (a credit is spent in the pool) but a never hears back
+    assert await _spend(a, 2, 2.1) == ["static:", "static:"]  # a's reserve (2), alone
+    got = await _spend(b, 4, 2.2)  # a's reserve stays held: b gets B - 2 - the lost grant
+    assert got == ["shared:", "shared:floor-lowered", "shared:floor-lowered", "shared:excess"]
+
+
+async def test_once_answered_in_a_window_a_replica_spends_nothing_alone_there(make: Replicas) -> None:
+    c = pool_contract(4)
+    a, sa = make(c, "a")
+    await a.heartbeat(0.0)
+    await a.heartbeat(2.0)  # answered (and confirmed) in window 2
+    sa.mode = "down"
+    assert await _spend(a, 1, 2.5) == ["static:floor-lowered"]
+    assert await _spend(a, 1, 3.5) == ["static:"]  # window 3: no answer yet, a's reserve
 
 
 async def test_a_flushed_store_fences_this_window_and_the_next(make: Replicas, redis_server) -> None:
     c = pool_contract(4)
     a, _ = make(c, "a")
     await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
     assert await _spend(a, 1, 2.1) == ["shared:"]
     redis_server.flush()  # the store forgets window 2's spending
     assert await _spend(a, 1, 2.2) == ["static:floor-lowered"]  # a joined window 2: nothing alone
     assert await _spend(a, 1, 3.2) == ["static:"]  # window 3 fenced, never joined: a's reserve
     assert a.up and a.statistics().fenced == 3
+    await a.heartbeat(4.0)
     assert await _spend(a, 1, 4.2) == ["shared:"]
 
 
 async def test_a_restarted_replica_sits_out_its_start_window(make: Replicas) -> None:
     c = pool_contract(4)
     a, sa = make(c, "a", HALF, now=5.5)
+    await a.heartbeat(5.5)
     sa.mode = "down"
     assert await _spend(a, 1, 5.6) == ["static:floor-lowered"]
-    assert await _spend(a, 1, 6.1) == ["static:"]
+    assert await _spend(a, 1, 6.1) == ["static:floor-lowered"]
+    assert await _spend(a, 1, 7.1) == ["static:"]
 
 
 async def test_token_credits_spend_weights(make: Replicas) -> None:
     c = pool_contract(100, credit="tokens")
     a, _ = make(c, "a", {"a": 1.0})
     await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
     got = [await a.spend("gold", w, 2.5) for w in (60.0, 30.0, 20.0)]
     assert [(d.granted, d.reason, d.arrived) for d in got] == [
         (True, "", 60.0),
@@ -167,3 +195,153 @@ def test_config_is_validated(change: dict[str, object], match: str) -> None:
     base: dict[str, object] = {"url": "redis://127.0.0.1:1/0", "replica": "a", "shares": dict(HALF)}
     with pytest.raises(ValidationError, match=match):
         CreditsConfig.model_validate({**base, **change})
+
+
+ACL = "on >s3cret ~rvguard:* resetchannels -@all +evalsha +script|load +ping +time +config|get"
+ACL_LUA = " +get +set +exists +hget +hset +hsetnx +hexists +hincrbyfloat +pexpire"
+
+
+async def test_the_documented_acl_user_runs_the_pool_and_nothing_else(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    await admin.execute_command("ACL", "SETUSER", "pool", *(ACL + ACL_LUA).split())
+    docs = (Path(__file__).parents[2] / "docs" / "fleet.md").read_text(encoding="utf-8")
+    assert f"ACL SETUSER rvguard {ACL.replace('s3cret', 'CHANGE-ME')}{ACL_LUA}" in docs
+    c = pool_contract(2)
+    shares = {"a": 0.5, "b": 0.5}  # b never starts: its lease is missing, its reserve returns
+    cfg = CreditsConfig(url=redis_url, replica="a", shares=shares, username="pool", password="s3cret")
+    t0 = time.time()
+    a = SharedCredits.open(c, cfg, now=t0)
+    try:
+        await a.warm(lambda: t0)
+        assert not a.refusal, a.refusal
+        await admin.set("rvguard:fence", "0")
+        await a.heartbeat(t0 + 1.0)
+        assert await _spend(a, 3, t0 + 1.0) == ["shared:", "shared:", "shared:excess"]
+        with pytest.raises(Exception, match="no permissions"):
+            await a._store._client.flushdb()  # type: ignore[attr-defined]
+    finally:
+        await a.aclose()
+        await admin.execute_command("ACL", "DELUSER", "pool")
+        await admin.aclose()
+
+
+def _store_clock() -> Callable[[], float]:
+    """The test's clock: Unix time (the test's redis-server runs on this machine)."""
+    return time.time
+
+
+async def test_refuses_to_pool_on_an_evicting_store_a_skewed_clock_or_a_taken_name(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    c = pool_contract(2)
+    made: list[SharedCredits] = []
+
+    def pool(name: str = "a") -> SharedCredits:
+        cfg = CreditsConfig(url=redis_url, replica=name, shares={"a": 0.5, "b": 0.5}, prefix="refuse")
+        made.append(SharedCredits.open(c, cfg, now=0.0))
+        return made[-1]
+
+    try:
+        await admin.config_set("maxmemory-policy", "volatile-ttl")
+        try:
+            evicting = pool()
+            await evicting.warm(_store_clock())
+        finally:
+            await admin.config_set("maxmemory-policy", "noeviction")
+        assert "maxmemory-policy is volatile-ttl" in evicting.refusal
+        assert not evicting.up and evicting.readiness() == evicting.refusal
+        skewed = pool()
+        await skewed.warm(lambda: time.time() + 5.0)
+        assert "clock is +5.0" in skewed.refusal
+        first, second = pool("a"), pool("a")
+        await first.warm(_store_clock())
+        await second.warm(_store_clock())  # takes the name over (a restart need not wait)
+        now = time.time()
+        await first.heartbeat(now)  # finds the name taken: steps down for good
+        assert not second.refusal and "taken by another live process" in first.refusal
+        assert (await first.spend("gold", 1.0, now)).reason == "floor-lowered"  # nothing, not even R
+        assert first.statistics().refusal and not second.statistics().refusal
+        assert first.readiness() == first.refusal
+    finally:
+        for p in made:
+            await p.aclose()
+        await admin.aclose()
+
+
+async def test_forged_pool_values_are_refused_and_the_static_share_spent(
+    make: Replicas, redis_url: str
+) -> None:
+    from redis.asyncio import Redis
+
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    await a.heartbeat(0.0)
+    await a.heartbeat(2.0)
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await admin.hset("t:pool:gold:3", mapping={"arrived": "-1000", "spent": "-1000"})
+        got = await _spend(a, 3, 3.1)
+    finally:
+        await admin.aclose()
+    assert got == ["static:", "static:", "static:floor-lowered"]  # a's reserve (2), no more
+    assert a.statistics().invalid == 3 and "impossible values" in a.statistics().last_error
+
+
+def test_the_redis_password_comes_from_the_environment_or_a_file_and_urls_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from rvguard.fleet.store import redact
+    from rvguard.gateway.cli import _credits
+
+    def args(**extra: object) -> argparse.Namespace:
+        base = {"credits": "redis://pool@10.0.0.5:6379/0", "replica": "a", "share": ["0.5"]}
+        return argparse.Namespace(**{"credit_timeout": 0.05, "credits_password_file": None, **base, **extra})
+
+    monkeypatch.setenv("RVGUARD_REDIS_PASSWORD", "from-env")
+    cfg = _credits(args())
+    assert (cfg.username, cfg.password) == ("pool", "from-env")
+    secret = tmp_path / "redis.pass"
+    secret.write_text("from-file\n")
+    assert _credits(args(credits_password_file=str(secret))).password == "from-file"
+    assert "from-env" not in repr(cfg) and "from-env" not in str(cfg.model_dump(exclude={"password"}))
+    assert redact("redis://user:pw@host:6379/0") == "redis://***@host:6379/0"
+    assert redact("rediss://:pw@host/1") == "rediss://***@host/1"
+    assert redact("redis://host:6379/0") == "redis://host:6379/0"
+    assert (
+        CreditsConfig(url="redis://user:pw@h/0", replica="a", shares={"a": 1}).safe_url == "redis://***@h/0"
+    )
+
+
+async def test_a_lapsed_lease_returns_the_reserve_and_its_replica_spends_nothing_alone(
+    make: Replicas, redis_url: str
+) -> None:
+    from redis.asyncio import Redis
+
+    c = pool_contract(4)
+    a, _ = make(c, "a")
+    b, sb = make(c, "b")
+    await a.heartbeat(0.0)
+    await b.heartbeat(0.0)  # b's lease covers windows that end a margin before 30 s
+    await a.heartbeat(2.0)
+    assert await _spend(a, 3, 2.1) == ["shared:", "shared:", "shared:floor-lowered"]  # b's 2 held
+    sb.mode = "down"  # b is cut off; Redis lets its lease lapse (here: at once)
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await admin.delete("t:name:b")
+    finally:
+        await admin.aclose()
+    await a.heartbeat(3.0)
+    assert await _spend(a, 5, 3.1) == ["shared:"] * 4 + ["shared:excess"]  # b's reserve returned
+    assert await _spend(b, 2, 27.5) == ["static:", "static:"]  # b's own reckoning: still covered
+    assert await _spend(b, 1, 29.5) == ["static:floor-lowered"]  # past its lease: nothing alone
+    sb.mode = "up"
+    await b.heartbeat(40.0)  # rejoins: its name claimed again, window 40 a start window
+    assert not b.refusal and b.up
+    sb.mode = "down"
+    assert await _spend(b, 1, 41.5) == ["static:floor-lowered"]  # the next: nothing alone either
+    assert await _spend(b, 1, 42.5) == ["static:"]

@@ -3,7 +3,7 @@
 Each replica is a real `Gateway` (served on 127.0.0.1 in this process) with its own trace,
 its replica id and the shared pool (``credits``); both route over the same two
 `FakeUpstream` engines. Assured requests are sent in bursts larger than B, split over
-the replicas, at mid-window (the heartbeat joins the pool at each window start). Faults:
+the replicas, at mid-window (the heartbeat joins each window's pool shortly before it opens). Faults:
 Redis killed and restarted, Redis paused (SIGSTOP) and resumed, an engine killed mid-run.
 Redis calls may take 0.25 s here (the test machine is shared and busy): a tighter
 time-out sends a replica to its static share while Redis is merely slow, which is

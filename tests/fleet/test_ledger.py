@@ -11,41 +11,48 @@ def _ledger(reserve: float = 2.0, floor: float = 5.0, start: int = 0) -> Replica
     return ReplicaLedger({"a": reserve}, {"a": floor}, start_window=start)
 
 
-def test_the_start_window_and_earlier_count_as_joined() -> None:
+def test_nothing_alone_in_the_start_window_and_the_next_nor_confirmed_in_the_start() -> None:
     led = _ledger(start=3)
-    assert led.may_have_joined("a", 3) and led.may_have_joined("a", 2)
-    assert led.allowance("a", 3) == 0.0
-    assert not led.may_have_joined("a", 4)
-    assert led.allowance("a", 4) == 2.0
+    assert led.allowance("a", 3) == 0.0 and led.allowance("a", 4) == 0.0 and led.allowance("a", 2) == 0.0
+    assert led.allowance("a", 5) == 2.0
+    led.answered("a", 3, pooled=True)
+    led.answered("a", 4, pooled=True)
+    assert led.sending("a", 3)[2] is False  # its past life may have spent the reserve alone
+    assert led.sending("a", 4)[2] is True
 
 
 def test_static_spending_stops_at_the_reserve_and_says_why() -> None:
     led = _ledger()
     reasons = []
     for _ in range(6):
-        led.arrive("a", 1, 1.0)
-        reasons.append(led.spend_static("a", 1, 1.0))
+        led.arrive("a", 2, 1.0)
+        reasons.append(led.spend_static("a", 2, 1.0))
     assert reasons == ["", "", "floor-lowered", "floor-lowered", "floor-lowered", "excess"]
     led._check()
 
 
-def test_a_call_in_flight_or_lost_counts_as_joined() -> None:
+def test_a_call_in_flight_or_lost_releases_nothing_but_an_answer_stops_spending_alone() -> None:
     led = _ledger()
-    assert led.sending("a", 1) == (0.0, 0.0)
-    assert led.allowance("a", 1) == 0.0  # in flight: it may join
-    led.answered("a", 1, joined=None)  # lost: it may have joined
-    assert led.may_have_joined("a", 1)
-    led.arrive("a", 1, 1.0)
-    assert led.spend_static("a", 1, 1.0) == "floor-lowered"
+    assert led.sending("a", 2) == (0.0, 0.0, False)  # no answer yet: no confirmation
+    led.arrive("a", 2, 1.0)
+    assert led.spend_static("a", 2, 1.0) == ""  # its call was lost: the reserve, alone
+    assert led.sending("a", 2) == (1.0, 1.0, False)  # what to report
+    led.answered("a", 2, pooled=True)
+    assert led.sending("a", 2) == (1.0, 1.0, True)  # now it may confirm, with its final report
+    led.arrive("a", 2, 1.0)
+    assert led.spend_static("a", 2, 1.0) == "floor-lowered"
+    assert not led.confirmed("a", 2)
+    led.answered("a", 2, pooled=True, confirmed=True)
+    assert led.confirmed("a", 2)
+    led._check()
 
 
-def test_a_fenced_answer_leaves_the_window_unjoined() -> None:
+def test_a_fenced_or_invalid_answer_leaves_the_window_unanswered() -> None:
     led = _ledger()
-    led.arrive("a", 1, 1.0)
-    assert led.spend_static("a", 1, 1.0) == ""
-    assert led.sending("a", 1) == (1.0, 1.0)  # what to report on joining
-    led.answered("a", 1, joined=False)
-    assert led.allowance("a", 1) == 1.0
+    led.arrive("a", 2, 1.0)
+    assert led.spend_static("a", 2, 1.0) == ""
+    led.answered("a", 2, pooled=False)
+    assert led.allowance("a", 2) == 1.0 and led.sending("a", 2)[2] is False
 
 
 def test_old_windows_are_pruned() -> None:

@@ -294,6 +294,18 @@ async def test_serve_process_with_two_upstreams(tmp_path: Path) -> None:
             ["--credits", "redis://127.0.0.1:1/0", "--replica", "a", "--share", "0.7", "--share", "b=0.6"],
             "sum",
         ),
+        (["--credits", "redis://u:pw@127.0.0.1:1/0", "--replica", "a"], "RVGUARD_REDIS_PASSWORD"),
+        (
+            [
+                "--credits",
+                "redis://127.0.0.1:1/0",
+                "--replica",
+                "a",
+                "--credits-password-file",
+                "/nonexistent",
+            ],
+            "--credits-password-file",
+        ),
     ],
 )
 def test_serve_refuses_bad_fleet_options(tmp_path: Path, args: list[str], message: str, capsys: Any) -> None:

@@ -21,7 +21,10 @@ from rvguard.verify.obligations import (
 )
 from tests.verify._strategies import contracts, exact
 
-SETTINGS = settings(max_examples=40, deadline=None)
+# derandomized: a rare drawn contract (token credits, several tiers) has kept Z3 busy for minutes on a
+# loaded machine; the same 40 examples each run keep the suite's time bounded (the search over
+# contracts is tests/verify/test_tier_search.py's)
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
 
 
 def ceiling(c: Contract, name: str) -> Fraction:
