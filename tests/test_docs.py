@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FRAGMENT = "<!-- fragment -->"
 BLOCK = re.compile(r"(<!-- fragment -->\s*)?```python\n(.*?)```", re.S)
-#: words that mean something only inside the team (performance.md is the lab's figures, kept apart)
+#: words that mean something only inside the team
 INTERNAL = re.compile(r"\b([Ii]ssue \d+|[Ss]top \d+)|DESIGN §|DESIGN\.md")
 
 
@@ -58,7 +58,7 @@ def test_the_readme_leads_with_the_four_uses_and_stays_short() -> None:
     assert [n for n, _ in heads] == ["1", "2", "3", "4"]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "performance.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_no_internal_words_in_user_docs(page: Path) -> None:
     found = [m.group(0) for m in INTERNAL.finditer(page.read_text())]
     assert found == [], f"{page.name}: {found}"
