@@ -68,6 +68,7 @@ def main() -> None:
     print(f"{m.events} events, {m.requests} requests in 3 partitions")
     print(f"violations: {', '.join(sorted({v.property for v in single.violations})) or 'none'} "
           f"({len(single.violations)}), floor attainment {m.floor_attainment:.3f}")  # fmt: skip
+    print(f"misses attributed to a broken precondition (service above s_max): {len(single.attributed)}")
     same = {**single.to_dict(), "seconds": 0} == {**parallel.to_dict(), "seconds": 0}
     print(f"Dask report identical to the single-process one: {same}")
 

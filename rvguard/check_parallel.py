@@ -169,10 +169,34 @@ def check_partitioned(
     if fold.unproven:
         return check_trace(spec, contract, properties=properties)
     violations, metrics = fold.result()
+    faults, attributed, client_faults = _attribute(parts, contract, violations)
     return CheckReport(
         trace=spec,
         properties=tuple(properties),
-        violations=violations,
+        violations=faults,
         metrics=metrics,
         seconds=time.monotonic() - started,
+        attributed=attributed,
+        client_faults=client_faults,
     )
+
+
+def _attribute(
+    parts: list[str], contract: Contract, violations: list[Any]
+) -> tuple[list[Any], list[Any], int]:
+    """The single-process check's attribution of SF and AF violations (`rvguard.attribution`), by one
+    streamed pass over the partitions in order in this process — made only when the fold found one to
+    attribute, so a clean corpus pays nothing for it."""
+    if not any(v.property in ("SF", "AF") for v in violations):
+        return violations, [], 0
+    from .attribution import Attribution
+    from .io import iter_records
+
+    evidence = Attribution(contract)
+    for part in parts:
+        for path in partitions(part) if is_dataset(part) else [part]:
+            for _, item in iter_records(path):
+                if not isinstance(item, TraceError):
+                    evidence.feed(item)
+    faults, attributed = evidence.split(sorted(violations, key=lambda v: v.key))
+    return faults, attributed, evidence.client_faults
