@@ -286,7 +286,7 @@ def _model_values(enc: Encoding, model: Any) -> dict[str, float | int]:
 
 def _tracked_solver(enc: Encoding) -> Any:
     s = enc.z3.Solver()
-    s.set("core.minimize", True)
+    s.set("core.minimize", False)  # minimizing can run for minutes (seen: 15) on the multi-tier bound
     for name, expr in {**enc.facts, **enc.definitions}.items():
         s.assert_and_track(expr, name)
     return s
