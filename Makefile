@@ -63,8 +63,8 @@ redis:
 # The tests that need no engine on every core (pytest-xdist; a file's tests stay on one worker,
 # so its session fixtures start once), then the real-engine tests alone, on a quiet machine.
 unit: $(STAMP)
-	$(PY) -m pytest -n auto --dist loadfile --timeout 900 -m "not benchmark and not engine"
-	$(PY) -m pytest --timeout 900 -m "engine and not benchmark"
+	$(PY) -m pytest -n auto --dist loadfile --timeout 900 --timeout-method thread -m "not benchmark and not engine"
+	$(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark"
 
 test: lint typecheck engine litellm promtool redis unit
 
