@@ -17,14 +17,20 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Protocol
 
 from ..contract import Contract, Entitlement
+from ..exact import window_index
+from ..facts import FactsCache
 from ..watch_events import FLOOR_REFUSED, Watch
 from .relief import ReliefMixin
 from .watch import Alert, AssumptionWatch
 
-__all__ = ["FLOOR_REFUSED", "WatchMixin"]
+__all__ = ["FLOOR_REFUSED", "PriorArrival", "WatchMixin"]
+
+#: a previous run's arrival, for `WatchMixin.resume`: tenant, t, prompt and max tokens, on the floor
+PriorArrival = tuple[str, float, int | None, int | None, bool]
 
 
 class _Core(Protocol):
@@ -34,6 +40,8 @@ class _Core(Protocol):
     _watch: AssumptionWatch | None
     _entitlement: Entitlement
     _floor_used: dict[str, tuple[int, int]]
+    _origin: float
+    facts: FactsCache
 
     def _floor_scale(self) -> float: ...
 
@@ -51,6 +59,30 @@ class WatchMixin(ReliefMixin):
     def drain_alerts(self: _Core) -> list[Watch]:
         """The ``alert`` records raised since the last call, oldest first (none without a watch)."""
         return [] if self._watch is None else self._watch.drain()
+
+    def resume(self: _Core, now: float, arrivals: Iterable[PriorArrival]) -> int:
+        """Count a previous run's arrivals that fall in ``now``'s window, in their order, as if this
+        core had seen them: a guard restarted inside a window must not grant that window's floor a
+        second time (entitlement and the floor admitted so far both go on). Returns how many it counted.
+
+        Each arrival is ``(tenant, t, prompt_tokens, max_tokens, admitted on the floor)``; tenants the
+        contract no longer names are skipped.
+        """
+        k = window_index(now, self._origin, self.contract.window)
+        counted = 0
+        for tenant, t, prompt, most, on_floor in arrivals:
+            if (
+                tenant not in self.contract.tenants
+                or window_index(t, self._origin, self.contract.window) != k
+            ):
+                continue
+            units = self.facts(tenant, prompt, most).weight_units
+            self._entitlement.arrive(tenant, t, units)
+            if on_floor:
+                prev = self._floor_used.get(tenant)
+                self._floor_used[tenant] = (k, units + (prev[1] if prev is not None and prev[0] == k else 0))
+            counted += 1
+        return counted
 
     def observe_arrival_gap(self: _Core, gap: float, now: float) -> None:
         """The runtime saw a request ``gap`` seconds after its first byte (the watch judges it)."""

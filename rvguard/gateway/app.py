@@ -67,7 +67,7 @@ from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
 from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
-from .trace import TraceFile, existing_trace
+from .trace import TraceFile, existing_trace, resume_window
 from .upstream import END, Channel, UpstreamDispatcher
 from .wire import ForwardedContext, error_body, error_response, relayed
 
@@ -127,6 +127,8 @@ class Gateway:
         if self.fleet is not None:  # routes each dispatch before it is traced
             sinks.insert(0, RouteAtDispatch(self.fleet))
         self.guard = self._guard(slots, sinks)
+        if self.trace is not None and not settings.replica:  # a restart: the window's floor goes on
+            resume_window(self.guard.core, self.trace, self.clock.now(), contract.window)
         self.metrics.watch_guard(self.guard)
         emergency = None if self.guard.headroom is None else self.guard.headroom.emergency
         if emergency is not None and isinstance(self.dispatcher, UpstreamDispatcher):

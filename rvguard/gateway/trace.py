@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ..clock import Clock
 from ..errors import SpecError, TraceError
-from ..events import Arrive, Event, event_to_dict
+from ..events import Admit, Arrive, Basis, Event, event_to_dict
+from ..io.reader import iter_records
 from ..io.segments import SegmentHeader, header_record, read_header, segment_path
 
-__all__ = ["TraceFile", "existing_trace"]
+__all__ = ["TraceFile", "existing_trace", "prior_arrivals", "resume_window"]
 
 log = logging.getLogger("rvguard.gateway")
 
@@ -200,3 +202,63 @@ def existing_trace(path: str | Path) -> tuple[SegmentHeader, int] | None:
     while os.path.isfile(segment_path(base, last + 1)):
         last += 1
     return head, last
+
+
+def prior_arrivals(
+    base: str | Path, last: int, since: float
+) -> tuple[list[tuple[str, float, int | None, int | None, bool]], int]:
+    """The arrivals at or after ``since`` in segments ``last``, ``last − 1``, … of the trace at
+    ``base``, oldest first, each with whether it was admitted on the floor; and how many lines could
+    not be read (a crash can leave a torn last line). Reading stops at the first segment that starts
+    before ``since``: a restarted gateway needs only its current window's arrivals
+    (`rvguard.enforce.watching.WatchMixin.resume`).
+    """
+    found: list[list[tuple[str, float, int | None, int | None, bool]]] = []
+    unreadable = 0
+    for seg in range(last, -1, -1):
+        arrivals: dict[str, Arrive] = {}
+        floor: set[str] = set()
+        first = math.inf
+        for _line, item in iter_records(segment_path(os.fspath(base), seg)):
+            if isinstance(item, TraceError):
+                unreadable += 1
+                continue
+            first = min(first, item.t)
+            if isinstance(item, Arrive) and item.t >= since:
+                arrivals[item.rid] = item
+            elif isinstance(item, Admit) and item.basis is Basis.FLOOR:
+                floor.add(item.rid)
+        found.append(
+            [(a.tenant, a.t, a.prompt_tokens, a.max_tokens, rid in floor) for rid, a in arrivals.items()]
+        )
+        if first < since:
+            break
+    return [a for seg_arrivals in reversed(found) for a in seg_arrivals], unreadable
+
+
+class _Resumable(Protocol):
+    def resume(
+        self, now: float, arrivals: Iterable[tuple[str, float, int | None, int | None, bool]]
+    ) -> int: ...
+
+
+def resume_window(core: _Resumable, trace: TraceFile, now: float, window: float) -> int:
+    """After a restart (segment > 0), give ``core`` the arrivals its window already had in the
+    previous runs' segments, so the floor is not granted twice in one window; returns how many.
+    Logged at INFO, and at WARNING when lines of the old segments could not be read."""
+    if trace.segment == 0:
+        return 0
+    arrivals, unreadable = prior_arrivals(trace.base, trace.segment - 1, now - window)
+    counted = core.resume(now, arrivals)
+    log.info(
+        "restarted inside a contract window: %d earlier arrival(s) of the window counted against the floor",
+        counted,
+        extra={"event": "resume", "arrivals": counted},
+    )
+    if unreadable:
+        log.warning(
+            "%d line(s) of the earlier trace segments could not be read: their arrivals are not counted",
+            unreadable,
+            extra={"event": "resume", "unreadable": unreadable},
+        )
+    return counted
