@@ -20,7 +20,7 @@ from ..errors import SpecError
 __all__ = ["CONTRACT", "KEYS", "add_arguments", "run"]
 
 CONTRACT = """\
-# An assured-SLO contract (rvguard; field names: DESIGN §8, README "The contract").
+# An assured-SLO contract (rvguard; its fields: docs/contract.md).
 # Check it with `rvguard verify contract.yaml`; its JSON Schema is `rvguard schema`.
 # Start: one floored tenant (2 requests a second are always admitted, each served within
 # 2 s when the envelope below holds) and one opportunistic tenant for the rest.
@@ -44,8 +44,9 @@ tenants:              # name: floor B per window (0 = none), relative deadline D
 
 KEYS = """\
 # API keys of `rvguard serve --keys keys.yaml` (keep this file secret).
-# A request's tenant comes only from here: `Authorization: Bearer <key>`, or a tenant claim
-# signed with claim_secret in the X-Rvguard-Claim header. Fresh random values: replace freely.
+# A request's tenant comes only from here: `Authorization: Bearer <key>`, or a JWT of your
+# identity provider (add a `jwt:` block: docs/gateway.md). claim_secret signs the legacy
+# X-Rvguard-Claim header, which no identity provider issues. Fresh random values: replace freely.
 keys:                           # API key -> tenant (a tenant of the contract)
   {assured}: assured
   {opportunistic}: opportunistic

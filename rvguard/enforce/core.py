@@ -23,7 +23,8 @@ The edit rules come from the properties they must never break:
 
 * AF (admission floor) — an arrival that `contract.Entitlement` marks floor-entitled is admitted with
   basis ``floor`` whatever the learner said (the edit reject → admit), unless a floor-credit pool shared
-  with other replicas refused it (`Request.pool`: its reason is traced). Burst excess of a floored tenant
+  with other replicas refused it (`Request.pool`: its reason is traced); one the pool granted is
+  entitled in the pool's order, whatever this replica's own count says. Burst excess of a floored tenant
   follows ``contract.excess``: ``reject`` or ``demote`` (admitted at opportunistic rank, basis
   ``demoted``, if the learner admits it). Unfloored tenants: the learner's ``admit`` decides (basis
   ``surplus``). A proposal that is not a well-typed `Proposal` (a learner that raised or returned
@@ -447,6 +448,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
         req, facts = entry.request, entry.facts
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
+        if req.pool == "":  # granted by a shared pool: entitled in the pool's order, not this replica's
+            entitled = True
         entry.entitled = entitled
         if not facts.floored:
             return None

@@ -213,21 +213,52 @@ def deployments(paths: Sequence[str]) -> list[Deployment]:
         if isinstance(item, str):
             out.append(Deployment((item,)))
             continue
-        heads = sorted(groups[item], key=lambda h: h.segment)
-        for a, b in itertools.pairwise(heads):
-            if a.segment == b.segment:
-                raise TraceFormatError(
-                    f"segment {a.segment} given twice ({a.path})", path=b.path, field="segment"
-                )
-            if b.segment > a.segment + 1:  # a hole in the history: its requests would look malformed
-                raise TraceFormatError(
-                    f"segment {a.segment + 1} of this deployment is missing (after {a.path}): "
-                    "give every segment, or a directory holding them",
-                    path=b.path,
-                    field="segment",
-                )
-        out.append(Deployment(tuple(h.path for h in heads), tuple(heads)))
+        out += [_chain(heads) for heads in _split(groups[item])]
     return out
+
+
+def _base(h: SegmentHeader) -> str:
+    """The file of segment 0 that ``h``'s file continues, by name (``NAME.3.jsonl`` → ``NAME.jsonl``)."""
+    head, tail = os.path.split(h.path)
+    stem, dot, suffix = tail.rpartition(".")
+    name, dot2, number = stem.rpartition(".")
+    if h.segment and dot and dot2 and number == str(h.segment):
+        return os.path.join(head, f"{name}.{suffix}")
+    return h.path
+
+
+def _split(heads: list[SegmentHeader]) -> list[list[SegmentHeader]]:
+    """One replica's headers as one history, or, when two files claim one segment (two live
+    processes started under one replica name), one history per file name."""
+    numbers = [h.segment for h in heads]
+    if len(set(numbers)) == len(numbers):
+        return [heads]
+    by_base: dict[str, list[SegmentHeader]] = {}
+    for h in heads:
+        by_base.setdefault(_base(h), []).append(h)
+    return list(by_base.values())
+
+
+def _chain(found: list[SegmentHeader]) -> Deployment:
+    """One history's segments in order.
+
+    Raises:
+        TraceFormatError: two files claim the same segment, or one between two given is missing.
+    """
+    heads = sorted(found, key=lambda h: h.segment)
+    for a, b in itertools.pairwise(heads):
+        if a.segment == b.segment:
+            raise TraceFormatError(
+                f"segment {a.segment} given twice ({a.path})", path=b.path, field="segment"
+            )
+        if b.segment > a.segment + 1:  # a hole in the history: its requests would look malformed
+            raise TraceFormatError(
+                f"segment {a.segment + 1} of this deployment is missing (after {a.path}): "
+                "give every segment, or a directory holding them",
+                path=b.path,
+                field="segment",
+            )
+    return Deployment(tuple(h.path for h in heads), tuple(heads))
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,3 +69,18 @@ def test_a_failure_writes_nothing(tmp_path: Path) -> None:
     assert main(["init", str(tmp_path), "--force"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keys.yaml"]
     assert (tmp_path / "keys.yaml").is_dir()
+
+
+def test_the_written_files_name_only_pages_that_exist_and_no_internal_words(tmp_path: Path) -> None:
+    """What `init` writes is user documentation too: it points at pages of docs/, not at the team's
+    design sections or a README section that moved, and calls the home-made claim legacy."""
+    import re
+
+    assert main(["init", str(tmp_path)]) == 0
+    root = Path(__file__).resolve().parents[2]
+    for name in ("contract.yaml", "keys.yaml"):
+        text = (tmp_path / name).read_text()
+        assert not re.search(r"DESIGN|[Ii]ssue \d+|README \"", text), name
+        for page in re.findall(r"docs/[\w-]+\.md", text):
+            assert (root / page).is_file(), (name, page)
+    assert "legacy" in (tmp_path / "keys.yaml").read_text()

@@ -130,6 +130,22 @@ def test_replicas_are_a_fleet_and_each_replicas_segments_one_history(tmp_path: P
     assert report.fleet is not None  # two replicas: merged as a fleet
 
 
+def test_two_processes_under_one_replica_name_are_two_histories_by_file_name(tmp_path: Path) -> None:
+    """Two live processes started as replica ``a`` each write segment 0 (and on): one history per
+    file name, so the fleet can still be judged; one file given twice is still refused."""
+    files = (("x.jsonl", 0, "1"), ("x.1.jsonl", 1, "2"), ("y.jsonl", 0, "3"), ("y.1.jsonl", 1, "3"))
+    for name, segment, run in files:
+        head = {"kind": "segment", "t": 0, "run": run, "segment": segment, "origin": 0, "replica": "a"}
+        (tmp_path / name).write_text(json.dumps(head) + "\n")
+    deps = deployments([str(tmp_path)])
+    assert sorted(d.paths for d in deps) == [
+        (str(tmp_path / "x.jsonl"), str(tmp_path / "x.1.jsonl")),
+        (str(tmp_path / "y.jsonl"), str(tmp_path / "y.1.jsonl")),
+    ]
+    with pytest.raises(TraceFormatError, match="segment 1 given twice"):  # a file and its directory
+        deployments([str(tmp_path), str(tmp_path / "x.1.jsonl")])
+
+
 def test_a_header_is_read_only_on_the_first_line(tmp_path: Path) -> None:
     head = '{"kind":"segment","t":0,"run":"x","segment":0,"origin":0,"replica":null}\n'
     (tmp_path / "t.jsonl").write_text(head + head)
