@@ -221,6 +221,19 @@ async def test_redis_paused_and_resumed(redis_server: Any, redis_url: str, tmp_p
 
 async def test_engine_killed_mid_run(redis_url: str, tmp_path: Path) -> None:
     """An engine dies mid-run: its streamed completions resume on the other; the fleet check holds."""
+    for attempt in range(3):  # a run whose loop stalled (traced) measured the machine, not the fleet
+        (tmp_path / str(attempt)).mkdir()
+        traces, statuses, relocated = await _killed_engine_run(redis_url, tmp_path / str(attempt), attempt)
+        if not stalled(traces):
+            break
+    else:
+        pytest.fail("every run's event loop stalled (see the traces' stall records): the machine is too busy")
+    judge(traces, statuses, outage=False)
+    assert relocated >= 1
+
+
+async def _killed_engine_run(redis_url: str, tmp: Path, attempt: int) -> tuple[list[Path], list[int], int]:
+    """Four bursts over two replicas; engine 0 killed during the second. Traces, statuses, relocations."""
     c = fleet_contract()
     engines = [FakeUpstream(token_delay=0.03) for _ in range(2)]
     for e in engines:
@@ -228,7 +241,7 @@ async def test_engine_killed_mid_run(redis_url: str, tmp_path: Path) -> None:
     statuses: list[int] = []
     try:
         async with (
-            replicas(c, redis_url, engines, tmp_path, "engine") as reps,
+            replicas(c, redis_url, engines, tmp, f"engine{attempt}") as reps,
             httpx.AsyncClient(timeout=30) as client,
         ):
             urls = [u for _, u, _ in reps]
@@ -244,9 +257,7 @@ async def test_engine_killed_mid_run(redis_url: str, tmp_path: Path) -> None:
     finally:
         for e in engines:
             await e.close()
-    traces = [t for _, _, t in reps]
-    judge(traces, statuses, outage=False)
-    assert relocated >= 1
+    return [t for _, _, t in reps], statuses, relocated
 
 
 def _value(text: str, series: str) -> float:
