@@ -167,6 +167,11 @@ _COUNTERS: tuple[str, ...] = (
 )
 
 
+#: A pool's own lowering (its store away, other replicas' reserves held) traced apart from the
+#: watch's declared lowering, which ``floor-lowered`` alone names in ``floor_refused`` (attribution).
+_POOL_WHY: dict[str, str] = {"floor-lowered": "pool-lowered"}
+
+
 class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin: one chain (mypyc)
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
@@ -327,7 +332,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
-            why = entry.request.pool or "floor-lowered"  # the trace says why the floor was refused (AF)
+            pool = entry.request.pool  # the trace says why the floor was refused (AF)
+            why = _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
             decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
         self._apply(entry, decision)
         out.append(decision)
@@ -448,11 +454,12 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         ``None``: surplus, or excess under ``demote``, is the learner's to decide)."""
         req, facts = entry.request, entry.facts
         k, entitled, _, _ = self._entitlement.arrive(req.tenant, now, facts.weight_units)
+        if not facts.floored:
+            entry.entitled = entitled
+            return None
         if req.pool == "":  # granted by a shared pool: entitled in the pool's order, not this replica's
             entitled = True
         entry.entitled = entitled
-        if not facts.floored:
-            return None
         if entitled and not req.pool and self._floor_room(req.tenant, k, facts.weight_units):  # pool: refused
             return self._admit(entry, Basis.FLOOR, _REJECT, now, k)
         why = req.pool or ("floor-lowered" if entitled else "excess")

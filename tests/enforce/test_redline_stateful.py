@@ -106,6 +106,7 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         self.sample_t = dict.fromkeys(RESOURCES, -math.inf)  # each resource's last fresh sample time
         self.basis: dict[str, Basis] = {}
         self.pooled: set[str] = set()  # entitled arrivals a shared pool refused (admitted as excess)
+        self.arrived: dict[int, int] = {}  # the assured tenant's arrivals, per window
 
     @initialize(
         slots=st.integers(1, 3),
@@ -176,6 +177,11 @@ class RedlineCoreMachine(RuleBasedStateMachine):
             admit = True
         self.now += dt
         self.n += 1
+        if tenant == "assured":  # a pool's grant here comes in this replica's own order (one replica:
+            k = self.contract.window_index(self.now)  # tests/fleet/test_pool_order.py has the others)
+            self.arrived[k] = self.arrived.get(k, 0) + 1
+            if pool == "" and self.arrived[k] > self.contract.tenants["assured"].floor:
+                pool = None
         if pool == "pool-refused" and tenant == "assured":
             self.pooled.add(f"r{self.n}")
         req = Request(f"r{self.n}", tenant, self.now, pool=pool)

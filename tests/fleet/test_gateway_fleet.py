@@ -13,7 +13,8 @@ Each run is judged twice: by `rvguard check` on the merged traces (`check_traces
 by a tally written here from the raw records (it imports neither the judge nor the pool):
 floor admits per window ≤ B fleet-wide, exactly one terminal event per request. While
 Redis is away the replicas live on their static shares, and the entitled arrivals that
-costs are refused ``floor-lowered``: declared AF violations, the only ones allowed.
+costs are refused ``floor-lowered`` (traced ``floor_refused: pool-lowered``): declared AF
+exceptions, counted apart from violations (check exits 3, not 1); no violation is allowed.
 """
 
 from __future__ import annotations
@@ -159,11 +160,11 @@ def judge(traces: list[Path], statuses: list[int], *, outage: bool) -> None:
     report = check_traces([str(t) for t in traces], fleet_contract())
     assert not report.bad_lines and "FR" in report.properties  # route records judged too
     assert report.fleet is not None and report.fleet.max_credits["assured"] <= FLOOR
-    assert all(v.property == "AF" and "floor-lowered" in v.detail for v in report.violations), [
-        (v.property, v.detail) for v in report.violations
-    ]
+    assert not report.violations, [(v.property, v.detail) for v in report.violations]
+    declared = [a for a in report.attributed if a.cause == "declared"]  # the static shares' refusals
+    assert all(a.violation.property == "AF" and "pool-lowered" in a.condition for a in declared)
     if not outage:
-        assert report.holds, [v.detail for v in report.violations]
+        assert report.holds and not declared, [a.condition for a in declared]
     assert set(statuses) <= {200, 429}
 
 
