@@ -61,9 +61,9 @@ CLAIMS = {
     "redline (replayed from the trace), restores only on a fresh sample with the redline clear, toggles "
     "bounded by the redline's hysteresis (by construction)",
     "EV": "monitored; the Guard's emergency channel keeps it by construction (at most k in flight, "
-    "surplus only; an emergency eviction records its headroom, below the hard floor, none while "
-    "credited headroom reaches the target, exactly); the fleet gateway's moves off a dead engine are "
-    "checked only",
+    "surplus only; an emergency eviction records its headroom, the samples' Ĥ, below the hard floor, "
+    "none while credited headroom reaches the target, exactly); the fleet gateway's moves off a dead "
+    "engine are checked only",
     "ER": "monitored, not enforced: an emergency eviction's planned relief lands by the node's deadline "
     "(a miss says eviction cannot relieve the node in time)",
 }

@@ -11,7 +11,9 @@ while L(R) really bounds the service from below (a declared assumption;
 ND: a dispatch at t needs t + U(R) ≤ D(R), with U the optional upper
 bound; otherwise the request may miss although it took a slot. Dispatches
 with t + L(R) > D(R) are certainly doomed; those in between are uncertain
-(the detail says which).
+(the detail says which). Every dispatch is judged: an evicted request is
+queued again (DESIGN §10: evict → relocate → dispatch), so its next
+dispatch needs t + U(R) ≤ D(R) as much as its first.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Loc(Enum):
 
     NEW = "new"
     LIVE = "live"
+    RUNNING = "running"  # ND: dispatched (an eviction queues it again)
     DONE = "done"
     BAD = "bad"
 
@@ -85,9 +88,11 @@ def _doomed_dispatch(inst: Instance, ev: Event | None, now: float) -> str:
 ND_TRANSITIONS: dict[tuple[Enum, EventKind], tuple[Edge, ...]] = {
     (Loc.NEW, K.ARRIVE): (Edge(Loc.LIVE),),
     (Loc.LIVE, K.DISPATCH): (
-        Edge(Loc.DONE, _surely_on_time, "t + U(R) ≤ D(R)"),
+        Edge(Loc.RUNNING, _surely_on_time, "t + U(R) ≤ D(R)"),
         Edge(Loc.BAD, label="t + U(R) > D(R)", detail=_doomed_dispatch),
     ),
+    # an evicted request is queued again: its next dispatch (after its relocation) is judged too
+    (Loc.RUNNING, K.EVICT): (Edge(Loc.LIVE),),
 }
 
 

@@ -23,6 +23,14 @@ channel recorded on the ``evict`` (`rvguard.events.Evict`), three more clauses:
   recorded sample, because the trigger and the credited rule are about what
   the channel saw when it chose, and a record with no evidence that passed
   would make the clauses below unable to fail;
+* **the headroom it records is the trace's**: where the contract has a
+  ``headroom`` block and a fresh ``sample`` of the resource was recorded
+  before the eviction, the recorded headroom is the redline's Ĥ replayed
+  from those samples (`rvguard.monitors.replay`, the EWMA RL replays; equal
+  up to float rounding, 1e-9 relative): a channel that records a headroom
+  its telemetry never showed would pass the two clauses below on a
+  number of its own making. With no sample of the resource recorded (or no
+  ``headroom`` block), the record is taken as it stands;
 * **its trigger**: the recorded headroom is below the resource's
   ``hard_floor`` (the contract's ``headroom`` block; a resource it does not
   state, or a hard floor of 0, is never crossed). Without a ``headroom``
@@ -63,6 +71,7 @@ from ..exact import tokens_short
 from ..runbook_events import EMERGENCY
 from .automaton import Edge, Instance, TimedAutomaton
 from .pr import protected
+from .replay import ResourceReplay, replays
 
 __all__ = ["EV", "SHOWN", "TRANSITIONS", "Loc"]
 
@@ -99,6 +108,8 @@ def _shared(contract: Contract) -> dict[str, Any]:
         "capacity": block.capacity,
         "credit": [],
         "fresh": {},
+        "spec": h,
+        "replay": None if h is None else replays(h),  # resource -> the redline replayed from its samples
     }
 
 
@@ -110,6 +121,12 @@ def _sample(state: dict[str, Any], ev: Event) -> None:
     if not ev.sample_time > fresh.get(ev.resource, -math.inf):
         return
     fresh[ev.resource] = ev.sample_time
+    table: dict[str, ResourceReplay] | None = state["replay"]
+    if table is not None:
+        replay = table.get(ev.resource)
+        if replay is None:  # a resource the contract does not state: its Ĥ all the same
+            replay = table[ev.resource] = ResourceReplay(None, state["spec"])
+        replay.observe(ev.value, ev.sample_time, ev.t, state["spec"].staleness)
     credit: list[tuple[str, int, str, float]] = state["credit"]
     if credit:
         state["credit"] = [c for c in credit if c[2] != ev.resource or not ev.sample_time > c[3]]
@@ -126,13 +143,28 @@ def _gap(state: dict[str, Any], ev: Evict) -> tuple[Fraction, float, int] | None
     return tokens_short(target, ev.headroom, capacity, credited), target, capacity
 
 
+def _replayed(state: dict[str, Any], ev: Evict) -> list[str]:
+    """Whether the recorded headroom is the Ĥ replayed from the trace's samples (module doc)."""
+    table: dict[str, ResourceReplay] | None = state["replay"]
+    replay = None if table is None or ev.resource is None else table.get(ev.resource)
+    if replay is None or replay.last is None or ev.headroom is None:
+        return []
+    smoothed = replay.last.smoothed
+    if math.isclose(ev.headroom, smoothed, rel_tol=1e-9, abs_tol=1e-12):
+        return []
+    return [
+        f"emergency eviction records headroom {ev.headroom:g} of {ev.resource!r}, but the samples "
+        f"recorded before it give Ĥ = {smoothed:g}"
+    ]
+
+
 def _emergency_faults(state: dict[str, Any], ev: Evict) -> list[str]:
     """The emergency clauses ``ev`` breaks (module doc): record, trigger, redundancy, deadline."""
     if ev.reason != EMERGENCY:
         return []
     if ev.resource is None or ev.headroom is None:
         return ["an emergency eviction that records no resource and headroom: its trigger cannot be judged"]
-    why = []
+    why = _replayed(state, ev)
     floors: dict[str, float] | None = state["floors"]
     if floors is not None and not ev.headroom < floors.get(ev.resource, 0.0):
         floor = floors.get(ev.resource, 0.0)
@@ -258,8 +290,8 @@ def _context(inst: Instance) -> Mapping[str, Any]:
 EV = TimedAutomaton(
     name="EV",
     description="at most k evictions in flight, never of an assured or floor-entitled request; an "
-    "emergency one records its headroom, is below the hard floor, and is not redundant (credited "
-    "headroom below the target, exactly)",
+    "emergency one records its headroom (the samples' Ĥ), is below the hard floor, and is not "
+    "redundant (credited headroom below the target, exactly)",
     locations=Loc,
     initial=Loc.NEW,
     bad=frozenset({Loc.OVER}),

@@ -77,6 +77,25 @@ def brute_force(events: list[Event], c: Contract) -> set[tuple[str, str, float]]
     return out
 
 
+def doomed_dispatch(events: list[Event], c: Contract) -> set[tuple[str, str, float]]:
+    """ND (DESIGN §3: "t + U(R) ≤ D(R) at dispatch"): each request's first dispatch at t with
+    t + U(R) > D(R), U the contract's upper bound at the capped output length. Every dispatch counts,
+    a relocated request's next one too (DESIGN §10: evict → relocate → dispatch); a request is
+    reported once (the bad prefix is the first)."""
+    assert c.service.upper is not None
+    upper: dict[str, float] = {}
+    deadline: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for e in events:
+        if isinstance(e, Arrive):
+            cap = c.output_cap if e.max_tokens is None else min(e.max_tokens, c.output_cap)
+            upper[e.rid] = c.service.upper.base + c.service.upper.per_token * cap
+            deadline[e.rid] = e.deadline if e.deadline is not None else e.t + c.tenants[e.tenant].deadline
+        elif isinstance(e, Dispatch) and e.rid not in out and e.t + upper[e.rid] > deadline[e.rid]:
+            out[e.rid] = e.t
+    return {("ND", rid, t) for rid, t in out.items()}
+
+
 def reserved_buffer(events: list[Event], limit: int) -> set[tuple[str, str, float]]:
     """RB: at each dispatch of a request not admitted on the floor, count such requests holding a
     slot by then (it included): dispatched, and neither ended nor evicted since their last dispatch

@@ -73,9 +73,10 @@ def preemption(events: list[Event], c: Contract) -> Found:
 def eviction(events: list[Event], c: Contract) -> Found:
     """EV: at each evict, the evictions in flight before it (evicted, not relocated nor ended) must be
     fewer than k, and the request must not be protected; an emergency evict must record its resource
-    and headroom, that headroom must be below the resource's hard floor (when the contract has a
-    headroom block), it must not come while the credited headroom already reaches the target
-    (`_redundant`). (Its plan's relief time is ER's, `relief`.)"""
+    and headroom, that headroom must be below the resource's hard floor and equal the Ĥ of the
+    samples recorded before it (`_smoothed`; both when the contract has a headroom block), and it
+    must not come while the credited headroom already reaches the target (`_redundant`). (Its plan's
+    relief time is ER's, `relief`.)"""
     assert c.eviction is not None
     guarded = _protected(events, c)
     out = set()
@@ -103,7 +104,21 @@ def _emergency_wrong(events: list[Event], i: int, c: Contract) -> bool:
         limit = c.headroom.resources.get(e.resource)
         if limit is None or e.headroom >= limit.hard_floor:
             return True
+        smoothed = _smoothed(events[:i], e.resource, c.headroom.alpha)
+        if smoothed is not None and not math.isclose(e.headroom, smoothed, rel_tol=1e-9, abs_tol=1e-12):
+            return True
     return _redundant(events, i, c)
+
+
+def _smoothed(prefix: list[Event], resource: str, alpha: float) -> float | None:
+    """Ĥ of ``resource`` after the fresh samples in ``prefix`` (each newer than all before it): the
+    first sets it, each later one moves it by alpha toward its value; ``None``: none recorded."""
+    smoothed, newest = None, -math.inf
+    for s in prefix:
+        if isinstance(s, Sample) and s.resource == resource and s.sample_time > newest:
+            newest = s.sample_time
+            smoothed = s.value if smoothed is None else alpha * s.value + (1 - alpha) * smoothed
+    return smoothed
 
 
 def relief(events: list[Event], c: Contract) -> Found:

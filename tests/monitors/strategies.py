@@ -147,10 +147,12 @@ def _runbook_event(draw: st.DrawFn, kind: str, t: float, rid: str, freshest: dic
     return Relocate(t, rid, draw(st.sampled_from(ENGINES)))
 
 
-def _evict(draw: st.DrawFn, t: float, rid: str) -> Evict:
+def _evict(draw: st.DrawFn, t: float, rid: str, smoothed: dict[str, float] | None = None) -> Evict:
     """An eviction, often with what a channel decided it on: values on a binary grid, and the decimal
     tie of the credited-headroom rule (headroom 0.29, 10 of 1000 tokens credited, target 0.3, which
-    binary floats get wrong); sometimes the plan's relief time and the node's deadline."""
+    binary floats get wrong); sometimes the plan's relief time and the node's deadline. ``smoothed``:
+    each resource's Ĥ over the samples drawn so far, which the recorded headroom mostly is (what a
+    channel acting on the traced telemetry records)."""
     state = draw(st.sampled_from([0, 1, 4, 8, 10, 16, 40, 4096]))
     reason = draw(st.sampled_from(["emergency", "emergency", "voluntary", ""]))
     if not draw(st.integers(0, 3)):
@@ -160,13 +162,17 @@ def _evict(draw: st.DrawFn, t: float, rid: str) -> Evict:
             [{}, {}, {"lands_at": t + 0.5, "deadline": t + 1.0}, {"lands_at": t + 1.0, "deadline": t + 0.5}]
         )
     )
+    resource = draw(st.sampled_from([*RESOURCES, None]))
+    grid = [0.0, 0.1, 0.125, 0.25, 0.29, 0.5, 0.75, None]
+    if smoothed and resource in smoothed and draw(st.integers(0, 3)):
+        grid = [smoothed[resource]]
     return Evict(
         t,
         rid,
         state,
         reason,
-        resource=draw(st.sampled_from([*RESOURCES, None])),
-        headroom=draw(st.sampled_from([0.0, 0.1, 0.125, 0.25, 0.29, 0.5, 0.75, None])),
+        resource=resource,
+        headroom=draw(st.sampled_from(grid)),
         target=draw(st.sampled_from([0.25, 0.3, 0.5, 1.0, None])),
         capacity=draw(st.sampled_from([16, 64, 1000, None])),
         extra=relief,
@@ -241,11 +247,13 @@ def wellformed_traces(draw: st.DrawFn, max_steps: int = 40, *, runbook: bool = F
 @st.composite
 def eviction_traces(draw: st.DrawFn, max_steps: int = 30) -> list[Event]:
     """A WF-clean trace dense in evictions (EV's ground): requests arrive and run at once; samples
-    (stale ones too), evictions of running requests (`_evict`), and evicted requests ending
-    ``preempted`` or relocated and running again, interleaved."""
+    (stale ones too), evictions of running requests (`_evict`, mostly recording the samples' Ĥ),
+    and evicted requests ending ``preempted`` or relocated and running again, interleaved."""
     t, n, events = 0.0, 0, []
     running: list[str] = []
     evicted: list[str] = []
+    smoothed: dict[str, float] = {}
+    newest: dict[str, float] = {}
     ops = ["arrive", "arrive", "sample", "sample", "evict", "evict", "evict", "end", "relocate"]
     for _ in range(draw(st.integers(1, max_steps))):
         t += draw(st.sampled_from([0.0, 0.0, 0.125, 0.5]))
@@ -257,10 +265,15 @@ def eviction_traces(draw: st.DrawFn, max_steps: int = 30) -> list[Event]:
             events += [Arrive(t, rid, tenant), Admit(t, rid, basis), Dispatch(t, rid)]
             running.append(rid)
         elif op == "sample":
-            events.append(_sample(draw, t))
+            sample = _sample(draw, t)
+            events.append(sample)
+            if sample.sample_time > newest.get(sample.resource, -1.0):  # fresh: Ĥ moves (EWMA, α 0.3)
+                newest[sample.resource] = sample.sample_time
+                last = smoothed.get(sample.resource)
+                smoothed[sample.resource] = sample.value if last is None else 0.3 * sample.value + 0.7 * last
         elif op == "evict" and running:
             rid = running.pop(draw(st.integers(0, len(running) - 1)))
-            events.append(_evict(draw, t, rid))
+            events.append(_evict(draw, t, rid, smoothed))
             evicted.append(rid)
         elif op in ("end", "relocate") and evicted:
             rid = evicted.pop(draw(st.integers(0, len(evicted) - 1)))

@@ -136,7 +136,7 @@ C = small_contract()
             _served("o1", 0.0, "o", Basis.SURPLUS)
             + _served("o2", 0.0, "o", Basis.SURPLUS)
             + [
-                Sample(0.0, "kv", 0.05, 0.0),
+                Sample(0.0, "kv", 0.1, 0.0),  # Ĥ = 0.1: what the evictions record
                 _emergency(0.1, "o1", 50, 0.1),
                 Fail(0.1, "o1", "preempted"),
                 _emergency(0.2, "o2", 10, 0.1),
@@ -249,7 +249,9 @@ def test_surplus_preemption_eviction_and_fresh_routes_hold() -> None:
         Sample(0.2, "kv", 1.0, 0.2),  # Ĥ = 0.37 ≥ h_min + margin: the redline clears
         Restore(0.2, "o", "kv", 0.2),
         Dispatch(0.2, "o"),
-        _emergency(0.3, "o", 40, 0.1),
+        # four empty readings take Ĥ from 0.37 to 0.37·0.7⁴ ≈ 0.089, below the hard floor 0.125
+        *[Sample(0.3, "kv", 0.0, 0.25 + i / 100) for i in range(4)],
+        _emergency(0.3, "o", 40, 0.37 * 0.7**4),
         Relocate(0.3, "o", "e1"),
         Dispatch(0.3, "o"),
         Complete(0.4, "o"),
@@ -290,7 +292,7 @@ def _two_emergencies(between: list[Event], second_headroom: float = 0.1) -> list
     return [
         *_served("o1", 0.0, "o", Basis.SURPLUS),
         *_served("o2", 0.0, "o", Basis.SURPLUS),
-        Sample(0.0, "kv", 0.05, 0.0),
+        Sample(0.0, "kv", 0.1, 0.0),  # Ĥ = 0.1: what the evictions record
         _emergency(0.5, "o1", 50, 0.1),
         Fail(0.5, "o1", "preempted"),
         *between,
