@@ -24,6 +24,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
 from rvguard.errors import SpecError
 from rvguard.verify.preconditions import all_hold, verify_contract
@@ -266,7 +267,7 @@ def test_verify_accepts_no_deadline_for_lo_and_hi_holds_at_its_least() -> None:
 
 
 # -- the closing bound holds in the model at the deadlines verify accepts -------------------------
-def _contract(p: TierParams, deadlines: dict[str, float]) -> object:
+def _contract(p: TierParams, deadlines: dict[str, float]) -> Contract:
     tenants = {t.name: Tenant(t.tier, t.floor, t.s_max) for t in p.tenants}
     return core_contract(p.window, p.slots, tenants, p.s_opp, deadlines, reserve=p.reserve)
 
@@ -277,7 +278,7 @@ def accepted_deadlines(p: TierParams) -> dict[str, int]:
     d = {t.name: Fraction(1) for t in p.tenants}
     for _ in range(64):
         contract = _contract(p, {n: float(x) for n, x in d.items()})
-        bounds = {n: deadline_bound(contract, n) for n in d}  # type: ignore[arg-type]
+        bounds = {n: deadline_bound(contract, n) for n in d}
         assert all(b is not None for b in bounds.values()), bounds
         step = {n: max(d[n], b) for n, b in bounds.items() if b is not None}
         if step == d:
@@ -317,7 +318,7 @@ def test_no_run_misses_the_deadlines_verify_accepts(name: str) -> None:
     p = CONTRACTS[name]
     deadlines = accepted_deadlines(p)
     contract = _contract(p, {n: float(d) for n, d in deadlines.items()})
-    assert all_hold(verify_contract(contract))  # type: ignore[arg-type]
+    assert all_hold(verify_contract(contract))
     model = replace(p.with_deadlines(deadlines), ties="any")
     assert z3_run(model, "any") is not None  # the model has runs: "no miss" is not vacuous
     sched = z3_run(model, "miss")
