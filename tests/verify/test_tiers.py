@@ -340,3 +340,10 @@ def test_bad_parameters_are_refused() -> None:
         simulate(1, ["a"], [0], [1], tiers={"b": 0})
     with pytest.raises(ValueError, match="goal"):
         tier_solver(ISSUE, "backlog")
+
+
+def test_a_timeout_is_an_error_not_a_verdict() -> None:
+    """Z3's "unknown" (here: out of time) raises; `z3_run` turns that into a failed test, never a pass."""
+    p = CONTRACTS["C2-same-tier"].with_deadlines({"a": 7, "b": 7, "c": 27})
+    with pytest.raises(RuntimeError, match="timeout 1 ms"):
+        find_tier_schedule(p, "miss", timeout_ms=1)
