@@ -11,7 +11,8 @@ extra.
 * `synthesize_floor`, `synthesize_deadline`, `synthesize_slots`,
   `synthesize_reserve`: optima (`rvguard.verify.reserve`: the deadline with a reserve);
 * `rvguard.verify.schedule`: the bounded schedule model and the backlog
-  lemma search; `rvguard.verify.af_induction`: k-induction of the AF credit logic.
+  lemma search; `rvguard.verify.tiers`: the same model with several floored
+  tenants and tiers; `rvguard.verify.af_induction`: k-induction of the AF credit logic.
 """
 
 from __future__ import annotations

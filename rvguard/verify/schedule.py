@@ -12,7 +12,9 @@ one, and tests check one against the other and both against the core):
 
 1. Rank: class (assured first), then delivery order (arrival tick, then the
    order in which same-tick arrivals reach the core; Z3 chooses the latter
-   freely, `Schedule.order` records it).
+   freely, `Schedule.order` records it). With several floored tenants
+   (`rvguard.verify.tiers`; ``simulate(..., tiers=)``) the class is the
+   tenant's tier, opportunistic jobs below every tier.
 2. Work-conserving (a job never waits while a slot is free that it may
    take) and non-preemptive (a started job holds its slot for its whole
    service). With a ``reserve`` R, opportunistic jobs hold at most C − R
@@ -41,8 +43,11 @@ any start instant; a waiting job at an arrival or completion instant means
 all C slots are busy there; and when j has arrived by S_k yet starts after
 k, the tie rule allows it (batch: k outranks j; completions-first: k was
 queued before S_k and j arrived at S_k or ranks below k, or both arrived at
-S_k and k was delivered first). Given a, s and q these pin the greedy
-schedule exactly (a test checks uniqueness against `simulate`).
+S_k and k was delivered first, or — with a reserve — j is opportunistic,
+k is not, and C − R opportunistic jobs run at S_k: j may take no slot). Given
+a, s and q these pin the greedy schedule exactly (tests check uniqueness
+against `simulate`). The clauses are in `rvguard.verify.schedule_clauses`,
+shared with the multi-tier model.
 
 The backlog Q_A(t) is the number of assured jobs in the system (arrived,
 not finished) at t; it is largest at an arrival instant.
@@ -51,7 +56,7 @@ not finished) at t; it is largest at an arrival instant.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
@@ -59,6 +64,15 @@ from typing import Any, Literal
 from ..errors import SpecError
 from ._z3 import load_z3
 from .reserve import reserve_bound
+from .schedule_clauses import (
+    OPPORTUNISTIC,
+    TIES,
+    JobVars,
+    Ties,
+    dispatch_solver,
+    encode_miss,
+    job_variables,
+)
 
 __all__ = [
     "ASSURED",
@@ -69,14 +83,12 @@ __all__ = [
     "Schedule",
     "Ties",
     "find_schedule",
+    "model_solver",
     "simulate",
+    "solve",
 ]
 
 ASSURED = "assured"
-OPPORTUNISTIC = "opportunistic"
-_RANK = {ASSURED: 0, OPPORTUNISTIC: 1}
-Ties = Literal["completions-first", "batch", "any"]
-TIES: tuple[Ties, ...] = ("completions-first", "batch", "any")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,12 +241,13 @@ def simulate(
     ties: Literal["completions-first", "batch"] = "completions-first",
     order: Sequence[int] | None = None,
     reserve: int = 0,
+    tiers: Mapping[str, int] | None = None,
 ) -> Schedule:
     """Run the model's dispatch semantics (module docstring) on concrete jobs.
 
     Args:
         slots: C, the number of slots.
-        tenants: ``"assured"`` or ``"opportunistic"`` per job.
+        tenants: per job, a floored tenant (a key of ``tiers``) or ``"opportunistic"``.
         arrivals: arrival tick per job.
         services: service ticks per job (≥ 1).
         ties: the same-instant order: ``"completions-first"`` (the Guard's and
@@ -243,16 +256,35 @@ def simulate(
             arrival (default: by arrival, then index); it breaks ties between
             same-tick arrivals.
         reserve: R; opportunistic jobs hold at most C − R slots.
+        tiers: each floored tenant's tier (default ``{"assured": 0}``); a waiting
+            job ranks by tier, then delivery order, opportunistic jobs last.
 
     Returns:
         The schedule, jobs in the given order.
 
     Raises:
-        SpecError: lengths differ, an unknown class or tie order, a service < 1,
+        SpecError: lengths differ, an unknown tenant or tie order, a service < 1,
             ``order`` is not a delivery order, or the reserve is outside 0..C (or
             is C while opportunistic jobs wait: they would never run).
     """
+    rank = _ranks(tenants, {ASSURED: 0} if tiers is None else tiers)
     seq = _delivery(tenants, arrivals, services, slots, ties, order, reserve)
+    start = _greedy(slots, tenants, arrivals, services, ties, seq, rank, reserve)
+    jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(len(tenants)))
+    return Schedule(slots, jobs, order=tuple(seq))
+
+
+def _greedy(
+    slots: int,
+    tenants: Sequence[str],
+    arrivals: Sequence[int],
+    services: Sequence[int],
+    ties: str,
+    seq: list[int],
+    rank: list[int],
+    reserve: int,
+) -> dict[int, int]:
+    """The dispatch itself, instant by instant (arguments checked by `simulate`): each job's start."""
     pos = {i: n for n, i in enumerate(seq)}
     start: dict[int, int] = {}
     running: list[int] = []  # job indices holding a slot
@@ -260,7 +292,7 @@ def simulate(
     def take(i: int, t: int) -> None:
         """Start ``i`` at ``t`` if a slot is free that it may take (RB: opportunistic below C − R)."""
         opp = sum(1 for j in running if tenants[j] == OPPORTUNISTIC)
-        if len(running) < slots and (tenants[i] == ASSURED or opp < slots - reserve):
+        if len(running) < slots and (tenants[i] != OPPORTUNISTIC or opp < slots - reserve):
             start[i] = t
             running.append(i)
 
@@ -270,14 +302,22 @@ def simulate(
         running[:] = [j for j in running if start[j] + services[j] > t]
         before = t if ties == "completions-first" else t + 1  # who competes for the freed slots
         queued = [i for i in seq if arrivals[i] < before and i not in start]
-        for i in sorted(queued, key=lambda i: (_RANK[tenants[i]], pos[i])):
+        for i in sorted(queued, key=lambda i: (rank[i], pos[i])):
             take(i, t)
         for i in (i for i in seq if arrivals[i] == t and i not in start):
             take(i, t)  # completions-first: a same-instant arrival takes a free slot
         finishes = {start[j] + services[j] for j in running}
         instants = sorted({f for f in finishes if f > t} | {a for a in arrivals if a > t})
-    jobs = tuple(Job(tenants[i], arrivals[i], services[i], start[i]) for i in range(len(tenants)))
-    return Schedule(slots, jobs, order=tuple(seq))
+    return start
+
+
+def _ranks(tenants: Sequence[str], tiers: Mapping[str, int]) -> list[int]:
+    """Each job's rank: its tenant's tier; opportunistic jobs below every tier."""
+    if OPPORTUNISTIC in tiers or any(t not in tiers and t != OPPORTUNISTIC for t in tenants):
+        known = ", ".join(sorted(tiers))
+        raise SpecError(f"tenants must be {OPPORTUNISTIC} or one of the tiers' ({known})", field="tenants")
+    lowest = max(tiers.values(), default=0) + 1
+    return [lowest if t == OPPORTUNISTIC else tiers[t] for t in tenants]
 
 
 def _delivery(
@@ -297,8 +337,8 @@ def _delivery(
     n = len(tenants)
     if not n == len(arrivals) == len(services) or slots < 1:
         raise SpecError("tenants, arrivals and services need equal lengths, and slots ≥ 1", field="slots")
-    if any(t not in _RANK for t in tenants) or any(s < 1 for s in services):
-        raise SpecError("tenants must be assured/opportunistic and services ≥ 1", field="services")
+    if any(s < 1 for s in services):
+        raise SpecError("services must be ≥ 1", field="services")
     if ties not in ("completions-first", "batch"):
         raise SpecError(f"simulate's ties must be completions-first or batch, got {ties!r}", field="ties")
     seq = sorted(range(n), key=lambda i: (arrivals[i], i)) if order is None else list(order)
@@ -308,52 +348,12 @@ def _delivery(
 
 
 # -- the symbolic model --------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Vars:
-    tenants: tuple[str, ...]
-    a: list[Any]
-    s: list[Any]
-    start: list[Any]
-    seq: list[Any]
-
-    @property
-    def finish(self) -> list[Any]:
-        return [st + sv for st, sv in zip(self.start, self.s, strict=True)]
-
-    def assured(self) -> list[int]:
-        return [i for i, t in enumerate(self.tenants) if t == ASSURED]
+def _variables(z3: Any, p: ModelParams) -> JobVars:
+    assured = (ASSURED, 0, p.s_max, p.deadline)
+    return job_variables(z3, [assured] * p.n_assured + [(OPPORTUNISTIC, 1, p.s_opp, None)] * p.n_opp)
 
 
-def _variables(z3: Any, p: ModelParams) -> _Vars:
-    tenants = (ASSURED,) * p.n_assured + (OPPORTUNISTIC,) * p.n_opp
-    n = len(tenants)
-    return _Vars(
-        tenants,
-        [z3.Int(f"arrival_{i}") for i in range(n)],
-        [z3.Int(f"service_{i}") for i in range(n)],
-        [z3.Int(f"start_{i}") for i in range(n)],
-        [z3.Int(f"sequence_{i}") for i in range(n)],
-    )
-
-
-def _busy(z3: Any, v: _Vars, t: Any) -> Any:
-    return z3.Sum([z3.If(z3.And(st <= t, t < f), 1, 0) for st, f in zip(v.start, v.finish, strict=True)])
-
-
-def encode_envelope(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """Services within [s_min, ceiling], starts after arrivals, each class in arrival order."""
-    clauses = []
-    for i, t in enumerate(v.tenants):
-        ceiling = p.s_max if t == ASSURED else p.s_opp
-        clauses += [v.s[i] >= p.s_min, v.s[i] <= ceiling, v.start[i] >= v.a[i]]
-        if t == OPPORTUNISTIC:
-            clauses.append(v.a[i] >= -p.s_opp)
-        if i > 0 and v.tenants[i - 1] == t:
-            clauses.append(v.a[i - 1] <= v.a[i])  # index order is arrival order
-    return z3.And(clauses)
-
-
-def encode_entitlement(z3: Any, p: ModelParams, v: _Vars) -> Any:
+def encode_entitlement(z3: Any, p: ModelParams, v: JobVars) -> Any:
     """Assured arrivals fall in the k windows, at most B in each."""
     idx = v.assured()
     clauses = [z3.And(v.a[i] >= 0, v.a[i] < p.windows * p.window) for i in idx]
@@ -363,90 +363,7 @@ def encode_entitlement(z3: Any, p: ModelParams, v: _Vars) -> Any:
     return z3.And(clauses)
 
 
-def _busy_opp(z3: Any, v: _Vars, t: Any) -> Any:
-    pairs = [
-        (st, f) for i, (st, f) in enumerate(zip(v.start, v.finish, strict=True)) if v.tenants[i] != ASSURED
-    ]
-    return z3.Sum([z3.If(z3.And(st <= t, t < f), 1, 0) for st, f in pairs]) if pairs else z3.IntVal(0)
-
-
-def encode_capacity(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """At most C jobs run at any start instant (hence at any instant), at most C − R opportunistic."""
-    clauses = [_busy(z3, v, st) <= p.slots for st in v.start]
-    opp = [i for i, t in enumerate(v.tenants) if t == OPPORTUNISTIC]
-    if p.reserve:
-        clauses += [_busy_opp(z3, v, v.start[i]) <= p.slots - p.reserve for i in opp]
-    return z3.And(clauses)
-
-
-def _full_for(z3: Any, p: ModelParams, v: _Vars, j: int, t: Any) -> Any:
-    """No slot at ``t`` that job j may take: all C busy, or (opportunistic j) C − R opportunistic busy."""
-    full = _busy(z3, v, t) == p.slots
-    if p.reserve and v.tenants[j] == OPPORTUNISTIC:
-        return z3.Or(full, _busy_opp(z3, v, t) == p.slots - p.reserve)
-    return full
-
-
-def encode_work_conserving(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """A job waiting at an arrival or completion instant finds no slot it may take (`_full_for`)."""
-    n = len(v.tenants)
-    clauses = [z3.Implies(v.start[j] > v.a[j], _full_for(z3, p, v, j, v.a[j])) for j in range(n)]
-    for j in range(n):
-        for k, f in enumerate(v.finish):
-            if j != k:
-                clauses.append(z3.Implies(z3.And(v.a[j] <= f, f < v.start[j]), _full_for(z3, p, v, j, f)))
-    return z3.And(clauses)
-
-
-def encode_delivery(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """Arrivals reach the dispatcher in one order: by arrival tick, same-tick ties free across classes."""
-    del p
-    n = len(v.tenants)
-    clauses = [z3.Distinct(v.seq)] if n > 1 else []
-    for i, j in itertools.combinations(range(n), 2):
-        if v.tenants[i] == v.tenants[j]:
-            clauses.append(v.seq[i] < v.seq[j])  # within a class, index order is delivery order
-        else:
-            clauses.append(z3.Implies(v.a[i] < v.a[j], v.seq[i] < v.seq[j]))
-            clauses.append(z3.Implies(v.a[j] < v.a[i], v.seq[j] < v.seq[i]))
-    return z3.And(clauses)
-
-
-def _outranks(v: _Vars, j: int, k: int) -> bool:
-    rank_j, rank_k = _RANK[v.tenants[j]], _RANK[v.tenants[k]]
-    return rank_j < rank_k or (rank_j == rank_k and j < k)
-
-
-def _may_pass(z3: Any, ties: str, v: _Vars, j: int, k: int) -> Any:
-    """May k start at S_k while j, arrived by S_k, still waits? (the tie rule)"""
-    batch = z3.BoolVal(_outranks(v, k, j))
-    if ties == "batch":
-        return batch
-    t = v.start[k]
-    freed = z3.And(v.a[k] < t, z3.Or(v.a[j] == t, batch))  # a slot freed at t goes to the queue first
-    eager = z3.And(v.a[k] == t, v.a[j] == t, v.seq[k] < v.seq[j])  # a free slot goes to the first arrival
-    completions_first = z3.Or(freed, eager)
-    return completions_first if ties == "completions-first" else z3.Or(batch, completions_first)
-
-
-def encode_priority(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """If j has arrived when k starts and still waits, the tie order (``p.ties``) lets k pass j."""
-    n = len(v.tenants)
-    clauses = []
-    for j, k in itertools.permutations(range(n), 2):
-        may = _may_pass(z3, p.ties, v, j, k)
-        if z3.is_true(may):
-            continue
-        clauses.append(z3.Implies(z3.And(v.a[j] <= v.start[k], v.start[k] < v.start[j]), may))
-    return z3.And(clauses)
-
-
-def encode_miss(z3: Any, p: ModelParams, v: _Vars) -> Any:
-    """Some assured job finishes after its deadline: F − a > D."""
-    return z3.Or([v.finish[i] - v.a[i] > p.deadline for i in v.assured()])
-
-
-def encode_backlog(z3: Any, p: ModelParams, v: _Vars, bound: int | None = None) -> Any:
+def encode_backlog(z3: Any, p: ModelParams, v: JobVars, bound: int | None = None) -> Any:
     """Q_A exceeds ``bound`` (default B) at some assured arrival instant."""
     idx, limit = v.assured(), p.floor if bound is None else bound
     f = v.finish
@@ -459,7 +376,7 @@ GOALS = ("miss", "backlog", "any")
 
 def model_solver(
     p: ModelParams, goal: str = "miss", *, backlog_bound: int | None = None, extra: Sequence[Any] = ()
-) -> tuple[Any, _Vars]:
+) -> tuple[Any, JobVars]:
     """A fresh solver holding the model's clauses (tracked by name) and the goal.
 
     Raises:
@@ -469,20 +386,38 @@ def model_solver(
         raise ValueError(f"goal must be one of {GOALS}, got {goal!r}")
     z3 = load_z3()
     v = _variables(z3, p)
-    s = z3.Solver()
-    s.assert_and_track(encode_envelope(z3, p, v), "envelope")
-    s.assert_and_track(encode_entitlement(z3, p, v), "entitlement")
-    s.assert_and_track(encode_capacity(z3, p, v), "capacity")
-    s.assert_and_track(encode_work_conserving(z3, p, v), "work_conserving")
-    s.assert_and_track(encode_delivery(z3, p, v), "delivery")
-    s.assert_and_track(encode_priority(z3, p, v), "priority")
-    if goal == "miss":
-        s.assert_and_track(encode_miss(z3, p, v), "goal")
-    elif goal == "backlog":
-        s.assert_and_track(encode_backlog(z3, p, v, backlog_bound), "goal")
+    target = {"miss": encode_miss(z3, v), "any": None}.get(goal)
+    if goal == "backlog":
+        target = encode_backlog(z3, p, v, backlog_bound)
+    s = dispatch_solver(z3, p, v, encode_entitlement(z3, p, v), target)
     for i, e in enumerate(extra):
         s.assert_and_track(e, f"extra_{i}")
     return s, v
+
+
+def solve(solver: Any, v: JobVars, slots: int, timeout_ms: int = 0) -> Schedule | None:
+    """Check ``solver`` (its clauses over ``v``); the run it finds, or None when there is none.
+
+    Raises:
+        RuntimeError: z3 answered unknown (e.g. on timeout): never read as "no run".
+    """
+    z3 = load_z3()
+    if timeout_ms:
+        solver.set("timeout", timeout_ms)
+    verdict = solver.check()
+    if verdict == z3.unsat:
+        return None
+    if verdict != z3.sat:
+        limit = f" (timeout {timeout_ms} ms)" if timeout_ms else ""
+        raise RuntimeError(f"z3 gave up on the schedule model{limit}: {solver.reason_unknown()}")
+    m = solver.model()
+
+    def val(x: Any) -> int:
+        return int(m.eval(x, model_completion=True).as_long())
+
+    jobs = tuple(Job(t, val(v.a[i]), val(v.s[i]), val(v.start[i])) for i, t in enumerate(v.tenants))
+    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival, val(v.seq[i])))
+    return Schedule(slots, jobs, order=tuple(order))
 
 
 def find_schedule(
@@ -505,20 +440,5 @@ def find_schedule(
     Raises:
         RuntimeError: z3 answered unknown (e.g. on timeout).
     """
-    z3 = load_z3()
     s, v = model_solver(p, goal, backlog_bound=backlog_bound)
-    if timeout_ms:
-        s.set("timeout", timeout_ms)
-    verdict = s.check()
-    if verdict == z3.unsat:
-        return None
-    if verdict != z3.sat:
-        raise RuntimeError(f"z3 gave up on the schedule model: {s.reason_unknown()}")
-    m = s.model()
-
-    def val(x: Any) -> int:
-        return int(m.eval(x, model_completion=True).as_long())
-
-    jobs = tuple(Job(t, val(v.a[i]), val(v.s[i]), val(v.start[i])) for i, t in enumerate(v.tenants))
-    order = sorted(range(len(jobs)), key=lambda i: (jobs[i].arrival, val(v.seq[i])))
-    return Schedule(p.slots, jobs, order=tuple(order))
+    return solve(s, v, p.slots, timeout_ms)

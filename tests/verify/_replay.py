@@ -33,7 +33,14 @@ class Tenant:
 
 
 def core_contract(
-    window: int, slots: int, tenants: Mapping[str, Tenant], s_opp: int, deadlines: Mapping[str, float]
+    window: int,
+    slots: int,
+    tenants: Mapping[str, Tenant],
+    s_opp: int,
+    deadlines: Mapping[str, float],
+    *,
+    epoch: float = 0.0,
+    reserve: int = 0,
 ) -> Contract:
     """The contract: the floored tenants and one unfloored tenant ``opp`` below them all."""
     lowest = max(t.tier for t in tenants.values()) + 1
@@ -49,9 +56,10 @@ def core_contract(
     spec[OPP] = {"floor": 0, "deadline": FAR, "tier": lowest}
     return contract_from_mapping(
         {
-            "epoch": 0.0,
+            "epoch": epoch,
             "window": float(window),
             "slots": slots,
+            "reserve": reserve,
             "service": {"s_max": float(max(t.s_max for t in tenants.values())), "s_max_opp": float(s_opp)},
             "tenants": spec,
         }
