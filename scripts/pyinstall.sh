@@ -46,8 +46,9 @@ uv_settings() {
         val="${val//\\n/ }"
         case "$key" in
         find-links) for v in $val; do printf '%s\0' --find-links "$v"; done ;;
-        index-url) printf '%s\0' --index-url "$val" ;;
-        extra-index-url) for v in $val; do printf '%s\0' --extra-index-url "$v"; done ;;
+        # (uv skips a file:// index whose URL lacks the final slash, and pip reads it either way)
+        index-url) printf '%s\0' --index-url "${val%/}/" ;;
+        extra-index-url) for v in $val; do printf '%s\0' --extra-index-url "${v%/}/"; done ;;
         constraint) for v in $val; do printf '%s\0' --constraint "$v"; done ;;
         esac
     done < <("$PYTHON" -m pip config list 2>/dev/null || true)
