@@ -32,7 +32,7 @@ def two_tenants() -> Contract:
 
 
 #: the session fixtures that start the real vLLM CPU engine (tests/gateway, tests/fleet conftest)
-ENGINE_FIXTURES = frozenset({"engine", "two_engines", "small_kv_engine"})
+ENGINE_FIXTURES = frozenset({"engine", "two_engines", "engine_pair", "small_kv_engine"})
 
 
 #: the folders `make unit-engine` collects (the Makefile's ENGINE_DIRS): an engine test elsewhere fails
@@ -61,6 +61,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))
+    _kills_last(items)
+
+
+def _kills_last(items: list[pytest.Item]) -> None:
+    """Move each ``kills_engine`` test after the last test of its folder (where its engine fixture's
+    scope ends), so that the engine it kills is restarted for no one."""
+    for item in [i for i in items if i.get_closest_marker("kills_engine")]:
+        items.remove(item)
+        last = max((n for n, other in enumerate(items) if other.path.parent == item.path.parent), default=-1)
+        items.insert(last + 1, item)
 
 
 def _in_engine_dirs(path: Path) -> bool:
