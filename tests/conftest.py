@@ -42,7 +42,13 @@ ENGINE_DIRS = ("tests/fleet", "tests/gateway")
 #: the slowest files of the tests that need no engine, measured on a clean clone, slowest first:
 #: `make unit-fast` (with --no-loadscope-reorder) hands them to the xdist workers before the rest, so
 #: that no long file starts last and runs alone at the end
-SLOW_FIRST: tuple[str, ...] = ()
+SLOW_FIRST: tuple[str, ...] = (
+    "tests/test_compiled.py",  # builds the mypyc extension: minutes, and collected last of all
+    "tests/test_packaging.py",  # builds an sdist and a wheel and installs it in a fresh venv
+    "tests/fleet/test_gateway_fleet.py",  # replicas over Redis, several contract windows a test
+    "tests/integrations/test_litellm_proxy.py",  # LiteLLM's proxy started in its own venv
+    "tests/test_docs.py",  # the mkdocs --strict build
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
