@@ -13,7 +13,10 @@ if [ -f "$STAMP" ]; then
     exit 0
 fi
 echo "litellm_env: creating $VENV with $LITELLM_SPEC (about 1 min)" >&2
-bash "$HERE/scripts/pyinstall.sh" "$VENV" "$LITELLM_SPEC" -e "$HERE[gateway]"
+# pip, not uv: where two indexes hold the same version (a machine's local mirrors), pip takes the best
+# wheel among them and uv the first index's; for soundfile that was a pure wheel without libsndfile,
+# and LiteLLM's proxy failed to import
+RVGUARD_PIP=1 bash "$HERE/scripts/pyinstall.sh" "$VENV" "$LITELLM_SPEC" -e "$HERE[gateway]"
 LITELLM_LOCAL_MODEL_COST_MAP=True "$VENV/bin/python" -c \
     "import litellm.proxy.proxy_server, rvguard.integrations.litellm_hook; print('litellm ready')" >&2
 touch "$STAMP"
