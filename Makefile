@@ -5,12 +5,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck engine litellm promtool redis unit bench compiled bench-compiled clean
+.PHONY: demo test test-parts lint typecheck engine litellm promtool redis unit unit-fast unit-engine bench compiled bench-compiled clean
 
+# scripts/pyinstall.sh installs with uv (from PyPI, into build/uv) when it can, else with pip.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	PYTHON=$(PYTHON) bash scripts/pyinstall.sh $(VENV) -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -41,10 +40,12 @@ litellm:
 
 # promtool (from Debian's prometheus package, as root) for the tests of deploy/prometheus's rules. A
 # failure does not stop `make test`: those tests then fail with the reason.
+# `make test` runs the installs side by side: apt's (this one and redis) take turns on build/apt.lock.
 promtool:
 	@command -v promtool >/dev/null 2>&1 || { mkdir -p build; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		  prometheus; } >> build/promtool.log 2>&1 || \
+		flock build/apt.lock sh -c 'command -v promtool >/dev/null 2>&1 || { apt-get update -qq && \
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; }' \
+		  >> build/promtool.log 2>&1 || \
 		echo "promtool: installing Debian's prometheus package failed (see build/promtool.log)"; }
 
 # The real Redis for the fleet tests (shared floor credits): Debian's redis-server, installed when
@@ -55,18 +56,32 @@ redis:
 	@mkdir -p build
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "redis: installing Debian's redis-server"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		  apt-get install -y -qq --no-install-recommends redis-server; } >> build/redis.log 2>&1 || \
+		flock build/apt.lock sh -c 'command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && \
+		  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; }' \
+		  >> build/redis.log 2>&1 || \
 		{ echo "redis: apt-get install redis-server failed (see build/redis.log); the fleet tests will fail"; \
 		  tail -n 20 build/redis.log; }; }
 
-# The tests that need no engine on every core (pytest-xdist; a file's tests stay on one worker,
-# so its session fixtures start once), then the real-engine tests alone, on a quiet machine.
-unit: $(STAMP)
-	$(PY) -m pytest -n auto --dist loadfile --timeout 900 --timeout-method thread -m "not benchmark and not engine"
-	$(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark"
+# The tests that need no engine, on every core (pytest-xdist; a file's tests stay on one worker, so
+# its session fixtures start once; tests/conftest.py hands out the slowest files first).
+unit-fast: $(STAMP) litellm promtool redis
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --timeout 900 --timeout-method thread -m "not benchmark and not engine"
 
-test: lint typecheck engine litellm promtool redis unit
+# Then the real-engine tests alone, on a quiet machine. Only the folders that hold them are collected
+# (ENGINE_DIRS in tests/conftest.py, which fails a run that finds an engine test anywhere else).
+ENGINE_DIRS := tests/fleet tests/gateway
+unit-engine: $(STAMP) engine unit-fast
+	$(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark" $(ENGINE_DIRS)
+
+unit: unit-fast unit-engine
+
+# Everything, the installs side by side with lint, typecheck and the tests that need no engine (the
+# engine's ~3.4 GB install goes on while they run); each part's output is printed whole when it ends.
+# -k: a failed part does not stop the others (the engine tests still wait for the rest to pass).
+test:
+	@$(MAKE) --no-print-directory -k -j4 --output-sync=target test-parts
+
+test-parts: lint typecheck engine litellm promtool redis unit-fast unit-engine
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

