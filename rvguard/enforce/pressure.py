@@ -42,8 +42,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, SpecError, TelemetryError
 from .emergency import EmergencyChannel
-from .eviction import EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
+from .eviction import Candidate, EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
 from .headroom import HeadroomSource
+from .rationing import ReliefConfig, preempt_fewest
+from .redline import HardFloorCrossing
 from .voluntary import VoluntaryChannel
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ class HeadroomLoop:
         interval: float,
         eviction: EvictionConfig | None = None,
         hold_limit: float | None = None,
+        relief: ReliefConfig | None = None,
     ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -95,6 +98,12 @@ class HeadroomLoop:
         self._expiring = False
         self.emergency: EmergencyChannel | None = None
         self.voluntary: VoluntaryChannel | None = None
+        self.relief: ReliefConfig | None = None
+        self.bounded = 0
+        self._generated: dict[str, int] = {}
+        self._relieving: dict[str, tuple[str, int, float]] = {}  # rid -> (resource, S, stopped by)
+        if relief is not None:
+            self.ration_with(relief)
         config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
         if config is not None:
             self.evict_with(config)
@@ -139,6 +148,18 @@ class HeadroomLoop:
         self.voluntary = VoluntaryChannel(self._guard, self.emergency, config)
         return self.voluntary
 
+    def ration_with(self, config: ReliefConfig) -> None:
+        """Ration relief (`rvguard.enforce.rationing`): past the hard floor preempt only the fewest
+        the floor needs, restore held surplus as the headroom allows, answer a request held longer
+        than ``config.hold_bound``. An emergency channel, when set, still decides evictions."""
+        self.relief = config
+        self._guard.core.ration(config)
+
+    def progress(self, rid: str, generated: int) -> None:
+        """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption)."""
+        if self._guard.core.is_live(rid):
+            self._generated[rid] = generated
+
     def start(self) -> None:
         """Run the loop as a task of the running event loop."""
         if self._task is None:
@@ -181,6 +202,7 @@ class HeadroomLoop:
             self.errors += 1
             self.last_error = refused
         self._expire_hold()
+        self._expire_held()
         crossing = self._guard.core.hard_floor_crossed()
         if self.emergency is not None:
             self.emergency.land()
@@ -189,6 +211,8 @@ class HeadroomLoop:
                 self.emergency.act(crossing, now)
             if self.voluntary is not None:
                 self.voluntary.act(now)
+        elif crossing is not None and self.relief is not None:
+            self._preempt_fewest(crossing, self.relief)
         elif crossing is not None:
             self._preempt_surplus(crossing.resource)
         return len(samples)
@@ -219,3 +243,43 @@ class HeadroomLoop:
             with contextlib.suppress(EnforcementError):  # ended between the two looks
                 guard.preempt(rid, resource=resource)
                 self.preempted += 1
+
+    def _expire_held(self) -> None:
+        """Rationed: answer each request held ``hold_bound`` seconds or more (`HOLD_BOUND`)."""
+        guard = self._guard
+        ended = guard.core.expire_held(guard.clock.now())
+        self.bounded += len(ended)
+        guard._handle(ended)
+
+    def _preempt_fewest(self, crossing: HardFloorCrossing, config: ReliefConfig) -> None:
+        """Preempt the fewest running surplus requests whose states lift the crossing resource back to
+        its hard floor, counting the preemptions a fresh sample has not measured yet (module doc)."""
+        guard = self._guard
+        redline = guard.core.redline
+        for rid, (resource, _, by) in list(self._relieving.items()):
+            if redline is None or redline.last_sample_time(resource) > by:
+                del self._relieving[rid]  # measured: its relief is in the sample now
+        for rid in [r for r in self._generated if not guard.core.is_live(r)]:
+            del self._generated[rid]
+        noticed = guard.preemption.noticed
+        cands = [self._candidate(rid) for rid in guard.running() if guard.preemption.preemptible(rid)]
+        free = [c for c in cands if c.rid not in noticed]
+        in_flight = sum(s for _, s, _ in self._relieving.values())
+        plan = preempt_fewest(
+            free,
+            headroom=crossing.smoothed,
+            floor=crossing.floor,
+            capacity=config.capacity,
+            in_flight=in_flight,
+        )
+        states = {c.rid: c.state for c in free}
+        for rid in plan:
+            with contextlib.suppress(EnforcementError):  # ended between the two looks
+                stop_at = guard.preempt(rid, resource=crossing.resource)
+                self._relieving[rid] = (crossing.resource, states[rid], max(stop_at, crossing.sample_time))
+                self.preempted += 1
+
+    def _candidate(self, rid: str) -> Candidate:
+        request = self._guard.request(rid)
+        prompt = 0 if request is None else request.prompt_tokens or 0
+        return Candidate(rid, prompt, self._generated.get(rid, 0))
