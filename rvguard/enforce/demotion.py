@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ..contract import Contract
 from ..errors import EnforcementError
 from ..events import HOLD_BOUND, Demote, Event, Fail, Restore, Sample
 from ..facts import RequestFacts
@@ -72,6 +73,11 @@ class _Core(Protocol):
     _restore_waits: bool
     _ration: ReliefConfig | None
     _held_at: dict[str, float]
+    _ration_cap: int
+    _restoring: dict[str, Any]  # rid -> the core's entry
+    _surplus_running: int
+    _running: int
+    contract: Contract
 
     @property
     def _held(self) -> Mapping[str, Holdable]: ...
@@ -82,6 +88,10 @@ class _Core(Protocol):
     def _holding(self) -> bool: ...
 
     def _allowance(self, held: Sequence[Holdable], growth: int | None) -> int: ...
+
+    def _unheld(self, entry: Holdable) -> None: ...
+
+    def _restored_waiting(self) -> int: ...
 
     def _take_surplus(self) -> Sequence[Holdable]: ...
 
@@ -111,6 +121,8 @@ class DemotionMixin:
     _restore_waits: bool
     _ration: ReliefConfig | None
     _held_at: dict[str, float]
+    _ration_cap: int
+    _restoring: dict[str, Any]  # rid -> the core's entry
 
     def ration(self: _Core, config: ReliefConfig) -> None:
         """Ration relief from now on (`rvguard.enforce.rationing`): restore held surplus only as the
@@ -169,9 +181,12 @@ class DemotionMixin:
         return self._redline is not None and self._redline.firing
 
     def _gated(self: _Core) -> bool:
-        """No surplus dispatch now: the redline fires, or rationed relief still holds some back
-        (queued surplus waits behind the held, which the headroom restores a few at a time)."""
-        return self._holding() or (self._ration is not None and bool(self._held))
+        """No surplus dispatch now: the redline fires, or, rationed, some are still held and surplus
+        running has reached what the last restore allowed (the restored go first, by rank; queued
+        surplus that came after them waits for a completion or the next allowance)."""
+        return self._holding() or (
+            self._ration is not None and bool(self._held) and self._surplus_running >= self._ration_cap
+        )
 
     def _decided_by(self: _Core) -> tuple[str, float]:
         """The deciding resource of the last fresh reading and its last fresh sample's time."""
@@ -213,6 +228,7 @@ class DemotionMixin:
             out.append(ev)
             if self._ration is not None:
                 self._held_at[entry.request.rid] = now
+                self._ration_cap = 0  # nothing more dispatches past the held before a restore
 
     def _restore_held(
         self: _Core, now: float, out: list[Event], sample: HeadroomSample, growth: int | None = None
@@ -226,11 +242,44 @@ class DemotionMixin:
         held = sorted(self._held.values(), key=lambda e: e.key)
         if self._ration is not None:
             held = held[: self._allowance(held, growth)]
+            self._ration_cap = self._surplus_running + self._restored_waiting() + len(held)
         for entry in held:
             ev = Restore(now, entry.request.rid, sample.resource, sample.t)
             self._apply(entry, ev)
             out.append(ev)
-            self._held_at.pop(entry.request.rid, None)
+            self._unheld(entry)
+
+    def _pass_on(self: _Core, now: float, out: list[Event]) -> None:
+        """Rationed, with the redline clear: a surplus slot the last allowance granted and that has
+        come free (a completion, a preemption) goes to the first held requests, restored now on the
+        deciding resource's last fresh sample, before any surplus queued after them; with that
+        sample older than ``staleness``, nothing (stale telemetry never restores)."""
+        if self._ration is None or not self._held or self._holding() or self._reading is None:
+            return
+        granted = self._ration_cap - self._surplus_running - self._restored_waiting()
+        room = min(granted, self.contract.slots - self._running)
+        resource, sample_time = self._decided_by()
+        if room <= 0 or now - sample_time > self._staleness:
+            return
+        for entry in sorted(self._held.values(), key=lambda e: e.key)[:room]:
+            ev = Restore(now, entry.request.rid, resource, sample_time)
+            self._apply(entry, ev)
+            out.append(ev)
+            self._unheld(entry)
+
+    def _unheld(self: _Core, entry: Holdable) -> None:
+        """``entry`` was just restored: its hold clock stops; rationed, it waits for a slot counted
+        against the allowance (`_restored_waiting`)."""
+        rid = entry.request.rid
+        self._held_at.pop(rid, None)
+        if self._ration is not None:
+            self._restoring[rid] = entry
+
+    def _restored_waiting(self: _Core) -> int:
+        """Restored requests still queued (each already counted against the allowance)."""
+        for rid in [r for r, e in self._restoring.items() if e.state is not Stage.ADMITTED]:
+            del self._restoring[rid]  # dispatched, or ended
+        return len(self._restoring)
 
     def _allowance(self: _Core, held: Sequence[Holdable], growth: int | None) -> int:
         """How many of ``held`` (rank order) the deciding resource's room above its ``h_min`` holds,

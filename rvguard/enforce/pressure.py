@@ -44,7 +44,7 @@ from ..errors import EnforcementError, SpecError, TelemetryError
 from .emergency import EmergencyChannel
 from .eviction import Candidate, EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
 from .headroom import HeadroomSource
-from .rationing import ReliefConfig, preempt_fewest
+from .rationing import InFlight, ReliefConfig, preempt_fewest
 from .redline import HardFloorCrossing
 from .voluntary import VoluntaryChannel
 
@@ -101,7 +101,7 @@ class HeadroomLoop:
         self.relief: ReliefConfig | None = None
         self.bounded = 0
         self._generated: dict[str, int] = {}
-        self._relieving: dict[str, tuple[str, int, float]] = {}  # rid -> (resource, S, stopped by)
+        self._relieving = InFlight()  # preemptions no fresh sample has measured yet
         if relief is not None:
             self.ration_with(relief)
         config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
@@ -256,15 +256,14 @@ class HeadroomLoop:
         its hard floor, counting the preemptions a fresh sample has not measured yet (module doc)."""
         guard = self._guard
         redline = guard.core.redline
-        for rid, (resource, _, by) in list(self._relieving.items()):
-            if redline is None or redline.last_sample_time(resource) > by:
-                del self._relieving[rid]  # measured: its relief is in the sample now
+        if redline is not None:
+            self._relieving.land(redline.last_sample_time)
         for rid in [r for r in self._generated if not guard.core.is_live(r)]:
             del self._generated[rid]
         noticed = guard.preemption.noticed
         cands = [self._candidate(rid) for rid in guard.running() if guard.preemption.preemptible(rid)]
         free = [c for c in cands if c.rid not in noticed]
-        in_flight = sum(s for _, s, _ in self._relieving.values())
+        in_flight = self._relieving.tokens
         plan = preempt_fewest(
             free,
             headroom=crossing.smoothed,
@@ -276,7 +275,7 @@ class HeadroomLoop:
         for rid in plan:
             with contextlib.suppress(EnforcementError):  # ended between the two looks
                 stop_at = guard.preempt(rid, resource=crossing.resource)
-                self._relieving[rid] = (crossing.resource, states[rid], max(stop_at, crossing.sample_time))
+                self._relieving.add(rid, crossing.resource, states[rid], max(stop_at, crossing.sample_time))
                 self.preempted += 1
 
     def _candidate(self, rid: str) -> Candidate:

@@ -34,14 +34,22 @@ Pure: no clock, no I/O. Cost: `preempt_fewest` O(n log n) for n candidates (the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import SpecError
 from ..events import HOLD_BOUND as HOLD_BOUND
 from .eviction import Candidate, rank
 
-__all__ = ["DEFAULT_HOLD_BOUND", "HOLD_BOUND", "ReliefConfig", "preempt_fewest", "restore_allowance"]
+__all__ = [
+    "DEFAULT_HOLD_BOUND",
+    "HOLD_BOUND",
+    "InFlight",
+    "ReliefConfig",
+    "preempt_fewest",
+    "restore_allowance",
+    "shortfall",
+]
 
 #: seconds a held request waits at most before it is answered (well under an SDK's default time-out)
 DEFAULT_HOLD_BOUND = 10.0
@@ -106,3 +114,31 @@ def restore_allowance(
         if used > room:
             return n
     return len(footprints)
+
+
+class InFlight:
+    """Preemptions whose relief no fresh sample has measured yet: credited to the shortfall, so a
+    stop not yet seen is not answered by a second one (as `EvictionPlanner` credits evictions).
+
+    Cost: O(1) per `add`, O(p) per `land` for p in flight; memory O(p).
+    """
+
+    __slots__ = ("_stops",)
+
+    def __init__(self) -> None:
+        self._stops: dict[str, tuple[str, int, float]] = {}  # rid -> (resource, state, stopped by)
+
+    def add(self, rid: str, resource: str, state: int, by: float) -> None:
+        """``rid`` (``state`` tokens of ``resource``) is stopped by time ``by``."""
+        self._stops[rid] = (resource, state, by)
+
+    def land(self, last_sample_time: Callable[[str], float]) -> None:
+        """Forget each stop that a sample taken after it has measured."""
+        for rid, (resource, _, by) in list(self._stops.items()):
+            if last_sample_time(resource) > by:
+                del self._stops[rid]
+
+    @property
+    def tokens(self) -> int:
+        """The state tokens in flight."""
+        return sum(state for _, state, _ in self._stops.values())
