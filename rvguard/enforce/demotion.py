@@ -45,7 +45,7 @@ from ..events import HOLD_BOUND, Demote, Event, Fail, Restore, Sample
 from ..facts import RequestFacts
 from ..lifecycle import Stage
 from .rationing import ReliefConfig, restore_allowance
-from .ready import Key
+from .ready import Key, ReadyQueue
 from .redline import HardFloorCrossing, HeadroomSample, Redline, RedlineReading
 from .request import Request
 
@@ -62,6 +62,7 @@ class Holdable(Protocol):
     key: Key
     facts: RequestFacts
     state: Stage
+    entitled: bool
 
 
 class _Core(Protocol):
@@ -76,6 +77,7 @@ class _Core(Protocol):
     _ration_cap: int
     _restoring: dict[str, Any]  # rid -> the core's entry
     _surplus_running: int
+    _ready: ReadyQueue[Any]
     _running: int
     contract: Contract
 
@@ -183,10 +185,14 @@ class DemotionMixin:
     def _gated(self: _Core) -> bool:
         """No surplus dispatch now: the redline fires, or, rationed, some are still held and surplus
         running has reached what the last restore allowed (the restored go first, by rank; queued
-        surplus that came after them waits for a completion or the next allowance)."""
-        return self._holding() or (
-            self._ration is not None and bool(self._held) and self._surplus_running >= self._ration_cap
-        )
+        surplus that came after them waits for a completion or the next allowance). A floor-entitled
+        request admitted as excess is never held back by the allowance when it is next in rank."""
+        if self._holding():
+            return True
+        if self._ration is None or not self._held or self._surplus_running < self._ration_cap:
+            return False
+        head = self._ready.peek_surplus()
+        return head is None or not head.entitled  # entitled excess (protected) is never rationed
 
     def _decided_by(self: _Core) -> tuple[str, float]:
         """The deciding resource of the last fresh reading and its last fresh sample's time."""

@@ -17,6 +17,13 @@ preemption: grace, then stop, the caller gets its retry signal). With the contra
 (`rvguard.enforce.voluntary`: the crossover rule, through the same planner, k and link
 bucket). Either way `Guard.preempt`'s test refuses floor work, so PR holds by construction.
 
+Rationed (`ration_with`, or ``relief=``: a `ReliefConfig`, `rvguard.enforce.rationing`), the loop
+preempts past the hard floor only the fewest running surplus requests whose states (prompt plus the
+tokens reported through `progress`) cover the floor's shortfall, counting the stops no fresh sample
+has measured yet; the core restores held surplus as the headroom allows; and every poll answers a
+request held ``hold_bound`` seconds (``fail(hold-bound)``, `DecisionCore.expire_held`: `bounded`
+counts them), so no held request waits past the bound plus one interval.
+
 One sample cannot hold surplus for ever: while the redline fires on a deciding sample older than
 ``hold_limit`` (default: the contract's ``headroom.staleness``, else 30 s), every poll ends the
 held and queued surplus ``fail`` with reason ``redline-stale`` (`DecisionCore.expire_hold`; the
@@ -67,6 +74,8 @@ class HeadroomLoop:
         preempted: preemptions asked for past the hard floor (without an eviction channel).
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
         voluntary: the voluntary eviction channel (`voluntary_with`), or ``None``.
+        relief: rationed relief's configuration (`ration_with`), or ``None``: preempt all.
+        bounded: held requests answered at the hold bound (rationed).
     """
 
     def __init__(
@@ -156,8 +165,11 @@ class HeadroomLoop:
         self._guard.core.ration(config)
 
     def progress(self, rid: str, generated: int) -> None:
-        """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption)."""
-        if self._guard.core.is_live(rid):
+        """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption and
+        the emergency channel's ranking)."""
+        if self.emergency is not None:
+            self.emergency.progress(rid, generated)
+        if self.relief is not None and self._guard.core.is_live(rid):
             self._generated[rid] = generated
 
     def start(self) -> None:

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from rvguard.enforce.rationing import ReliefConfig
 from rvguard.enforce.redline import RedlineConfig, ResourceLimit
+from rvguard.errors import SpecError
 from rvguard.gateway.fake import FakeUpstream
 
 from ._support import auth, contract, gateway, read_trace, settings, terminal_counts
@@ -32,10 +34,17 @@ async def _until(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
 async def test_a_request_held_past_the_bound_gets_503_with_a_retry_signal(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     async with FakeUpstream(token_delay=0.002, metrics=True) as up:
-        s = settings(up.url, trace, redline=REDLINE, headroom_url=up.url + "/metrics", headroom_interval=0.02)
+        relief = ReliefConfig(capacity=1000, hold_bound=BOUND)
+        s = settings(
+            up.url,
+            trace,
+            redline=REDLINE,
+            headroom_url=up.url + "/metrics",
+            headroom_interval=0.02,
+            relief=relief,
+        )
         async with gateway(contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
-            assert gw.guard.headroom is not None
-            gw.guard.headroom.ration_with(ReliefConfig(capacity=1000, hold_bound=BOUND))
+            assert gw.guard.headroom is not None and gw.guard.headroom.relief == relief
             up.kv_usage = 0.9  # headroom 0.1 < h_min, fresh on every scrape: the redline keeps firing
             await _until(lambda: gw.guard.core.redline is not None and gw.guard.core.redline.firing, "firing")
             started = time.monotonic()
@@ -55,3 +64,24 @@ async def test_a_request_held_past_the_bound_gets_503_with_a_retry_signal(tmp_pa
     fail = next(e for e in events if e["kind"] == "fail")
     assert fail["reason"] == "hold-bound" and fail["t"] - fail["held_since"] >= BOUND
     assert set(terminal_counts([e for e in events if "rid" in e]).values()) == {1}
+
+
+def test_serve_rations_relief_from_its_options() -> None:
+    import argparse
+
+    from rvguard.gateway.cli import _headroom
+
+    block = {"staleness": 5.0, "resources": {"kv_cache": {"h_min": 0.2, "hard_floor": 0.05}}}
+    common = {"headroom": "", "upstream": ["http://127.0.0.1:8000/"], "headroom_interval": 0.5}
+    got = _headroom(
+        argparse.Namespace(**common, relief_capacity=16384, hold_bound=4.0), contract(headroom=block)
+    )
+    assert got["relief"] == ReliefConfig(16384, hold_bound=4.0)
+    got = _headroom(
+        argparse.Namespace(**common, relief_capacity=None, hold_bound=4.0), contract(headroom=block)
+    )
+    assert got["relief"] is None
+    with pytest.raises(SpecError, match="needs --headroom"):
+        _headroom(argparse.Namespace(headroom=None, relief_capacity=100), contract(headroom=block))
+    with pytest.raises(SpecError, match="headroom telemetry"):
+        settings("http://127.0.0.1:9", None, redline=REDLINE, relief=ReliefConfig(100))
