@@ -316,7 +316,9 @@ class DemotionMixin:
             return []
         self._check_time(now)
         bound = self._ration.hold_bound
-        due = [e for e in self._held.values() if now - self._held_at.get(e.request.rid, now) >= bound]
+        for rid in self._held:  # held before `ration` was called: its bound counts from now
+            self._held_at.setdefault(rid, now)
+        due = [e for e in self._held.values() if now - self._held_at[e.request.rid] >= bound]
         if not due:
             return []
         self._advance(now)

@@ -123,3 +123,14 @@ def test_unrationed_nothing_is_answered_at_a_hold_bound() -> None:
     run = _Run(rationed=False)
     _held(run, 2)
     assert run.core.expire_held(1000.0) == [] and run.core.held == 2
+
+
+def test_a_request_held_before_rationing_began_is_bounded_from_the_first_look() -> None:
+    run = _Run(rationed=False)
+    _held(run, 1)
+    run.core.ration(ReliefConfig(CAPACITY, hold_bound=5.0))
+    assert run.take(run.core.expire_held(3.0)) == []  # its bound starts here, not at its demote
+    assert run.take(run.core.expire_held(7.9)) == []
+    out = run.take(run.core.expire_held(8.0))
+    assert out == [Fail(8.0, "o0", HOLD_BOUND, {"held_since": 3.0})]
+    assert run.violations() == []
