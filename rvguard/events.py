@@ -43,6 +43,7 @@ from .watch_events import Watch, watch_from_dict
 __all__ = [
     "CLIENT_ERROR",
     "EVENT_CLASSES",
+    "HOLD_BOUND",
     "PREEMPTED",
     "TERMINAL_KINDS",
     "Admit",
@@ -263,6 +264,9 @@ def is_client_error(reason: str) -> bool:
 #: the ``fail`` reason of a request stopped to shed load (bare preemption, or an eviction that
 #: is not relocated): PR says no floor-entitled or assured request ever ends so
 PREEMPTED = "preempted"
+#: the ``fail`` reason of a surplus request the redline held longer than its relief's hold bound
+#: (`rvguard.enforce.rationing`): answered with a retry signal, never left to its client's time-out
+HOLD_BOUND = "hold-bound"
 
 
 _DESIGN2: tuple[type[Event], ...] = (Arrive, Admit, Reject, Dispatch, Complete, Drop, Fail)

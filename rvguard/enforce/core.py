@@ -92,6 +92,7 @@ from ..events import (
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import COMPLETE, DROP, Stage
 from .learners import reject_reason, traced_proposal, usable_proposal
+from .rationing import ReliefConfig
 from .ready import Key, ReadyQueue, rank
 from .redline import Redline, RedlineConfig, RedlineReading
 from .request import Request
@@ -240,6 +241,10 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         self._reading: RedlineReading | None = None
         self._restore_waits = False  # the redline cleared on a stale sample: the held wait for a fresh one
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
+        self._ration: ReliefConfig | None = None  # rationed relief (`ration`): restores by allowance
+        self._held_at: dict[str, float] = {}  # rid -> when it was held (the hold bound's clock)
+        self._ration_cap = 0  # rationed: surplus running allowed while some are held (`_gated`)
+        self._restoring: dict[str, _Entry] = {}  # rationed: restored, not dispatched yet
 
     # -- public API ------------------------------------------------------------
     @property
@@ -489,11 +494,12 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
 
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
-        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
-        while the redline does not fire (RL: what it holds or cannot yet demote waits)."""
-        slots, ready, holding = self.contract.slots, self._ready, self._holding()
+        """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB), while
+        the redline does not fire (RL) and, rationed, while none is held (`DemotionMixin._gated`)."""
+        slots, ready = self.contract.slots, self._ready
+        self._pass_on(now, out)  # rationed: a freed surplus slot goes to the held first
         while self._running < slots:
-            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not holding)
+            entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not self._gated())
             if entry is None:
                 return
             rid = entry.request.rid

@@ -39,9 +39,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ..contract import Contract
 from ..errors import EnforcementError
-from ..events import Demote, Event, Fail, Restore, Sample
-from .ready import Key
+from ..events import HOLD_BOUND, Demote, Event, Fail, Restore, Sample
+from ..facts import RequestFacts
+from ..lifecycle import Stage
+from .rationing import ReliefConfig, restore_allowance
+from .ready import Key, ReadyQueue
 from .redline import HardFloorCrossing, HeadroomSample, Redline, RedlineReading
 from .request import Request
 
@@ -56,6 +60,9 @@ class Holdable(Protocol):
 
     request: Request
     key: Key
+    facts: RequestFacts
+    state: Stage
+    entitled: bool
 
 
 class _Core(Protocol):
@@ -65,9 +72,28 @@ class _Core(Protocol):
     _reading: RedlineReading | None
     _staleness: float
     _restore_waits: bool
+    _ration: ReliefConfig | None
+    _held_at: dict[str, float]
+    _ration_cap: int
+    _restoring: dict[str, Any]  # rid -> the core's entry
+    _surplus_running: int
+    _ready: ReadyQueue[Any]
+    _running: int
+    contract: Contract
 
     @property
     def _held(self) -> Mapping[str, Holdable]: ...
+
+    @property
+    def _live(self) -> Mapping[str, Holdable]: ...
+
+    def _holding(self) -> bool: ...
+
+    def _allowance(self, held: Sequence[Holdable], growth: int | None) -> int: ...
+
+    def _unheld(self, entry: Holdable) -> None: ...
+
+    def _restored_waiting(self) -> int: ...
 
     def _take_surplus(self) -> Sequence[Holdable]: ...
 
@@ -81,7 +107,9 @@ class _Core(Protocol):
 
     def _hold_surplus(self, now: float, out: list[Event]) -> None: ...
 
-    def _restore_held(self, now: float, out: list[Event], sample: HeadroomSample) -> None: ...
+    def _restore_held(
+        self, now: float, out: list[Event], sample: HeadroomSample, growth: int | None = None
+    ) -> None: ...
 
     def _decided_by(self) -> tuple[str, float]: ...
 
@@ -93,6 +121,21 @@ class DemotionMixin:
     _reading: RedlineReading | None
     _staleness: float
     _restore_waits: bool
+    _ration: ReliefConfig | None
+    _held_at: dict[str, float]
+    _ration_cap: int
+    _restoring: dict[str, Any]  # rid -> the core's entry
+
+    def ration(self: _Core, config: ReliefConfig) -> None:
+        """Ration relief from now on (`rvguard.enforce.rationing`): restore held surplus only as the
+        headroom allows, keep queued surplus behind the held, and end a request held longer than
+        ``config.hold_bound`` (`expire_held`)."""
+        self._ration = config
+
+    @property
+    def rationed(self: _Core) -> ReliefConfig | None:
+        """The rationed relief's configuration (``None``: the redline restores all at once)."""
+        return self._ration
 
     @property
     def redline(self: _Core) -> Redline | None:
@@ -104,9 +147,11 @@ class DemotionMixin:
         """Surplus requests the redline holds back now."""
         return len(self._held)
 
-    def observe(self: _Core, sample: HeadroomSample, now: float) -> list[Event]:
+    def observe(self: _Core, sample: HeadroomSample, now: float, *, growth: int | None = None) -> list[Event]:
         """One headroom sample at ``now``: its ``sample`` event if fresh, the demotions or
-        restorations it causes, and any dispatch a restoration allows (module doc).
+        restorations it causes, and any dispatch a restoration allows (module doc). ``growth``: the
+        tokens running work will still generate, when the runtime knows them (rationed restores
+        only; without it each running request counts its whole capped output).
 
         Raises:
             EnforcementError: the core has no redline (500).
@@ -125,7 +170,7 @@ class DemotionMixin:
         if reading.firing:
             self._hold_surplus(now, out)
         elif reading.toggled or self._held:
-            self._restore_held(now, out, sample)
+            self._restore_held(now, out, sample, growth)
             self._fill(now, out)
         self._restore_waits = bool(self._held) and not reading.firing
         return out
@@ -136,6 +181,18 @@ class DemotionMixin:
 
     def _holding(self: _Core) -> bool:
         return self._redline is not None and self._redline.firing
+
+    def _gated(self: _Core) -> bool:
+        """No surplus dispatch now: the redline fires, or, rationed, some are still held and surplus
+        running has reached what the last restore allowed (the restored go first, by rank; queued
+        surplus that came after them waits for a completion or the next allowance). A floor-entitled
+        request admitted as excess is never held back by the allowance when it is next in rank."""
+        if self._holding():
+            return True
+        if self._ration is None or not self._held or self._surplus_running < self._ration_cap:
+            return False
+        head = self._ready.peek_surplus()
+        return head is None or not head.entitled  # entitled excess (protected) is never rationed
 
     def _decided_by(self: _Core) -> tuple[str, float]:
         """The deciding resource of the last fresh reading and its last fresh sample's time."""
@@ -175,14 +232,107 @@ class DemotionMixin:
             ev = Demote(now, entry.request.rid, resource, sample_time)
             self._apply(entry, ev)
             out.append(ev)
+            if self._ration is not None:
+                self._held_at[entry.request.rid] = now
+                self._ration_cap = 0  # nothing more dispatches past the held before a restore
 
-    def _restore_held(self: _Core, now: float, out: list[Event], sample: HeadroomSample) -> None:
-        """Restore every held request, in rank order (the redline is clear), citing ``sample``, the
-        fresh one that found it clear; when that sample is older than ``staleness`` nothing is
-        restored (stale telemetry never restores): the held wait for a fresh one."""
+    def _restore_held(
+        self: _Core, now: float, out: list[Event], sample: HeadroomSample, growth: int | None = None
+    ) -> None:
+        """Restore the held requests, in rank order (the redline is clear), citing ``sample``, the
+        fresh one that found it clear: all of them, or, rationed, as many as the headroom allows
+        (`_allowance`); when that sample is older than ``staleness`` nothing is restored (stale
+        telemetry never restores): the held wait for a fresh one."""
         if not self._held or now - sample.t > self._staleness:
             return
-        for entry in sorted(self._held.values(), key=lambda e: e.key):
+        held = sorted(self._held.values(), key=lambda e: e.key)
+        if self._ration is not None:
+            held = held[: self._allowance(held, growth)]
+            self._ration_cap = self._surplus_running + self._restored_waiting() + len(held)
+        for entry in held:
             ev = Restore(now, entry.request.rid, sample.resource, sample.t)
             self._apply(entry, ev)
             out.append(ev)
+            self._unheld(entry)
+
+    def _pass_on(self: _Core, now: float, out: list[Event]) -> None:
+        """Rationed, with the redline clear: a surplus slot the last allowance granted and that has
+        come free (a completion, a preemption) goes to the first held requests, restored now on the
+        deciding resource's last fresh sample, before any surplus queued after them; with that
+        sample older than ``staleness``, nothing (stale telemetry never restores)."""
+        if self._ration is None or not self._held or self._holding() or self._reading is None:
+            return
+        granted = self._ration_cap - self._surplus_running - self._restored_waiting()
+        room = min(granted, self.contract.slots - self._running)
+        resource, sample_time = self._decided_by()
+        if room <= 0 or now - sample_time > self._staleness:
+            return
+        for entry in sorted(self._held.values(), key=lambda e: e.key)[:room]:
+            ev = Restore(now, entry.request.rid, resource, sample_time)
+            self._apply(entry, ev)
+            out.append(ev)
+            self._unheld(entry)
+
+    def _unheld(self: _Core, entry: Holdable) -> None:
+        """``entry`` was just restored: its hold clock stops; rationed, it waits for a slot counted
+        against the allowance (`_restored_waiting`)."""
+        rid = entry.request.rid
+        self._held_at.pop(rid, None)
+        if self._ration is not None:
+            self._restoring[rid] = entry
+
+    def _restored_waiting(self: _Core) -> int:
+        """Restored requests still queued (each already counted against the allowance)."""
+        for rid in [r for r, e in self._restoring.items() if e.state is not Stage.ADMITTED]:
+            del self._restoring[rid]  # dispatched, or ended
+        return len(self._restoring)
+
+    def _allowance(self: _Core, held: Sequence[Holdable], growth: int | None) -> int:
+        """How many of ``held`` (rank order) the deciding resource's room above its ``h_min`` holds,
+        each at its largest (prompt plus capped output), less what running work may still grow by
+        (``growth``, else each running request's capped output) and what queued work will take."""
+        assert self._ration is not None
+        assert self._redline is not None
+        assert self._reading is not None
+        resource = self._reading.resource
+        level = next(r.h_min for r in self._redline.config.resources if r.name == resource)
+        committed = 0
+        for entry in self._live.values():
+            if entry.state is Stage.ADMITTED:
+                committed += _footprint(entry)
+            elif entry.state is Stage.DISPATCHED and growth is None:
+                committed += entry.facts.capped_tokens
+        sizes = [_footprint(e) for e in held]
+        headroom, capacity = self._reading.smoothed, self._ration.capacity
+        return restore_allowance(
+            sizes, headroom=headroom, level=level, capacity=capacity, committed=committed + (growth or 0)
+        )
+
+    def expire_held(self: _Core, now: float) -> list[Event]:
+        """Rationed: end each request held ``hold_bound`` seconds or more ``fail`` (reason
+        `HOLD_BOUND`, with ``held_since``): its caller gets an answer and a retry signal instead of
+        waiting on its own time-out. Only surplus is ever held; nothing else is touched."""
+        if self._ration is None or not self._held:
+            return []
+        self._check_time(now)
+        bound = self._ration.hold_bound
+        for rid in self._held:  # held before `ration` was called: its bound counts from now
+            self._held_at.setdefault(rid, now)
+        due = [e for e in self._held.values() if now - self._held_at[e.request.rid] >= bound]
+        if not due:
+            return []
+        self._advance(now)
+        out: list[Event] = []
+        for entry in sorted(due, key=lambda e: e.key):
+            since = self._held_at.pop(entry.request.rid)
+            ev = Fail(now, entry.request.rid, HOLD_BOUND, {"held_since": since})
+            self._apply(entry, ev)
+            out.append(ev)
+        for rid in [r for r in self._held_at if r not in self._held]:  # ended while held (cancelled)
+            del self._held_at[rid]
+        return out
+
+
+def _footprint(entry: Holdable) -> int:
+    """Tokens a request holds at its largest: its prompt and its capped output."""
+    return (entry.request.prompt_tokens or 0) + entry.facts.capped_tokens

@@ -17,6 +17,13 @@ preemption: grace, then stop, the caller gets its retry signal). With the contra
 (`rvguard.enforce.voluntary`: the crossover rule, through the same planner, k and link
 bucket). Either way `Guard.preempt`'s test refuses floor work, so PR holds by construction.
 
+Rationed (`ration_with`, or ``relief=``: a `ReliefConfig`, `rvguard.enforce.rationing`), the loop
+preempts past the hard floor only the fewest running surplus requests whose states (prompt plus the
+tokens reported through `progress`) cover the floor's shortfall, counting the stops no fresh sample
+has measured yet; the core restores held surplus as the headroom allows; and every poll answers a
+request held ``hold_bound`` seconds (``fail(hold-bound)``, `DecisionCore.expire_held`: `bounded`
+counts them), so no held request waits past the bound plus one interval.
+
 One sample cannot hold surplus for ever: while the redline fires on a deciding sample older than
 ``hold_limit`` (default: the contract's ``headroom.staleness``, else 30 s), every poll ends the
 held and queued surplus ``fail`` with reason ``redline-stale`` (`DecisionCore.expire_hold`; the
@@ -42,8 +49,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, SpecError, TelemetryError
 from .emergency import EmergencyChannel
-from .eviction import EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
+from .eviction import Candidate, EvictionConfig, VoluntaryConfig, eviction_config, voluntary_config
 from .headroom import HeadroomSource
+from .rationing import InFlight, ReliefConfig, preempt_fewest
+from .redline import HardFloorCrossing
 from .voluntary import VoluntaryChannel
 
 if TYPE_CHECKING:
@@ -65,6 +74,8 @@ class HeadroomLoop:
         preempted: preemptions asked for past the hard floor (without an eviction channel).
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
         voluntary: the voluntary eviction channel (`voluntary_with`), or ``None``.
+        relief: rationed relief's configuration (`ration_with`), or ``None``: preempt all.
+        bounded: held requests answered at the hold bound (rationed).
     """
 
     def __init__(
@@ -75,6 +86,7 @@ class HeadroomLoop:
         interval: float,
         eviction: EvictionConfig | None = None,
         hold_limit: float | None = None,
+        relief: ReliefConfig | None = None,
     ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -95,6 +107,12 @@ class HeadroomLoop:
         self._expiring = False
         self.emergency: EmergencyChannel | None = None
         self.voluntary: VoluntaryChannel | None = None
+        self.relief: ReliefConfig | None = None
+        self.bounded = 0
+        self._generated: dict[str, int] = {}
+        self._relieving = InFlight()  # preemptions no fresh sample has measured yet
+        if relief is not None:
+            self.ration_with(relief)
         config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
         if config is not None:
             self.evict_with(config)
@@ -139,6 +157,21 @@ class HeadroomLoop:
         self.voluntary = VoluntaryChannel(self._guard, self.emergency, config)
         return self.voluntary
 
+    def ration_with(self, config: ReliefConfig) -> None:
+        """Ration relief (`rvguard.enforce.rationing`): past the hard floor preempt only the fewest
+        the floor needs, restore held surplus as the headroom allows, answer a request held longer
+        than ``config.hold_bound``. An emergency channel, when set, still decides evictions."""
+        self.relief = config
+        self._guard.core.ration(config)
+
+    def progress(self, rid: str, generated: int) -> None:
+        """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption and
+        the emergency channel's ranking)."""
+        if self.emergency is not None:
+            self.emergency.progress(rid, generated)
+        if self.relief is not None and self._guard.core.is_live(rid):
+            self._generated[rid] = generated
+
     def start(self) -> None:
         """Run the loop as a task of the running event loop."""
         if self._task is None:
@@ -181,6 +214,7 @@ class HeadroomLoop:
             self.errors += 1
             self.last_error = refused
         self._expire_hold()
+        self._expire_held()
         crossing = self._guard.core.hard_floor_crossed()
         if self.emergency is not None:
             self.emergency.land()
@@ -189,6 +223,8 @@ class HeadroomLoop:
                 self.emergency.act(crossing, now)
             if self.voluntary is not None:
                 self.voluntary.act(now)
+        elif crossing is not None and self.relief is not None:
+            self._preempt_fewest(crossing, self.relief)
         elif crossing is not None:
             self._preempt_surplus(crossing.resource)
         return len(samples)
@@ -219,3 +255,42 @@ class HeadroomLoop:
             with contextlib.suppress(EnforcementError):  # ended between the two looks
                 guard.preempt(rid, resource=resource)
                 self.preempted += 1
+
+    def _expire_held(self) -> None:
+        """Rationed: answer each request held ``hold_bound`` seconds or more (`HOLD_BOUND`)."""
+        guard = self._guard
+        ended = guard.core.expire_held(guard.clock.now())
+        self.bounded += len(ended)
+        guard._handle(ended)
+
+    def _preempt_fewest(self, crossing: HardFloorCrossing, config: ReliefConfig) -> None:
+        """Preempt the fewest running surplus requests whose states lift the crossing resource back to
+        its hard floor, counting the preemptions a fresh sample has not measured yet (module doc)."""
+        guard = self._guard
+        redline = guard.core.redline
+        if redline is not None:
+            self._relieving.land(redline.last_sample_time)
+        for rid in [r for r in self._generated if not guard.core.is_live(r)]:
+            del self._generated[rid]
+        noticed = guard.preemption.noticed
+        cands = [self._candidate(rid) for rid in guard.running() if guard.preemption.preemptible(rid)]
+        free = [c for c in cands if c.rid not in noticed]
+        in_flight = self._relieving.tokens
+        plan = preempt_fewest(
+            free,
+            headroom=crossing.smoothed,
+            floor=crossing.floor,
+            capacity=config.capacity,
+            in_flight=in_flight,
+        )
+        states = {c.rid: c.state for c in free}
+        for rid in plan:
+            with contextlib.suppress(EnforcementError):  # ended between the two looks
+                stop_at = guard.preempt(rid, resource=crossing.resource)
+                self._relieving.add(rid, crossing.resource, states[rid], max(stop_at, crossing.sample_time))
+                self.preempted += 1
+
+    def _candidate(self, rid: str) -> Candidate:
+        request = self._guard.request(rid)
+        prompt = 0 if request is None else request.prompt_tokens or 0
+        return Candidate(rid, prompt, self._generated.get(rid, 0))

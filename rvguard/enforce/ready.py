@@ -81,6 +81,13 @@ class ReadyQueue(Generic[T]):
                 return pop(surplus)[1]
         return pop(floor)[1] if floor else None
 
+    def peek_surplus(self) -> T | None:
+        """The smallest-keyed waiting surplus entry, left in place (``None``: none waits)."""
+        surplus, alive = self._surplus, self._alive
+        while surplus and not alive(surplus[0][1]):
+            heapq.heappop(surplus)
+        return surplus[0][1] if surplus else None
+
     def take_surplus(self, keep: Callable[[T], bool] = lambda _: False) -> list[T]:
         """Remove every waiting surplus entry but those ``keep`` keeps, and return them in rank order
         (the redline holds them)."""

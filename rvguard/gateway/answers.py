@@ -5,8 +5,8 @@
 * rejected — 429 + ``retry-after-ms``/``retry-after`` to the next window start;
 * dropped as doomed — 503 + ``x-should-retry: false`` (a retry would be doomed too);
 * cancelled or shut down — 503 (a retry, elsewhere, can help);
-* held by the redline past its hold limit on a stale sample (``redline-stale``) — 503 +
-  ``retry-after`` and ``x-should-retry: true``;
+* held by the redline past its hold limit on a stale sample (``redline-stale``), or longer than
+  rationed relief's hold bound (``hold-bound``) — 503 + ``retry-after`` and ``x-should-retry: true``;
 * preempted (a running surplus request stopped to shed load) — 503 + ``retry-after-ms``/``retry-after``
   (the Guard's retry hint) and ``x-should-retry: true``; mid-stream, the same error object as an SSE
   event, after which the stream ends (no ``[DONE]``): the client retries, it never hangs;
@@ -36,7 +36,7 @@ from ..enforce.demotion import REDLINE_STALE
 from ..enforce.guard import Outcome
 from ..enforce.stream import client_fault
 from ..errors import DispatchError, EnforcementError
-from ..events import CLIENT_ERROR
+from ..events import CLIENT_ERROR, HOLD_BOUND
 from .prometheus import MetricsSink
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
@@ -133,8 +133,8 @@ def _failed(outcome: Outcome, message: str) -> tuple[int, dict[str, Any], dict[s
         return 504, error_body(message, "upstream_error", code="timeout"), {}
     if isinstance(err, DispatchError):
         return _upstream_failed(err, message)
-    if outcome.reason == REDLINE_STALE:  # held on a stale sample: the node may be fine by now
-        body = error_body(message, "service_unavailable_error", code=REDLINE_STALE)
+    if outcome.reason in (REDLINE_STALE, HOLD_BOUND):  # held too long: the node may have room by now
+        body = error_body(message, "service_unavailable_error", code=outcome.reason)
         return 503, body, retry_headers(1.0, retry=True)
     if isinstance(err, EnforcementError) or outcome.reason in ("cancelled", "shutdown"):
         code = outcome.reason if outcome.reason in ("cancelled", "shutdown") else "unavailable"

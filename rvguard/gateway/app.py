@@ -130,9 +130,7 @@ class Gateway:
         if self.trace is not None and not settings.replica:  # a restart: the window's floor goes on
             resume_window(self.guard.core, self.trace, self.clock.now(), contract.window)
         self.metrics.watch_guard(self.guard)
-        emergency = None if self.guard.headroom is None else self.guard.headroom.emergency
-        if emergency is not None and isinstance(self.dispatcher, UpstreamDispatcher):
-            self.dispatcher.progress = emergency.progress  # S(t) grows with each streamed token
+        self._relief(settings)
         if self.trace is not None:
             trace = self.trace
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
@@ -153,6 +151,17 @@ class Gateway:
             exception_handlers={HTTPException: self._http_error, Exception: self._crash},
         )
         self.app: ASGIApp = RequestIds(app)
+
+    def _relief(self, settings: GatewaySettings) -> None:
+        """Rationed relief when the settings ask (the fewest preempted, gradual restores, a hold
+        bound), and the streamed tokens as each request's S for relief's ranking."""
+        loop = self.guard.headroom
+        if loop is None:
+            return
+        if settings.relief is not None:
+            loop.ration_with(settings.relief)
+        if (loop.emergency or loop.relief) and isinstance(self.dispatcher, UpstreamDispatcher):
+            self.dispatcher.progress = loop.progress  # S(t) grows with each streamed token
 
     def _guard(self, slots: int, sinks: list[Any]) -> Guard:
         """The Guard: ΣC_e slots over several engines; the shared credit pool, if any."""

@@ -65,6 +65,14 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
         metavar="VAR",
         help=f"environment variable holding the upstream's API key (default {UPSTREAM_KEY_ENV}, if set)",
     )
+    _add_headroom(p)
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
+    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
+    _add_watch(p)
+
+
+def _add_headroom(p: argparse.ArgumentParser) -> None:
+    """The redline's and rationed relief's options of ``rvguard serve``."""
     p.add_argument(
         "--headroom",
         nargs="?",
@@ -76,9 +84,19 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--headroom-interval", type=float, default=1.0, help="seconds between two scrapes (default 1)"
     )
-    p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
-    p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
-    _add_watch(p)
+    p.add_argument(
+        "--relief-capacity",
+        type=int,
+        metavar="TOKENS",
+        help="ration relief (needs --headroom): the KV cache's size in tokens; past the hard floor only "
+        "the fewest surplus requests are preempted, held ones come back as the headroom allows",
+    )
+    p.add_argument(
+        "--hold-bound",
+        type=float,
+        default=10.0,
+        help="with --relief-capacity: seconds a request may stay held",
+    )
 
 
 def _add_watch(p: argparse.ArgumentParser) -> None:
@@ -155,6 +173,8 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     from ..errors import SpecError
 
     if args.headroom is None:
+        if getattr(args, "relief_capacity", None) is not None:
+            raise SpecError("--relief-capacity needs --headroom (relief acts on the redline)", field="relief")
         return {}
     block = contract.headroom
     if block is None:
@@ -168,7 +188,16 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
         "headroom_url": url,
         "headroom_interval": args.headroom_interval,
         "eviction": eviction_config(contract.eviction),
+        "relief": _relief(args),
     }
+
+
+def _relief(args: argparse.Namespace) -> Any:
+    """``--relief-capacity`` and ``--hold-bound`` as a `ReliefConfig` (``None`` without the first)."""
+    from ..enforce.rationing import ReliefConfig
+
+    capacity = getattr(args, "relief_capacity", None)
+    return None if capacity is None else ReliefConfig(capacity, hold_bound=args.hold_bound)
 
 
 def _add_fleet(p: argparse.ArgumentParser) -> None:

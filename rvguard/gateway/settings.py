@@ -14,6 +14,7 @@ from ..enforce.bounded import DEFAULT_LEARNER_TIMEOUT
 from ..enforce.core import DispatchPolicy
 from ..enforce.eviction import EvictionConfig
 from ..enforce.learners import Learner
+from ..enforce.rationing import ReliefConfig
 from ..enforce.redline import RedlineConfig
 from ..enforce.watch import DEFAULT_WATCH, WatchConfig
 from ..errors import SpecError
@@ -77,6 +78,9 @@ class GatewaySettings:
         eviction: the emergency eviction channel past the hard floor (the contract's ``eviction``
             block, `rvguard.enforce.eviction.eviction_config`); needs ``headroom_url``. ``None``:
             the contract's block decides (no channel stated: running surplus is preempted).
+        relief: rationed relief (`rvguard.enforce.rationing.ReliefConfig`: the KV cache's tokens and
+            the hold bound); needs ``headroom_url``. ``None``: past the hard floor every running
+            surplus request is preempted and the redline restores every held one at once.
     """
 
     upstream: str | tuple[str, ...]
@@ -115,6 +119,7 @@ class GatewaySettings:
     headroom_url: str | None = None
     headroom_interval: float = 1.0
     eviction: EvictionConfig | None = None
+    relief: ReliefConfig | None = None
 
     @property
     def engines(self) -> tuple[tuple[str, str], ...]:
@@ -127,6 +132,8 @@ class GatewaySettings:
             raise SpecError(f"headroom telemetry needs {why} (the redline guards one node)", field="headroom")
         if self.eviction is not None and self.headroom_url is None:
             raise SpecError("an eviction channel needs headroom telemetry (headroom_url)", field="eviction")
+        if self.relief is not None and self.headroom_url is None:
+            raise SpecError("rationed relief needs headroom telemetry (headroom_url)", field="relief")
 
     def _check_trace(self) -> None:
         if self.trace_max_bytes is not None and self.trace_max_bytes < 1024:

@@ -12,6 +12,7 @@ protected request may not: its ``evict`` (taken off its engine), or a
 Who caused a ``fail`` is read from its reason (`GUARD_CAUSED`, the ends the
 guard's code writes by itself): ``preempted`` (bare preemption, an eviction
 not relocated), ``redline-stale`` (surplus held past the hold limit on a stale sample),
+``hold-bound`` (surplus held longer than rationed relief's hold bound, `rvguard.enforce.rationing`),
 ``shutdown`` (`Guard.aclose` ending what its drain left,
 `DecisionCore.fail_queued`), and ``KeyboardInterrupt`` / ``SystemExit`` /
 ``GeneratorExit`` (the guard's process interrupted, or its coroutine closed,
@@ -35,14 +36,14 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ..events import PREEMPTED, Admit, Basis, Event, EventKind, Fail
+from ..events import HOLD_BOUND, PREEMPTED, Admit, Basis, Event, EventKind, Fail
 from .automaton import Edge, Instance, TimedAutomaton
 
 __all__ = ["GUARD_CAUSED", "PR", "TRANSITIONS", "Loc", "guard_caused", "protected"]
 
 #: the ``fail`` reasons the guard writes when it ends a request by itself (module docstring)
 GUARD_CAUSED: frozenset[str] = frozenset(
-    {PREEMPTED, "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
+    {PREEMPTED, HOLD_BOUND, "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
 )
 
 

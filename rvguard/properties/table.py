@@ -62,9 +62,17 @@ __all__ = [
 
 #: the ``fail`` reasons the guard writes when it ends a request by itself (PR's "guard-caused" end,
 #: written here from the design: bare preemption and eviction, a shutdown past the drain, surplus held
-#: past the redline's hold limit, the guard's process interrupted under a request)
+#: past the redline's hold limit or relief's hold bound, the guard's process interrupted under a request)
 GUARD_ENDS: frozenset[str] = frozenset(
-    {"preempted", "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit"}
+    {
+        "preempted",
+        "hold-bound",
+        "shutdown",
+        "redline-stale",
+        "KeyboardInterrupt",
+        "SystemExit",
+        "GeneratorExit",
+    }
 )
 
 K = EventKind

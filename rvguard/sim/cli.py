@@ -24,8 +24,11 @@ from ..io import TraceWriter
 from .backend import BackendModel
 from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 from .experiments import ExperimentResult
+from .experiments_relief import JUDGED
+from .memory import PressureModel
 from .plots import check_out_dir, plot_experiment, pyplot
-from .run import LEARNERS, run_once
+from .relief import RELIEF_POLICIES, relief_contract, run_relief
+from .run import LEARNERS, judge, run_once
 from .workloads import bursty, floor_rate, poisson, replay, split_rate
 
 __all__ = ["Demo", "Simulate", "demo_summary", "render_table", "run_experiment"]
@@ -61,6 +64,17 @@ def _add_simulate(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="trace to write (.jsonl, .csv or .parquet)")
+    pressure = p.add_argument_group(
+        "memory pressure (rvguard.sim.relief: closed-loop clients replace --workload, --rate, --learner)"
+    )
+    pressure.add_argument("--kv-capacity", type=int, help="simulate relief on a KV cache of N tokens")
+    pressure.add_argument(
+        "--relief", choices=RELIEF_POLICIES, default="ration", help="relief policy (ration)"
+    )
+    pressure.add_argument("--clients", type=int, default=6, help="closed-loop surplus clients (6)")
+    pressure.add_argument(
+        "--hold-bound", type=float, default=10.0, help="seconds a request may stay held (10)"
+    )
 
 
 def _add_demo(d: argparse.ArgumentParser) -> None:
@@ -126,6 +140,8 @@ def _arrivals(args: argparse.Namespace, contract: Contract) -> list[Request]:
 def _run_simulate(args: argparse.Namespace) -> bool:
     _check_simulate(args)
     contract = load_contract(args.spec)
+    if args.kv_capacity is not None:
+        return _run_pressure(args, contract)
     mode = "unguarded" if args.no_guard else ("gated-fifo" if args.fifo else "guarded")
     model = _model(args.profile, contract, batch_cap=args.batch_cap)
     arrivals = _arrivals(args, contract)
@@ -145,6 +161,30 @@ def _run_simulate(args: argparse.Namespace) -> bool:
         f"floor attainment {_fmt(m.floor_attainment)}, violated: {', '.join(props) or 'none'}"
     )
     return True
+
+
+def _run_pressure(args: argparse.Namespace, contract: Contract) -> bool:
+    """``--kv-capacity``: relief under memory pressure (`rvguard.sim.relief`), judged by PR, EV, RL, WF."""
+    _positive("--hold-bound", args.hold_bound)
+    try:
+        model = PressureModel(capacity=args.kv_capacity, clients=args.clients, duration=args.duration)
+    except SpecError as err:
+        raise SpecError(f"--{str(err.field).replace('_', '-')}: {err}", field=err.field) from err
+    out = run_relief(contract, model, policy=args.relief, hold_bound=args.hold_bound)
+    with TraceWriter(args.out) as w:
+        for ev in out.events:
+            w.write(ev)
+    _, violations = judge(relief_contract(contract), out.events, JUDGED)
+    props = sorted({v.property for v in violations})
+    print(
+        f"simulated relief {args.relief} on a {model.capacity}-token KV cache, {model.clients} surplus "
+        f"clients: {len(out.events)} events → {args.out}\n"
+        f"  surplus completed {out.completed} (sustainable {out.sustainable:.1f}, "
+        f"ceiling {out.ceiling:.1f}), "
+        f"preempted {out.preempted}, answered at the hold bound {out.bounded}, "
+        f"violated ({'/'.join(JUDGED)}): {', '.join(props) or 'none'}"
+    )
+    return not violations
 
 
 def _fmt(x: float | None) -> str:

@@ -12,7 +12,12 @@ COMMANDS = (
         "rvguard.sim.experiments_redline:Command",
         "the redline's alpha: false-trigger probability vs detection lag on a noisy, glitching signal",
     ),
+    (
+        "relief-livelock",
+        "rvguard.sim.experiments_relief:Command",
+        "relief under memory pressure: surplus completed, preempt-all vs rationed relief",
+    ),
 )
 
 #: commands that also run as ``rvguard experiment NAME``
-EXPERIMENTS = ("redline-alpha",)
+EXPERIMENTS = ("redline-alpha", "relief-livelock")

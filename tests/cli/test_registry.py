@@ -40,6 +40,7 @@ def test_screen_eval_is_declared_by_the_screen_and_is_an_experiment() -> None:
         "screen-eval": "rvguard.screen.commands",
         "reproduce": "rvguard.study.commands",
         "redline-alpha": "rvguard.sim.commands",
+        "relief-livelock": "rvguard.sim.commands",
     }
 
 

@@ -1,5 +1,5 @@
 """Hypothesis stateful test: any arrivals, learner and headroom signal, the core with its redline
-and bare preemption never breaks AF, DR, WF, RL or PR.
+and bare preemption (or rationed relief) never breaks AF, DR, WF, RL or PR.
 
 The headroom signal is adversarial: any value in [0, 1], glitches to 0, samples repeated with the
 same timestamp (duplicates), older ones sent again (stale), jittered times, a resource the
@@ -29,17 +29,32 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rvguard.contract import Contract
 from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.eviction import Candidate
 from rvguard.enforce.preemption import PREEMPTED, Preemption
+from rvguard.enforce.rationing import ReliefConfig, preempt_fewest
 from rvguard.enforce.redline import HeadroomSample, redline_config
 from rvguard.enforce.request import Request
 from rvguard.errors import TelemetryFormatError
-from rvguard.events import Admit, Arrive, Basis, Demote, Dispatch, Event, Fail, Proposal, Restore, Sample
+from rvguard.events import (
+    HOLD_BOUND,
+    Admit,
+    Arrive,
+    Basis,
+    Demote,
+    Dispatch,
+    Event,
+    Fail,
+    Proposal,
+    Restore,
+    Sample,
+)
 from rvguard.monitors import Monitor
 from rvguard.verdict import Violation
 
 from ._harness import check_af, check_dr, check_wf, entitled_rids, make_contract, terminal_counts
 
 RESOURCES = ("kv_cache", "seqs")
+CAPACITY = 4000  # rationed relief's KV tokens
 
 
 def check_rl(trace: list[Event], entitled: set[str], staleness: float) -> list[str]:
@@ -107,6 +122,7 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         self.basis: dict[str, Basis] = {}
         self.pooled: set[str] = set()  # entitled arrivals a shared pool refused (admitted as excess)
         self.arrived: dict[int, int] = {}  # the assured tenant's arrivals, per window
+        self.prompts: dict[str, int] = {}
 
     @initialize(
         slots=st.integers(1, 3),
@@ -122,10 +138,11 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         dwell=st.integers(1, 3),
         grace=st.sampled_from([0.0, 0.5]),
         staleness=st.sampled_from([1e6, 5.0, 40.0]),
+        hold_bound=st.sampled_from([None, None, 1.0, 30.0]),
     )
     def setup(self, slots: int, floor: int, excess: str, reserve: int, drop: bool, both: bool, h_min: float,
               margin: float, alpha: float, horizon: float, dwell: int, grace: float,
-              staleness: float) -> None:  # fmt: skip
+              staleness: float, hold_bound: float | None) -> None:  # fmt: skip
         base = make_contract(slots=slots, floor=floor, excess=excess, reserve=min(reserve, slots - 1))
         resources: dict[str, dict[str, float]] = {
             "kv_cache": {"h_min": h_min, "margin": margin, "hard_floor": h_min / 2}
@@ -143,6 +160,9 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         assert self.contract.headroom is not None
         config = redline_config(self.contract.headroom)  # the core reads staleness from the block
         self.core = DecisionCore(self.contract, deferred_drop=drop, redline=config)
+        self.relief = None if hold_bound is None else ReliefConfig(CAPACITY, hold_bound=hold_bound)
+        if self.relief is not None:  # rationed relief: the fewest preempted, restores by allowance
+            self.core.ration(self.relief)
         self.staleness = staleness
         self.pre = Preemption(self.core, grace=grace, retry_after=1.0)
         self.monitor = Monitor(self.contract, properties=("AF", "DR", "WF", "RB", "RL", "PR"))
@@ -166,8 +186,10 @@ class RedlineCoreMachine(RuleBasedStateMachine):
 
     @rule(dt=st.sampled_from([0.0, 0.1, 0.5, 10.0]), tenant=st.sampled_from(["assured", "assured", "opp"]),
           admit=st.booleans(), hint=st.none() | st.floats(-5, 5),
-          pool=st.sampled_from([None, None, "", "pool-refused"]))  # fmt: skip
-    def arrive(self, dt: float, tenant: str, admit: bool, hint: float | None, pool: str | None) -> None:
+          pool=st.sampled_from([None, None, "", "pool-refused"]), prompt=st.integers(0, 400))  # fmt: skip
+    def arrive(
+        self, dt: float, tenant: str, admit: bool, hint: float | None, pool: str | None, prompt: int
+    ) -> None:
         """An arrival; ``pool`` is a shared credit pool's verdict. A refusal makes an entitled request
         excess: under ``demote`` (and a learner that admits it, so AF holds on this one trace) it is
         admitted at surplus rank and must stay protected (never demoted nor preempted)."""
@@ -184,7 +206,8 @@ class RedlineCoreMachine(RuleBasedStateMachine):
                 pool = None
         if pool == "pool-refused" and tenant == "assured":
             self.pooled.add(f"r{self.n}")
-        req = Request(f"r{self.n}", tenant, self.now, pool=pool)
+        self.prompts[f"r{self.n}"] = prompt
+        req = Request(f"r{self.n}", tenant, self.now, None, prompt, pool=pool)
         self._take(self.core.arrive(req, Proposal(admit=admit, priority_hint=hint), self.now))
 
     @rule(
@@ -217,11 +240,32 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         self._past_the_hard_floor()
 
     def _past_the_hard_floor(self) -> None:
-        """As the Guard's loop does: notice every running surplus request while it is crossed."""
-        if self.core.hard_floor_crossed() is not None:
-            for rid in self._running():
-                if self.pre.preemptible(rid):
-                    self.pre.notice(rid, self.now)
+        """As the Guard's loop does: notice every running surplus request while it is crossed, or,
+        rationed, the fewest the planner picks (each request's state: its prompt, drawn)."""
+        crossing = self.core.hard_floor_crossed()
+        if crossing is None:
+            return
+        rids = [rid for rid in self._running() if self.pre.preemptible(rid)]
+        if self.relief is not None:
+            cands = [Candidate(rid, self.prompts.get(rid, 0), 0) for rid in rids]
+            plan = preempt_fewest(cands, headroom=crossing.smoothed, floor=crossing.floor, capacity=CAPACITY)
+            assert set(plan) <= set(rids)
+            rids = list(plan)
+        for rid in rids:
+            self.pre.notice(rid, self.now)
+
+    @precondition(lambda self: getattr(self, "relief", None) is not None)
+    @rule(dt=st.sampled_from([0.0, 0.5, 2.0, 40.0]))
+    def expire_held(self, dt: float) -> None:
+        """Rationed: the held past the bound are answered ``hold-bound``, and nothing else."""
+        self.now += dt
+        held_since = {e.rid: e.t for e in self.trace if isinstance(e, Demote)}
+        events = self.core.expire_held(self.now)
+        assert self.relief is not None
+        for ev in events:
+            assert isinstance(ev, Fail) and ev.reason == HOLD_BOUND
+            assert self.now - held_since[ev.rid] >= self.relief.hold_bound
+        self._take(events)
 
     @rule(
         resource=st.sampled_from(RESOURCES), value=st.sampled_from([0.0, 0.1, 0.9, 1.0]), n=st.integers(1, 6)
@@ -269,6 +313,9 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         entitled = entitled_rids(self.contract, [e for e in self.trace if e.rid])
         assert check_rl(self.trace, entitled, self.staleness) == []
         assert check_pr([e for e in self.trace if e.rid], entitled) == []
+        demoted = {e.rid for e in self.trace if isinstance(e, Demote)}
+        bounded = {e.rid for e in self.trace if isinstance(e, Fail) and e.reason == HOLD_BOUND}
+        assert bounded <= demoted - entitled, "hold-bound ends only held, unentitled surplus"
 
     def _recover(self) -> None:
         """Feed fresh healthy samples until the redline stops firing (a bounded number of rounds)."""

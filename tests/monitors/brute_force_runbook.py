@@ -57,7 +57,15 @@ def _protected(events: list[Event], c: Contract) -> set[str]:
 #: writes on its own initiative, read off rvguard/enforce (preemption, eviction not relocated, shutdown,
 #: the guard's process interrupted) and written out here; the engine's failures and the client's
 #: (``cancelled``, ``client-error…``, ``timeout``, exception texts) are not the guard's.
-GUARD_ENDS = ("preempted", "shutdown", "redline-stale", "KeyboardInterrupt", "SystemExit", "GeneratorExit")
+GUARD_ENDS = (
+    "preempted",
+    "hold-bound",
+    "shutdown",
+    "redline-stale",
+    "KeyboardInterrupt",
+    "SystemExit",
+    "GeneratorExit",
+)
 
 
 def preemption(events: list[Event], c: Contract) -> Found:

@@ -1,0 +1,90 @@
+"""The Guard's headroom loop, rationed (issue 24): past the hard floor it preempts only the fewest
+running surplus requests the floor needs (largest first, floor work never), and a request held while
+fresh samples keep the redline firing is answered ``hold-bound`` once it has waited the bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rvguard.clock import ManualClock
+from rvguard.enforce.dispatchers import MockDispatcher
+from rvguard.enforce.guard import Guard
+from rvguard.enforce.headroom import CallableHeadroomSource
+from rvguard.enforce.rationing import ReliefConfig
+from rvguard.enforce.request import Request
+from rvguard.events import HOLD_BOUND, Event, Fail
+
+from ._harness import check_wf, make_contract
+from .test_preemption import check_pr
+from .test_pressure import CONFIG, Engine, _until
+
+
+def _guard(engine: Engine, trace: list[Event], clock: ManualClock, slots: int) -> Guard:
+    source = CallableHeadroomSource(lambda: {"kv_cache": engine.headroom}, clock)
+    return Guard(
+        make_contract(slots=slots),
+        MockDispatcher(engine.serve),
+        sinks=[trace.append],
+        clock=clock,
+        headroom=source,
+        redline=CONFIG,
+        headroom_interval=3600.0,  # polled by hand
+    )
+
+
+async def test_past_the_hard_floor_only_the_fewest_largest_surplus_are_preempted() -> None:
+    engine, trace, clock = Engine(), [], ManualClock()  # type: ignore[var-annotated]
+    guard = _guard(engine, trace, clock, slots=4)
+    assert guard.headroom is not None
+    loop = guard.headroom
+    loop.ration_with(ReliefConfig(capacity=1000))
+    async with guard:
+        calls = {
+            rid: asyncio.ensure_future(guard.submit(Request(rid, tenant, 0.0, None, prompt, 16)))
+            for rid, tenant, prompt in (
+                ("a", "assured", 900),
+                ("o1", "opp", 100),
+                ("o2", "opp", 30),
+                ("o3", "opp", 20),
+            )
+        }
+        await _until(lambda: len(guard.running()) == 4, "all four to run")
+        engine.headroom = 0.0  # 0.05 · 1000 = 50 tokens short of the hard floor
+        clock.advance(1.0)
+        await loop.poll()
+        outcome = await asyncio.wait_for(calls["o1"], 1.0)
+        assert (
+            outcome.status == "preempted"
+        )  # o1 (100 tokens) covers it alone; the assured a is never a candidate
+        assert sorted(guard.running()) == ["a", "o2", "o3"] and loop.preempted == 1
+        await loop.poll()  # no fresh sample since the stop: its relief is still in flight, nothing more
+        assert sorted(guard.running()) == ["a", "o2", "o3"]
+        for rid in ("a", "o2", "o3"):
+            engine.done(rid)
+            assert (await calls[rid]).status == "completed"
+    check_pr(trace)
+    check_wf(trace)
+
+
+async def test_a_request_held_on_fresh_samples_is_answered_at_the_hold_bound() -> None:
+    engine, trace, clock = Engine(), [], ManualClock()  # type: ignore[var-annotated]
+    guard = _guard(engine, trace, clock, slots=2)
+    assert guard.headroom is not None
+    loop = guard.headroom
+    loop.ration_with(ReliefConfig(capacity=1000, hold_bound=5.0))
+    async with guard:
+        engine.headroom = 0.1  # below h_min, above the hard floor: held, nothing preempted
+        await loop.poll()
+        held = asyncio.ensure_future(guard.submit(Request("o", "opp", 0.0)))
+        await _until(lambda: guard.core.held == 1, "o held")
+        clock.advance(4.0)
+        await loop.poll()  # a fresh sample: the stale-hold limit never applies
+        assert not held.done() and guard.core.held == 1
+        clock.advance(1.0)
+        await loop.poll()
+        outcome = await asyncio.wait_for(held, 1.0)
+    assert (outcome.status, outcome.reason) == ("failed", HOLD_BOUND)
+    [fail] = [e for e in trace if isinstance(e, Fail)]
+    assert fail.extra == {"held_since": 0.0} and loop.bounded == 1 and loop.expired == 0
+    check_pr(trace)
+    check_wf(trace)
