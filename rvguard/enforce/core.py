@@ -55,6 +55,8 @@ The edit rules come from the properties they must never break:
   running work and anything this core did not admit are never touched
   (`rvguard.enforce.demotion`). Eviction of running surplus, chosen by the
   runtime's channels, goes through the table too (`rvguard.enforce.relief`).
+* A user's tables (``gate``, `rvguard.enforce.gate`): asked before a decided admission or a
+  dispatch is applied; it may refuse a surplus admission or keep a surplus dispatch queued.
 * WF — the lifecycle's moves, one terminal each; those the core never emits
   (a running request dropped, routing, relocation) are listed with the reason
   in `NOT_EMITTED`, and WF still accepts them from other enforcers. A
@@ -90,6 +92,7 @@ from ..events import (
 )
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import COMPLETE, DROP, Stage
+from .gate import EventGate
 from .learners import reject_reason, traced_proposal, usable_proposal
 from .ready import Key, ReadyQueue, rank
 from .redline import Redline, RedlineConfig, RedlineReading
@@ -234,6 +237,7 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         self._reading: RedlineReading | None = None
         self._restore_waits = False  # the redline cleared on a stale sample: the held wait for a fresh one
         self._held: dict[str, _Entry] = {}  # demoted: out of the ready queue until restored
+        self.gate: EventGate | None = None  # a user's tables enforced live (module doc)
 
     # -- public API ------------------------------------------------------------
     @property
@@ -328,6 +332,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
             why = entry.request.pool or "floor-lowered"  # the trace says why the floor was refused (AF)
             decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
+        if self.gate is not None:  # after the floor's own edit: the gate never refuses an entitled one
+            decision = self.gate.admission(out, decision, entry.entitled)
         self._apply(entry, decision)
         out.append(decision)
         if entry.state is Stage.ADMITTED:
@@ -481,11 +487,11 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
     def _fill(self, now: float, out: list[Event]) -> None:
         """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB) and
         while the redline does not fire (RL: what it holds or cannot yet demote waits)."""
-        slots, ready, holding = self.contract.slots, self._ready, self._holding()
+        slots, ready, holding, kept = self.contract.slots, self._ready, self._holding(), []
         while self._running < slots:
             entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not holding)
             if entry is None:
-                return
+                break
             rid = entry.request.rid
             facts = entry.facts
             if self.deferred_drop and now + facts.lower > entry.deadline:
@@ -496,9 +502,14 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
             if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
                 self._uncertain += 1
             dispatch = Dispatch(now, rid)
+            if self.gate is not None and not self.gate.dispatch(out, dispatch, entry.basis is Basis.FLOOR):
+                kept.append(entry)  # a user's table delays it: queued, offered again at the next fill
+                continue
             entry.dispatched_at = now
             self._apply(entry, dispatch)
             out.append(dispatch)
+        for entry in kept:
+            ready.push(entry.key, entry, surplus=True)  # the gate keeps surplus only
 
     def _take_surplus(self) -> list[_Entry]:
         return self._ready.take_surplus(keep=lambda e: e.entitled)

@@ -114,6 +114,26 @@ class Shield:
             self._commit(plan)
         return decision
 
+    def enforce(self, ev: Event) -> Decision:
+        """Live enforcement, one plan per event: a compliant ``ev`` is committed and passes; one that
+        would reach bad is committed nowhere and the decision names the table, edge and remedy (the
+        caller applies it: `rvguard.enforce.gate`).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `decide`.
+        """
+        plan = self.product.plan(ev)
+        if plan is None:
+            self.product.advance(ev.t)
+            return Decision(PASS, (ev,))
+        blocked = self._blocking(plan[2])
+        if blocked is None:
+            self._commit(plan)
+            return Decision(PASS, (ev,))
+        b, be = blocked
+        remedy = be.edge.remedy or Remedy(RemedyAction.SUPPRESS)
+        return Decision(remedy.action.value, (), b.name, str(be.edge))
+
     def _blocking(self, chosen: list[BoundEdge | None]) -> tuple[BoundTable, BoundEdge] | None:
         """The first enforced table whose bad this event's controllable edge reaches."""
         for b, be in zip(self.product.tables, chosen, strict=True):

@@ -30,7 +30,7 @@ async def _run(tables: list, n: int) -> tuple[Guard, list[Event], list[Alert]]:
     hooked: list[Alert] = []
     watch = WatchConfig(on_alert=hooked.append)
     async with Guard(
-        contract, MockDispatcher(handler), sinks=[trace.append], properties=tables, watch=watch
+        contract, MockDispatcher(handler), sinks=[trace.append], properties=tables, shadow=True, watch=watch
     ) as g:
         tasks = [asyncio.create_task(g.submit(Request(f"r{i}", "assured", 0.0))) for i in range(n)]
         await asyncio.sleep(0.01)
@@ -52,7 +52,9 @@ def test_a_disagreement_is_an_alert_never_silent() -> None:
     assert guard.shield is not None
     (alert,) = guard.shield.alerts
     assert alert == hooked[0]
-    assert "would delay dispatch of r2" in alert.detail and "running + 1 <= k" in alert.detail
+    assert "would replace admit of r2" in alert.detail and "running + 1 <= k" in alert.detail
+    (record,) = [ev for ev in trace if ev.kind.value == "alert"]
+    assert (record.t, record.condition, record.extra["detail"]) == (alert.t, "shield", alert.detail)  # type: ignore[attr-defined]
     (v,) = TableMonitor(guard.contract, [CONCURRENCY]).feed_all(trace)
     assert (v.rid, v.t, v.property) == ("r2", alert.t, "TENANT_CONCURRENCY")
 
