@@ -97,6 +97,7 @@ class Gate(ShieldHook):
         self.refused = 0
         self.delayed = 0
         self._ahead: list[Event] = []  # stepped at the core's question, before the Guard's observe
+        self._ids: set[int] = set()  # their ids (the list keeps them alive, so the ids stay theirs)
 
     def admission(self, pending: Sequence[Event], decision: Admit | Reject, entitled: bool) -> Admit | Reject:
         """The core's decision, or a refusal naming the table when an admit would reach its bad."""
@@ -114,6 +115,7 @@ class Gate(ShieldHook):
                 self._step(decision)
             self._report()
         self._ahead.append(decision)
+        self._ids.add(id(decision))
         return decision
 
     def dispatch(self, pending: Sequence[Event], ev: Dispatch, floor: bool) -> bool:
@@ -128,19 +130,21 @@ class Gate(ShieldHook):
                 self.delayed += 1
                 return False
         self._ahead.append(ev)
+        self._ids.add(id(ev))
         return True
 
     def observe(self, events: Iterable[Event]) -> None:
         """Step the events the gate has not seen yet (ends, drops, evictions, alerts), in order."""
-        ahead = self._ahead
+        ids = self._ids
         for ev in events:
-            if any(a is ev for a in ahead):
-                continue
-            self._step(ev, "the built-in decision stands")
-        ahead.clear()  # every event the core asked about is in the list it returned
+            if id(ev) not in ids:
+                self._step(ev, "the built-in decision stands")
+        self._ahead.clear()  # every event the core asked about is in the list it returned
+        ids.clear()
 
     def _see(self, pending: Sequence[Event]) -> None:
         for ev in pending:
-            if not any(a is ev for a in self._ahead):
+            if id(ev) not in self._ids:
                 self._step(ev, "the built-in decision stands")
                 self._ahead.append(ev)
+                self._ids.add(id(ev))

@@ -42,7 +42,8 @@ class ShieldHook:
         tables: Sequence[PropertyTable],
         watch: WatchConfig | None = None,
     ) -> None:
-        self.shield = Shield(contract, tables)
+        # the core's events are legal by construction (its table is the lifecycle's): no WF here
+        self.shield = Shield(contract, tables, lifecycle=False)
         on_alert = watch.on_alert if watch is not None else None
         self.alerts: list[Alert] = []
         self.decisions: list[tuple[Event, Decision]] = []

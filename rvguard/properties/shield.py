@@ -76,16 +76,22 @@ class Shield:
 
     Args:
         contract: the contract (facts, window, slots).
-        tables: the tables to enforce (WF's lifecycle is added when absent).
+        tables: the tables to enforce (WF's lifecycle is added when absent, unless ``lifecycle`` is
+            false: the caller's events are legal by construction, as the decision core's are).
         retain: finished requests remembered for the lifecycle (None: all).
     """
 
     def __init__(
-        self, contract: Contract, tables: Sequence[PropertyTable], *, retain: int | None = 100_000
+        self,
+        contract: Contract,
+        tables: Sequence[PropertyTable],
+        *,
+        retain: int | None = 100_000,
+        lifecycle: bool = True,
     ) -> None:
         from .builtin import WF
 
-        protocol = [] if any(t.protocol for t in tables) else [WF]
+        protocol = [] if not lifecycle or any(t.protocol for t in tables) else [WF]
         self.product = Product(contract, [*protocol, *tables], retain=retain)
         self.violations: list[Violation] = []
 
