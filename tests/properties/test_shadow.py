@@ -65,12 +65,24 @@ def test_no_tables_no_shield() -> None:
 
 
 def test_the_gateway_passes_its_tables_to_the_guard() -> None:
-    """``rvguard serve --property FILE`` sets GatewaySettings.properties; the Gateway's Guard shields them."""
+    """``rvguard serve --property FILE [--shadow]`` sets GatewaySettings.properties (and .shadow); the
+    Gateway's Guard enforces them through its core's gate, or shields them in shadow."""
+    import argparse
+
+    from rvguard.enforce.gate import Gate
     from rvguard.gateway.app import Gateway, GatewaySettings
+    from rvguard.gateway.cli import _add_serve, _properties
     from tests.gateway._support import contract
 
-    g = Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9", properties=(CONCURRENCY,)))
-    assert (
-        g.guard.shield is not None and g.guard.shield.shield.product.tables[-1].name == "TENANT_CONCURRENCY"
-    )
+    p = argparse.ArgumentParser()
+    _add_serve(p)
+    path = str(ROOT / "examples" / "properties" / "tenant_concurrency.yaml")
+    for flags, shadow in (([], False), (["--shadow"], True)):
+        args = p.parse_args(["spec.yaml", "--upstream", "http://127.0.0.1:9", "--property", path, *flags])
+        got = _properties(args)
+        assert got["shadow"] is shadow and [t.name for t in got["properties"]] == ["TENANT_CONCURRENCY"]
+        g = Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9", **got))
+        hook = g.guard.shield
+        assert hook is not None and hook.shield.product.tables[-1].name == "TENANT_CONCURRENCY"
+        assert isinstance(hook, Gate) is not shadow and (g.guard.core.gate is hook) is not shadow
     assert Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9")).guard.shield is None
