@@ -106,7 +106,7 @@ class Gate(ShieldHook):
             self._step(decision)
         elif entitled or decision.basis is Basis.FLOOR:
             self._step(decision, "the floor admission (AF) comes first")
-        else:
+        elif not self.shield.passes(decision):
             d = self.shield.enforce(decision)
             if not d.passed:
                 self.refused += 1
@@ -123,7 +123,7 @@ class Gate(ShieldHook):
         self._see(pending)
         if floor:
             self._step(ev, "a floor dispatch (SF) comes first")
-        else:
+        elif not self.shield.passes(ev):
             d = self.shield.enforce(ev)
             self._report()
             if not d.passed:
@@ -135,10 +135,10 @@ class Gate(ShieldHook):
 
     def observe(self, events: Iterable[Event]) -> None:
         """Step the events the gate has not seen yet (ends, drops, evictions, alerts), in order."""
-        ids = self._ids
+        ids, passes = self._ids, self.shield.passes
         for ev in events:
-            if id(ev) not in ids:
-                self._step(ev, "the built-in decision stands")
+            if id(ev) not in ids and not passes(ev):
+                self._disagree(ev, "the built-in decision stands")
         self._ahead.clear()  # every event the core asked about is in the list it returned
         ids.clear()
 

@@ -53,14 +53,15 @@ class ShieldHook:
 
     def observe(self, events: Iterable[Event]) -> None:
         """Show the core's events to the shield; alert on each disagreement and each violation."""
+        passes = self.shield.passes
         for ev in events:
-            self._step(ev)
+            if not passes(ev):  # the common case passes: committed, nothing to report
+                self._disagree(ev)
 
     def through(self, events: list[Event]) -> list[Event]:
         """`observe` ``events``; they go on, followed by the alert records they raised."""
         self.observe(events)
-        records = self.drain()
-        return [*events, *records] if records else events
+        return [*events, *self.drain()] if self._records else events
 
     def drain(self) -> list[Watch]:
         """The ``alert`` records (condition ``shield``) raised since the last call, for the trace."""
@@ -69,6 +70,11 @@ class ShieldHook:
 
     def _step(self, ev: Event, why: str = "") -> None:
         """Commit ``ev`` as emitted; a decision other than ``pass`` is an alert (``why``: who wins)."""
+        if not self.shield.passes(ev):  # the common case: no table goes bad, nothing to report
+            self._disagree(ev, why)
+
+    def _disagree(self, ev: Event, why: str = "") -> None:
+        """``ev`` reaches some table's bad location: commit it as emitted, and alert."""
         d = self.shield.decide(ev, shadow=True)
         if not d.passed:  # one alert: the violation it commits in shadow is this one
             self.decisions.append((ev, d))

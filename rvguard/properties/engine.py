@@ -271,6 +271,8 @@ class Product:
         self._order: deque[str] = deque()
         self._retain = retain
         self.now = -math.inf
+        #: the kinds that can change anything: some table's edge, an arrival (a new instance), an end
+        self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -342,6 +344,20 @@ class Product:
             self._order.append(rid)
             if len(self._order) > self._retain:
                 self._finished.pop(self._order.popleft(), None)
+
+    def pass_by(self, ev: Event) -> None:
+        """Step an event of a kind no table reacts to (not in `reactive`): what `plan` and `commit`
+        would do with no edge chosen — check the order, join the request's witness, move time.
+
+        Raises:
+            TraceOrderError: ``ev.t`` is before the previous event's time.
+        """
+        if ev.t < self.now:
+            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
+        inst = self.live.get(ev.rid)
+        if inst is not None:
+            inst.events.append(ev)
+        self.now = ev.t
 
     def advance(self, t: float) -> None:
         """Move time to ``t`` (no table has timers: only the order check reads it)."""

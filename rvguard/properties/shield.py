@@ -102,14 +102,11 @@ class Shield:
             TraceOrderError: ``ev.t`` is before the previous event's.
             UnknownTenantError: an arrival names a tenant the contract lacks.
         """
+        if self.passes(ev):  # the common case: nothing goes bad
+            return Decision(PASS, (ev,))
         plan = self.product.plan(ev)
-        if plan is None:
-            self.product.advance(ev.t)
-            return Decision(PASS, (ev,))
+        assert plan is not None  # `passes` planned it and found a bad edge
         chosen = plan[2]
-        if not any(be is not None and be.bad for be in chosen):  # the common case: nothing goes bad
-            self.product.commit(plan)
-            return Decision(PASS, (ev,))
         blocked = self._blocking(chosen)
         if blocked is None:
             self._commit(plan)
@@ -120,6 +117,27 @@ class Shield:
             self._commit(plan)
         return decision
 
+    def passes(self, ev: Event) -> bool:
+        """`decide`'s fast path: commit ``ev`` and say True when it reaches no table's bad location;
+        else False, and nothing changed (the caller decides or enforces it).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `decide`.
+        """
+        product = self.product
+        if ev.code not in product.reactive:  # no table has an edge for it: it passes, as planned
+            product.pass_by(ev)
+            return True
+        plan = product.plan(ev)
+        if plan is None:
+            product.advance(ev.t)
+            return True
+        for be in plan[2]:
+            if be is not None and be.bad:
+                return False
+        product.commit(plan)
+        return True
+
     def enforce(self, ev: Event) -> Decision:
         """Live enforcement, one plan per event: a compliant ``ev`` is committed and passes; one that
         would reach bad is committed nowhere and the decision names the table, edge and remedy (the
@@ -128,10 +146,10 @@ class Shield:
         Raises:
             TraceOrderError, UnknownTenantError: as `decide`.
         """
-        plan = self.product.plan(ev)
-        if plan is None:
-            self.product.advance(ev.t)
+        if self.passes(ev):
             return Decision(PASS, (ev,))
+        plan = self.product.plan(ev)
+        assert plan is not None  # `passes` planned it and found a bad edge
         blocked = self._blocking(plan[2])
         if blocked is None:
             self._commit(plan)
