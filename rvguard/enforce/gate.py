@@ -20,18 +20,20 @@ reaches a user table's bad location leaves through these two doors.
 
 **Built-in guarantees come first.** A floor admission (an entitled request: AF) and a floor
 dispatch (SF) are never refused nor delayed by a user's table; when a table would, the event goes
-out and the conflict is an ``alert`` record with condition ``shield`` in the trace (and a `Alert`
-to the watch's hook, and the log). Z3's "no conflict" obligation (``rvguard verify --properties``)
-names the same pairs beforehand (COOLDOWN against AF's floor admission, for one). The core's other
-acts — a doomed drop (DR), a demotion or restore (RL), an eviction (EV), a preemption, a reject —
-are not the gate's either: they are stepped as they happen, and a table they break is a ``shield``
-alert. So is an uncontrollable event (an end) that breaks a table: such a table is monitored, not
-enforced, as its Z3 enforceability obligation says.
+out and the conflict is an ``alert`` record with condition ``shield`` in the trace (and an `Alert`
+to the watch's hook, and the log, both when the Guard takes the records: the core does no I/O).
+Z3's "no conflict" obligation (``rvguard verify --properties``) names the same pairs beforehand
+(COOLDOWN against AF's floor admission, for one). The core's other acts — a doomed drop (DR), a
+demotion or restore (RL), an eviction (EV), a preemption, a reject — are not the gate's either:
+they are stepped as they happen, and a table they break is a ``shield`` alert. So is an
+uncontrollable event (an end) that breaks a table: such a table is monitored, not enforced, as its
+Z3 enforceability obligation says.
 
 The gate sees every event once and in order: the core hands it the events of the call so far
 (``pending``) before each question, and the Guard's `observe` of the whole list skips those.
 
-Cost: one shield plan per event (`rvguard.properties.shield.Shield.enforce`). The gate is pure.
+Cost: one shield plan per event (`rvguard.properties.shield.Shield.passes`), a second where a table
+goes bad. The gate does no I/O.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ class ShieldHook:
         self._on_alert = on_alert  # the watch's hook (rvguard serve --alert-log)
         self._seen = 0
         self._records: list[Watch] = []
+        self._unsent: list[Alert] = []  # logged and passed to the hook by `drain`
 
     def observe(self, events: Iterable[Event]) -> None:
         """Show the core's events to the shield; alert on each disagreement and each violation."""
@@ -64,7 +65,14 @@ class ShieldHook:
         return [*events, *self.drain()] if self._records else events
 
     def drain(self) -> list[Watch]:
-        """The ``alert`` records (condition ``shield``) raised since the last call, for the trace."""
+        """The ``alert`` records (condition ``shield``) raised since the last call, for the trace; their
+        alerts are logged and handed to the watch's hook here, outside the core's call (which may
+        have raised them: the core does no I/O)."""
+        for alert in self._unsent:
+            log.warning("%s", alert.detail)
+            if self._on_alert is not None:
+                self._on_alert(alert)
+        self._unsent.clear()
         out, self._records = self._records, []
         return out
 
@@ -94,7 +102,5 @@ class ShieldHook:
     def _alert(self, t: float, detail: str) -> None:
         alert = Alert(t, SHIELD, detail)
         self.alerts.append(alert)
+        self._unsent.append(alert)
         self._records.append(Watch(t, SHIELD, extra=MappingProxyType({"detail": detail})))
-        log.warning("%s", detail)
-        if self._on_alert is not None:
-            self._on_alert(alert)
