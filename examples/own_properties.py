@@ -1,20 +1,26 @@
-"""Your own properties as tables: written in YAML, verified by Z3, enforced by the shield, checked.
+"""Your own properties as tables: written in YAML, verified by Z3, enforced live, checked.
 
-Three tables under examples/properties/: per-tenant concurrency ≤ k, per-tenant tokens in flight
-≤ T, and no admission of a tenant within 1 s of its last rejection (a 429). For each: its Z3
-obligations, a trace that breaks it refused by the shield at the breaking event (with the table's
-remedy), and the same trace caught by the online monitor and the offline checker.
+Three tables under examples/properties/: per-tenant concurrency ≤ k, per-tenant tokens admitted
+and not ended ≤ T, and no admission of a tenant within 1 s of its last rejection (a 429). For
+each: its Z3 obligations; a trace that breaks it, refused by the shield at the breaking event (with
+the table's remedy) and caught by the online monitor and the offline checker; and the same requests
+through a `Guard` that enforces the table (``Guard(properties=[table])``): the breaking admission
+is refused with reason ``property: NAME`` (``rvguard serve --property FILE`` answers it 429).
 
 Run: python examples/own_properties.py
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from rvguard.clock import ManualClock
 from rvguard.contract import contract_from_mapping
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Reject
-from rvguard.properties import TableMonitor
+from rvguard.enforce import Guard, MockDispatcher, Request, Response
+from rvguard.enforce.learners import LoadView
+from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Proposal, Reject
+from rvguard.properties import PropertyTable, TableMonitor
 from rvguard.properties.load import load_properties
 from rvguard.properties.obligations import check_table
 from rvguard.properties.offline import check_columns
@@ -55,6 +61,54 @@ TRACES: dict[str, list[Event]] = {
 }
 
 
+class Refuse:
+    """A learner that rejects the rids it names (a 429) and admits the rest."""
+
+    def __init__(self, *rids: str) -> None:
+        self.rids = set(rids)
+
+    def propose(self, request: Request, view: LoadView) -> Proposal:
+        return Proposal(admit=request.rid not in self.rids)
+
+
+def guarded(table: PropertyTable, trace: list[Event]) -> list[str]:
+    """The trace's arrivals submitted to a Guard enforcing ``table`` (a learner refusing the
+    requests the trace rejects); every request runs until all have arrived. Their outcomes."""
+    arrivals = [ev for ev in trace if isinstance(ev, Arrive)]
+    refused = [ev.rid for ev in trace if isinstance(ev, Reject)]
+
+    async def run() -> list[str]:
+        clock, go = ManualClock(), asyncio.Event()
+
+        async def backend(request: Request) -> Response:
+            await go.wait()
+            return Response()
+
+        learner = Refuse(*refused)
+        guard = Guard(
+            CONTRACT,
+            MockDispatcher(backend),
+            learner=learner,
+            learner_timeout=None,
+            clock=clock,
+            properties=[table],
+        )
+        async with guard:
+            tasks = []
+            for ev in arrivals:
+                clock.set(ev.t)
+                request = Request(
+                    ev.rid, ev.tenant, ev.t, prompt_tokens=ev.prompt_tokens, max_tokens=ev.max_tokens
+                )
+                tasks.append(asyncio.create_task(guard.submit(request)))
+                await asyncio.sleep(0)
+            go.set()
+            outcomes = await asyncio.gather(*tasks)
+        return [f"{o.rid} {o.status}" + (f" ({o.reason})" if o.reason else "") for o in outcomes]
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     for name, trace in TRACES.items():
         (table,) = load_properties(HERE / name)
@@ -71,6 +125,7 @@ def main() -> None:
             print(f"  monitor: {v.property} {v.rid} at t={v.t:g}: {v.detail}")
         offline = check_columns(CONTRACT, [table], trace)
         print(f"  offline ({offline.paths[table.name]}): {[(v.rid, v.t) for v in offline.violations]}")
+        print(f"  guard enforcing it: {', '.join(guarded(table, trace))}")
 
 
 if __name__ == "__main__":

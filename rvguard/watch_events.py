@@ -32,6 +32,7 @@ __all__ = [
     "FLOOR_REFUSED",
     "SERVICE",
     "SERVICE_LOW",
+    "SHIELD",
     "Watch",
     "watch_from_dict",
 ]
@@ -42,8 +43,11 @@ CAPACITY = "capacity"  # estimated capacity below the floored demand Σ B / W (A
 BACKLOG = "backlog"  # assured backlog Q_A above Σ B (the backlog precondition)
 ARRIVAL_GAP = "arrival-gap"  # a request waited longer than the bound before the gateway ran it
 CLEAR = "clear"  # every firing condition holds again
+#: a property table's shield disagreed with an event that went out (shadow, or a built-in guarantee
+#: that comes first) or a table was broken by an event the guard does not decide; no precondition of SF
+SHIELD = "shield"
 #: the conditions an alert record may name
-CONDITIONS = frozenset({SERVICE, SERVICE_LOW, CAPACITY, BACKLOG, ARRIVAL_GAP, CLEAR})
+CONDITIONS = frozenset({SERVICE, SERVICE_LOW, CAPACITY, BACKLOG, ARRIVAL_GAP, CLEAR, SHIELD})
 
 #: the field an admit or reject of a floor-entitled request carries when it did not get the floor:
 #: why (a shared pool's verdict, or `FLOOR_LOWERED`); `rvguard check` reports the AF violation as a

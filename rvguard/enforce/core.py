@@ -56,6 +56,8 @@ The edit rules come from the properties they must never break:
   running work and anything this core did not admit are never touched
   (`rvguard.enforce.demotion`). Eviction of running surplus, chosen by the
   runtime's channels, goes through the table too (`rvguard.enforce.relief`).
+* A user's tables (``gate``, `rvguard.enforce.gate`): asked before a decided admission or a
+  dispatch is applied; it may refuse a surplus admission or keep a surplus dispatch queued.
 * WF — the lifecycle's moves, one terminal each; those the core never emits
   (a running request dropped, routing, relocation) are listed with the reason
   in `NOT_EMITTED`, and WF still accepts them from other enforcers. A
@@ -69,7 +71,7 @@ memory O(n) for n live requests plus O(tenants), plus the ended rids
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -91,7 +93,9 @@ from ..events import (
 )
 from ..facts import FactsCache, RequestFacts
 from ..lifecycle import COMPLETE, DROP, Stage
+from .gate import EventGate
 from .learners import reject_reason, traced_proposal, usable_proposal
+from .outcome import CoreStatistics as CoreStatistics
 from .rationing import ReliefConfig
 from .ready import Key, ReadyQueue, rank
 from .redline import Redline, RedlineConfig, RedlineReading
@@ -117,31 +121,6 @@ __all__ = [
 ]
 
 DispatchPolicy = Literal["priority", "fifo"]
-
-
-@dataclass(frozen=True, slots=True)
-class CoreStatistics:
-    """A snapshot of the core's counters (trio-style ``statistics()``)."""
-
-    arrived: int
-    admitted_floor: int
-    admitted_surplus: int
-    admitted_demoted: int
-    rejected: int
-    dispatched: int
-    completed: int
-    dropped: int
-    failed: int
-    uncertain: int
-    in_flight: int
-    queue_depth: int
-    max_queue_depth: int
-    alerts: int
-    floor_scale: float
-    held: int = 0
-    demoted: int = 0
-    restored: int = 0
-    evicted: int = 0
 
 
 class _Entry:
@@ -245,6 +224,7 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         self._held_at: dict[str, float] = {}  # rid -> when it was held (the hold bound's clock)
         self._ration_cap = 0  # rationed: surplus running allowed while some are held (`_gated`)
         self._restoring: dict[str, _Entry] = {}  # rationed: restored, not dispatched yet
+        self.gate: EventGate | None = None  # a user's tables enforced live (module doc)
 
     # -- public API ------------------------------------------------------------
     @property
@@ -340,6 +320,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
             pool = entry.request.pool  # the trace says why the floor was refused (AF)
             why = _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
             decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
+        if self.gate is not None:  # after the floor's own edit: the gate never refuses an entitled one
+            decision = self.gate.admission(out, decision, entry.entitled)
         self._apply(entry, decision)
         out.append(decision)
         if entry.state is Stage.ADMITTED:
@@ -495,13 +477,14 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
     # -- dispatch --------------------------------------------------------------
     def _fill(self, now: float, out: list[Event]) -> None:
         """Dispatch (or doom-drop) while a slot is free; surplus only below C − R running (RB), while
-        the redline does not fire (RL) and, rationed, while none is held (`DemotionMixin._gated`)."""
-        slots, ready = self.contract.slots, self._ready
+        the redline does not fire (RL), rationed, while none is held (`DemotionMixin._gated`), and
+        as a user's tables allow (`EventGate`: what they delay waits for the next fill)."""
+        slots, ready, kept = self.contract.slots, self._ready, []
         self._pass_on(now, out)  # rationed: a freed surplus slot goes to the held first
         while self._running < slots:
             entry = ready.pop(surplus_room=self._surplus_running < self._surplus_cap and not self._gated())
             if entry is None:
-                return
+                break
             rid = entry.request.rid
             facts = entry.facts
             if self.deferred_drop and now + facts.lower > entry.deadline:
@@ -512,9 +495,14 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
             if self.gate_upper and facts.upper is not None and now + facts.upper > entry.deadline:
                 self._uncertain += 1
             dispatch = Dispatch(now, rid)
+            if self.gate is not None and not self.gate.dispatch(out, dispatch, entry.basis is Basis.FLOOR):
+                kept.append(entry)  # a user's table delays it: queued, offered again at the next fill
+                continue
             entry.dispatched_at = now
             self._apply(entry, dispatch)
             out.append(dispatch)
+        for entry in kept:
+            ready.push(entry.key, entry, surplus=True)  # the gate keeps surplus only
 
     def _take_surplus(self) -> list[_Entry]:
         return self._ready.take_surplus(keep=lambda e: e.entitled)

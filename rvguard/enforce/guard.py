@@ -56,6 +56,7 @@ from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
 from .core import DecisionCore, DispatchPolicy
 from .dispatchers import Dispatcher, Response, failure_reason
 from .eviction import EvictionConfig
+from .gate import tables_hook
 from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
@@ -64,7 +65,6 @@ from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
 from .redline import HeadroomSample, RedlineConfig
 from .request import Request
-from .shadow import ShieldHook
 from .sinks import JsonlSink, MonitorSink
 from .stall import LoopWatchdog
 from .watch import DEFAULT_WATCH, WatchConfig
@@ -154,7 +154,11 @@ class Guard:
         retry_after: the retry hint (seconds) a preempted caller gets.
         headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
             s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
-        properties: tables whose shield runs in shadow: each disagreement a ``shield`` alert.
+        properties: a user's tables, enforced live (`rvguard.enforce.gate`: an admission that would
+            break one is refused with reason ``property: NAME``, a dispatch kept queued; built-in
+            guarantees come first, a conflict is a ``shield`` alert record).
+        shadow: run ``properties`` in shadow only (`rvguard.enforce.shadow`): the core decides
+            alone, and each event a table would have refused is a ``shield`` alert record.
         eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
             needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
             else every running surplus request is preempted there.
@@ -192,10 +196,10 @@ class Guard:
         credits: CreditPool | None = None,
         eviction: EvictionConfig | None = None,
         properties: Sequence[PropertyTable] = (),
+        shadow: bool = False,
         stall_threshold: float | None = None,
     ) -> None:
         self.contract = contract
-        self.shield = ShieldHook(contract, properties, watch) if properties else None  # no cost without
         self._credits = credits
         self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
@@ -206,6 +210,7 @@ class Guard:
             watch=watch,
             redline=redline,
         )
+        self.shield = tables_hook(self.core, properties, watch, shadow=shadow)  # None: no cost
         self.preemption = Preemption(self.core, grace=preempt_grace, retry_after=retry_after)
         self._dispatcher = dispatcher
         self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
@@ -528,8 +533,8 @@ class Guard:
         if alerts := self.core.drain_alerts():
             warn_alerts(alerts)
             events = [*events, *alerts]
-        if self.shield is not None:
-            self.shield.observe(events)
+        if self.shield is not None:  # the tables' hook: its ``shield`` alert records follow the events
+            events = self.shield.through(events)
         for ev in events:
             for sink in self._sinks:
                 try:

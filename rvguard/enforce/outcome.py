@@ -1,4 +1,5 @@
-"""How a request submitted to the `Guard` ended, and the Guard's own counters (plain records)."""
+"""How a request submitted to the `Guard` ended, and the Guard's and its core's own counters
+(plain records)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 
 from .dispatchers import Response
 
-__all__ = ["GuardStatistics", "Outcome", "Status"]
+__all__ = ["CoreStatistics", "GuardStatistics", "Outcome", "Status"]
 
 Status = Literal["completed", "rejected", "dropped", "failed", "preempted"]
 
@@ -37,3 +38,28 @@ class GuardStatistics:
     sink_errors: int
     uncertain: int
     learner_timeouts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStatistics:
+    """A snapshot of the core's counters (trio-style ``statistics()``)."""
+
+    arrived: int
+    admitted_floor: int
+    admitted_surplus: int
+    admitted_demoted: int
+    rejected: int
+    dispatched: int
+    completed: int
+    dropped: int
+    failed: int
+    uncertain: int
+    in_flight: int
+    queue_depth: int
+    max_queue_depth: int
+    alerts: int
+    floor_scale: float
+    held: int = 0
+    demoted: int = 0
+    restored: int = 0
+    evicted: int = 0

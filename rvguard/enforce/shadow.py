@@ -1,14 +1,16 @@
 """The shield beside a running Guard: every event the decision core emits is shown to the shield of
 the user's (and any built-in) tables, in order, before the sinks write it.
 
-In shadow mode (``Guard(properties=[...], shadow=True)``) the event goes out as the core decided,
-and a decision other than ``pass`` — the shield would have suppressed, delayed or replaced it —
-is an `Alert` of kind ``shield``, as is a violation by an uncontrollable event (a late
-completion): kept in `ShieldHook.alerts`, passed to the watch's ``on_alert`` hook when the Guard
-has one (``rvguard serve --alert-log``), and logged. A disagreement is never silent.
+In shadow mode (``Guard(properties=[...], shadow=True)``, ``rvguard serve --property FILE
+--shadow``) the event goes out as the core decided, and a decision other than ``pass`` — the
+shield would have suppressed, delayed or replaced it — is an alert, as is a violation by an
+uncontrollable event (a late completion): an ``alert`` record with condition ``shield`` in the
+trace (its ``detail`` says what and which edge), an `Alert` of kind ``shield`` kept in
+`ShieldHook.alerts` and passed to the watch's ``on_alert`` hook when the Guard has one (``rvguard
+serve --alert-log``), and a log line. A disagreement is never silent.
 
-Refusing the core's own events live needs the core to ask before it applies a move; this hook
-does not do that (the core's decisions stand): it observes and alerts.
+Enforcing the tables live (the default of ``Guard(properties=[...])``) is `rvguard.enforce.gate`,
+which builds on this hook.
 
 Without tables the Guard makes no hook and pays nothing per event.
 """
@@ -17,11 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from types import MappingProxyType
 
 from ..contract import Contract
 from ..events import Event
 from ..properties.shield import Decision, Shield
 from ..properties.table import PropertyTable
+from ..watch_events import SHIELD, Watch
 from .watch import Alert, WatchConfig
 
 __all__ = ["ShieldHook"]
@@ -38,33 +42,65 @@ class ShieldHook:
         tables: Sequence[PropertyTable],
         watch: WatchConfig | None = None,
     ) -> None:
-        self.shield = Shield(contract, tables)
+        # the core's events are legal by construction (its table is the lifecycle's): no WF here
+        self.shield = Shield(contract, tables, lifecycle=False)
         on_alert = watch.on_alert if watch is not None else None
         self.alerts: list[Alert] = []
         self.decisions: list[tuple[Event, Decision]] = []
         self._on_alert = on_alert  # the watch's hook (rvguard serve --alert-log)
         self._seen = 0
+        self._records: list[Watch] = []
+        self._unsent: list[Alert] = []  # logged and passed to the hook by `drain`
 
     def observe(self, events: Iterable[Event]) -> None:
         """Show the core's events to the shield; alert on each disagreement and each violation."""
-        shield = self.shield
+        passes = self.shield.passes
         for ev in events:
-            d = shield.decide(ev, shadow=True)
-            if not d.passed:  # one alert: the violation it commits in shadow is this one
-                self.decisions.append((ev, d))
-                what = f"the shield would {d.action} {ev.kind.value} of {ev.rid}"
-                self._alert(ev.t, f"{what}: {d.property} {d.edge}")
-                self._seen = len(shield.violations)
-            while self._seen < len(shield.violations):
-                v = shield.violations[self._seen]
-                self._seen += 1
-                self._alert(
-                    v.t, f"{v.property} violated by {v.witness[-1].kind.value} of {v.rid}: {v.detail}"
-                )
+            if not passes(ev):  # the common case passes: committed, nothing to report
+                self._disagree(ev)
+
+    def through(self, events: list[Event]) -> list[Event]:
+        """`observe` ``events``; they go on, followed by the alert records they raised."""
+        self.observe(events)
+        return [*events, *self.drain()] if self._records else events
+
+    def drain(self) -> list[Watch]:
+        """The ``alert`` records (condition ``shield``) raised since the last call, for the trace; their
+        alerts are logged and handed to the watch's hook here, outside the core's call (which may
+        have raised them: the core does no I/O)."""
+        for alert in self._unsent:
+            log.warning("%s", alert.detail)
+            if self._on_alert is not None:
+                self._on_alert(alert)
+        self._unsent.clear()
+        out, self._records = self._records, []
+        return out
+
+    def _step(self, ev: Event, why: str = "") -> None:
+        """Commit ``ev`` as emitted; a decision other than ``pass`` is an alert (``why``: who wins)."""
+        if not self.shield.passes(ev):  # the common case: no table goes bad, nothing to report
+            self._disagree(ev, why)
+
+    def _disagree(self, ev: Event, why: str = "") -> None:
+        """``ev`` reaches some table's bad location: commit it as emitted, and alert."""
+        d = self.shield.decide(ev, shadow=True)
+        if not d.passed:  # one alert: the violation it commits in shadow is this one
+            self.decisions.append((ev, d))
+            what = f"the shield would {d.action} {ev.kind.value} of {ev.rid}: {d.property} {d.edge}"
+            self._alert(ev.t, f"{what}; {why}" if why else what)
+            self._seen = len(self.shield.violations)
+        self._report()
+
+    def _report(self) -> None:
+        """An alert for each violation not yet reported (an uncontrollable event, a monitor-only table)."""
+        violations = self.shield.violations
+        while self._seen < len(violations):
+            v = violations[self._seen]
+            self._seen += 1
+            self._alert(v.t, f"{v.property} violated by {v.witness[-1].kind.value} of {v.rid}: {v.detail}")
 
     def _alert(self, t: float, detail: str) -> None:
-        alert = Alert(t, "shield", detail)
+        alert = Alert(t, SHIELD, detail)
         self.alerts.append(alert)
-        log.warning("%s", detail)
-        if self._on_alert is not None:
-            self._on_alert(alert)
+        self._unsent.append(alert)
+        self._records.append(Watch(t, SHIELD, extra=MappingProxyType({"detail": detail})))

@@ -188,6 +188,7 @@ class Gateway:
             headroom_interval=s.headroom_interval,
             eviction=s.eviction,
             properties=s.properties,
+            shadow=s.shadow,
         )
 
     def _headroom_source(self) -> MetricsHeadroomSource | None:

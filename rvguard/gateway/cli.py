@@ -114,7 +114,18 @@ def _add_watch(p: argparse.ArgumentParser) -> None:
         help="while the watch fires, lower every floor to F × B (0 ≤ F ≤ 1; default: the contract's "
         "'degrade', else never lowered); the lowering is recorded in the trace",
     )
-    p.add_argument("--property", action="append", metavar="FILE", help="tables shielded in shadow (alerts)")
+    p.add_argument(
+        "--property",
+        action="append",
+        metavar="FILE",
+        help="your property tables, enforced live: an admission one would break is refused (429, "
+        "'property: NAME'), a dispatch kept queued; repeatable",
+    )
+    p.add_argument(
+        "--shadow",
+        action="store_true",
+        help="run the --property tables in shadow only: alerts, never refusals",
+    )
 
 
 def _add_identity(p: argparse.ArgumentParser) -> None:
@@ -160,10 +171,12 @@ def _watch(args: argparse.Namespace, contract: Contract) -> Any:
 
 
 def _properties(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--property`` tables (their shield runs in shadow), or nothing."""
+    """The ``--property`` tables (enforced, or in shadow with ``--shadow``), or nothing."""
     from ..properties.commands import load_tables
 
-    return {"properties": tuple(load_tables(args.property))} if getattr(args, "property", None) else {}
+    if not getattr(args, "property", None):
+        return {}
+    return {"properties": tuple(load_tables(args.property)), "shadow": bool(getattr(args, "shadow", False))}
 
 
 def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:

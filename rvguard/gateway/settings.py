@@ -98,7 +98,8 @@ class GatewaySettings:
     deferred_drop: bool = False
     drain_timeout: float = 10.0
     watch: WatchConfig | None = DEFAULT_WATCH
-    properties: tuple[PropertyTable, ...] = ()  # tables whose shield runs in shadow (rvguard.properties)
+    properties: tuple[PropertyTable, ...] = ()  # a user's tables, enforced live (rvguard.enforce.gate)
+    shadow: bool = False  # the tables in shadow only: alerts, never refusals (rvguard.enforce.shadow)
     send_priority: bool = True
     dispatch_policy: DispatchPolicy = "priority"
     upstream_api_key: str | None = field(default=None, repr=False)

@@ -38,6 +38,7 @@ from typing import Any
 from ..contract import Contract
 from ..errors import TraceOrderError
 from ..events import Admit, Arrive, Basis, Event, Fail
+from ..exact import window_index
 from ..facts import FactsCache
 from ..lifecycle import CODE, N_KINDS, NODE_CODES, TERMINAL_CODES
 from .guards import Bool, compile_expr
@@ -101,16 +102,30 @@ _EVENT_GETTERS: dict[str, Getter] = {
 }
 
 
-def facts_of(contract: Contract, cache: FactsCache, ev: Arrive) -> dict[str, float]:
-    """A request's facts (`rvguard.properties.table.FACT_NAMES`) from its arrival.
+def facts_of(
+    contract: Contract,
+    cache: FactsCache,
+    ev: Arrive,
+    shapes: dict[tuple[Any, ...], dict[str, float]] | None = None,
+) -> dict[str, float]:
+    """A request's facts (`rvguard.properties.table.FACT_NAMES`) from its arrival; ``shapes`` keeps
+    the facts that depend only on the request's tenant and sizes, by shape (a `Product` passes its own).
 
     Raises:
         UnknownTenantError: the tenant is not in the contract.
     """
     f = cache(ev.tenant, ev.prompt_tokens, ev.max_tokens)
+    key = (ev.tenant, ev.prompt_tokens, ev.max_tokens)
+    static = None if shapes is None else shapes.get(key)
+    if static is None:
+        static = _static_facts(cache, f, ev)
+        if shapes is not None and len(shapes) < 4096:
+            shapes[key] = static
+    return {"arrival": ev.t, "deadline": f.deadline(ev.t, ev.deadline), **static}
+
+
+def _static_facts(cache: FactsCache, f: Any, ev: Arrive) -> dict[str, float]:
     return {
-        "arrival": ev.t,
-        "deadline": f.deadline(ev.t, ev.deadline),
         "lower": f.lower,
         "upper": math.inf if f.upper is None else f.upper,
         "weight": float(f.weight_units),
@@ -266,11 +281,15 @@ class Product:
         self.contract = contract
         self.tables = [BoundTable(t, contract, i) for i, t in enumerate(tables)]
         self._facts = FactsCache(contract)
+        self._shapes: dict[tuple[Any, ...], dict[str, float]] = {}  # `facts_of`'s, by request shape
+        self._origin, self._window = contract.epoch, contract.window
         self.live: dict[str, Inst] = {}
         self._finished: dict[str, list[int]] = {}
         self._order: deque[str] = deque()
         self._retain = retain
         self.now = -math.inf
+        #: the kinds that can change anything: some table's edge, an arrival (a new instance), an end
+        self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -308,8 +327,8 @@ class Product:
             return Inst(ev.rid, "", 0, None, list(ended))
         locs = [b.initial for b in self.tables]
         if isinstance(ev, Arrive):
-            facts = facts_of(self.contract, self._facts, ev)
-            return Inst(ev.rid, ev.tenant, self.contract.window_index(ev.t), facts, locs)
+            facts = facts_of(self.contract, self._facts, ev, self._shapes)
+            return Inst(ev.rid, ev.tenant, window_index(ev.t, self._origin, self._window), facts, locs)
         return Inst(ev.rid, "", 0, None, locs)
 
     def refused(self, chosen: list[BoundEdge | None]) -> bool:
@@ -342,6 +361,20 @@ class Product:
             self._order.append(rid)
             if len(self._order) > self._retain:
                 self._finished.pop(self._order.popleft(), None)
+
+    def pass_by(self, ev: Event) -> None:
+        """Step an event of a kind no table reacts to (not in `reactive`): what `plan` and `commit`
+        would do with no edge chosen — check the order, join the request's witness, move time.
+
+        Raises:
+            TraceOrderError: ``ev.t`` is before the previous event's time.
+        """
+        if ev.t < self.now:
+            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
+        inst = self.live.get(ev.rid)
+        if inst is not None:
+            inst.events.append(ev)
+        self.now = ev.t
 
     def advance(self, t: float) -> None:
         """Move time to ``t`` (no table has timers: only the order check reads it)."""

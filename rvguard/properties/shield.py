@@ -76,16 +76,22 @@ class Shield:
 
     Args:
         contract: the contract (facts, window, slots).
-        tables: the tables to enforce (WF's lifecycle is added when absent).
+        tables: the tables to enforce (WF's lifecycle is added when absent, unless ``lifecycle`` is
+            false: the caller's events are legal by construction, as the decision core's are).
         retain: finished requests remembered for the lifecycle (None: all).
     """
 
     def __init__(
-        self, contract: Contract, tables: Sequence[PropertyTable], *, retain: int | None = 100_000
+        self,
+        contract: Contract,
+        tables: Sequence[PropertyTable],
+        *,
+        retain: int | None = 100_000,
+        lifecycle: bool = True,
     ) -> None:
         from .builtin import WF
 
-        protocol = [] if any(t.protocol for t in tables) else [WF]
+        protocol = [] if not lifecycle or any(t.protocol for t in tables) else [WF]
         self.product = Product(contract, [*protocol, *tables], retain=retain)
         self.violations: list[Violation] = []
 
@@ -96,14 +102,11 @@ class Shield:
             TraceOrderError: ``ev.t`` is before the previous event's.
             UnknownTenantError: an arrival names a tenant the contract lacks.
         """
+        if self.passes(ev):  # the common case: nothing goes bad
+            return Decision(PASS, (ev,))
         plan = self.product.plan(ev)
-        if plan is None:
-            self.product.advance(ev.t)
-            return Decision(PASS, (ev,))
+        assert plan is not None  # `passes` planned it and found a bad edge
         chosen = plan[2]
-        if not any(be is not None and be.bad for be in chosen):  # the common case: nothing goes bad
-            self.product.commit(plan)
-            return Decision(PASS, (ev,))
         blocked = self._blocking(chosen)
         if blocked is None:
             self._commit(plan)
@@ -113,6 +116,47 @@ class Shield:
         if shadow:
             self._commit(plan)
         return decision
+
+    def passes(self, ev: Event) -> bool:
+        """`decide`'s fast path: commit ``ev`` and say True when it reaches no table's bad location;
+        else False, and nothing changed (the caller decides or enforces it).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `decide`.
+        """
+        product = self.product
+        if ev.code not in product.reactive:  # no table has an edge for it: it passes, as planned
+            product.pass_by(ev)
+            return True
+        plan = product.plan(ev)
+        if plan is None:
+            product.advance(ev.t)
+            return True
+        for be in plan[2]:
+            if be is not None and be.bad:
+                return False
+        product.commit(plan)
+        return True
+
+    def enforce(self, ev: Event) -> Decision:
+        """Live enforcement, one plan per event: a compliant ``ev`` is committed and passes; one that
+        would reach bad is committed nowhere and the decision names the table, edge and remedy (the
+        caller applies it: `rvguard.enforce.gate`).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `decide`.
+        """
+        if self.passes(ev):
+            return Decision(PASS, (ev,))
+        plan = self.product.plan(ev)
+        assert plan is not None  # `passes` planned it and found a bad edge
+        blocked = self._blocking(plan[2])
+        if blocked is None:
+            self._commit(plan)
+            return Decision(PASS, (ev,))
+        b, be = blocked
+        remedy = be.edge.remedy or Remedy(RemedyAction.SUPPRESS)
+        return Decision(remedy.action.value, (), b.name, str(be.edge))
 
     def _blocking(self, chosen: list[BoundEdge | None]) -> tuple[BoundTable, BoundEdge] | None:
         """The first enforced table whose bad this event's controllable edge reaches."""

@@ -30,7 +30,7 @@ async def _run(tables: list, n: int) -> tuple[Guard, list[Event], list[Alert]]:
     hooked: list[Alert] = []
     watch = WatchConfig(on_alert=hooked.append)
     async with Guard(
-        contract, MockDispatcher(handler), sinks=[trace.append], properties=tables, watch=watch
+        contract, MockDispatcher(handler), sinks=[trace.append], properties=tables, shadow=True, watch=watch
     ) as g:
         tasks = [asyncio.create_task(g.submit(Request(f"r{i}", "assured", 0.0))) for i in range(n)]
         await asyncio.sleep(0.01)
@@ -52,7 +52,9 @@ def test_a_disagreement_is_an_alert_never_silent() -> None:
     assert guard.shield is not None
     (alert,) = guard.shield.alerts
     assert alert == hooked[0]
-    assert "would delay dispatch of r2" in alert.detail and "running + 1 <= k" in alert.detail
+    assert "would replace admit of r2" in alert.detail and "running + 1 <= k" in alert.detail
+    (record,) = [ev for ev in trace if ev.kind.value == "alert"]
+    assert (record.t, record.condition, record.extra["detail"]) == (alert.t, "shield", alert.detail)  # type: ignore[attr-defined]
     (v,) = TableMonitor(guard.contract, [CONCURRENCY]).feed_all(trace)
     assert (v.rid, v.t, v.property) == ("r2", alert.t, "TENANT_CONCURRENCY")
 
@@ -63,12 +65,24 @@ def test_no_tables_no_shield() -> None:
 
 
 def test_the_gateway_passes_its_tables_to_the_guard() -> None:
-    """``rvguard serve --property FILE`` sets GatewaySettings.properties; the Gateway's Guard shields them."""
+    """``rvguard serve --property FILE [--shadow]`` sets GatewaySettings.properties (and .shadow); the
+    Gateway's Guard enforces them through its core's gate, or shields them in shadow."""
+    import argparse
+
+    from rvguard.enforce.gate import Gate
     from rvguard.gateway.app import Gateway, GatewaySettings
+    from rvguard.gateway.cli import _add_serve, _properties
     from tests.gateway._support import contract
 
-    g = Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9", properties=(CONCURRENCY,)))
-    assert (
-        g.guard.shield is not None and g.guard.shield.shield.product.tables[-1].name == "TENANT_CONCURRENCY"
-    )
+    p = argparse.ArgumentParser()
+    _add_serve(p)
+    path = str(ROOT / "examples" / "properties" / "tenant_concurrency.yaml")
+    for flags, shadow in (([], False), (["--shadow"], True)):
+        args = p.parse_args(["spec.yaml", "--upstream", "http://127.0.0.1:9", "--property", path, *flags])
+        got = _properties(args)
+        assert got["shadow"] is shadow and [t.name for t in got["properties"]] == ["TENANT_CONCURRENCY"]
+        g = Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9", **got))
+        hook = g.guard.shield
+        assert hook is not None and hook.shield.product.tables[-1].name == "TENANT_CONCURRENCY"
+        assert isinstance(hook, Gate) is not shadow and (g.guard.core.gate is hook) is not shadow
     assert Gateway(contract(), GatewaySettings(upstream="http://127.0.0.1:9")).guard.shield is None
