@@ -60,6 +60,8 @@ WF = _wf()
 _ENTITLED = "floored == 1 and used + weight <= floor"
 #: an admission within the floor: not on the floor, or its credit still within B
 _WITHIN = "floor_credit == 0 or granted + floor_credit <= floor"
+#: the floor's room for one more entitled admission (what ``replace: admit floor`` needs)
+_ROOM = "granted + weight <= floor"
 AF = PropertyTable(
     name="AF",
     description="every floor-entitled request is admitted; floor admissions stay within B per tenant-window",
@@ -70,7 +72,10 @@ AF = PropertyTable(
     edges=(
         edge("NEW", "arrive", "ENTITLED", _ENTITLED, ["used += weight"]),
         edge("NEW", "arrive", "FREE", f"not ({_ENTITLED})", ["used += weight"]),
-        edge("ENTITLED", "reject", "BAD", remedy="replace: admit floor"),
+        # An entitled arrival's floor has room (granted <= used - weight, used <= floor at arrival):
+        # the second edge never holds on a trace; it states the replace's precondition for Z3.
+        edge("ENTITLED", "reject", "BAD", _ROOM, remedy="replace: admit floor"),
+        edge("ENTITLED", "reject", "BAD", f"not ({_ROOM})", remedy="suppress"),
         edge("ENTITLED", "drop", "BAD", remedy="suppress"),
         *(
             e
