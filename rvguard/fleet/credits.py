@@ -88,7 +88,7 @@ class CreditsConfig(BaseModel, frozen=True, extra="forbid"):
     url: str
     replica: str
     shares: dict[str, float]
-    timeout: float = Field(default=0.05, gt=0.0, le=10.0)
+    timeout: float = Field(default=0.25, gt=0.0, le=10.0)  # a busy host: 0.05 lost windows
     probe: float = Field(default=0.25, gt=0.0, le=60.0)
     prefix: str = "rvguard"
     username: str | None = Field(default=None, repr=False)

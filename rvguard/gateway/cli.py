@@ -245,7 +245,7 @@ def _add_fleet(p: argparse.ArgumentParser) -> None:
         "then hold at most 1-F together), or NAME=F for every replica; they sum to at most 1",
     )
     p.add_argument(
-        "--credit-timeout", type=float, default=0.05, help="seconds a Redis call may take (default 0.05)"
+        "--credit-timeout", type=float, default=0.25, help="seconds a Redis call may take (default 0.25)"
     )
     p.add_argument(
         "--credits-password-file",
