@@ -172,7 +172,13 @@ def _key(
     for code, targets in sorted(_successors(groups, s).items()):
         edges = groups.get((s[0], code), [])
         if _dynamic(edges, counters):
-            row.append((code, _sig(edges[0], keyed), frozenset(cls[t] for t in targets[:-1])))
+            outs = frozenset(cls[t] for t in targets[:-1])
+            # one increment and one class whatever the guards: alike a static move that agrees
+            row.append(
+                (code, (_sig(edges[0], keyed), next(iter(outs))))
+                if len(outs) == 1
+                else (code, _sig(edges[0], keyed), outs)
+            )
         else:
             parts = tuple(
                 (show(e.guard), _sig(e, keyed), cls[t]) for e, t in zip(edges, targets, strict=False)
