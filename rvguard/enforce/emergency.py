@@ -71,7 +71,9 @@ from .eviction import Candidate, EmergencyPlan, Eviction, EvictionConfig, Evicti
 from .redline import HardFloorCrossing
 
 if TYPE_CHECKING:
+    from .core import DecisionCore
     from .host import ReliefHost
+    from .preemption import Preemption
 
 __all__ = ["EMERGENCY", "EmergencyChannel", "node_deadline"]
 
@@ -103,8 +105,10 @@ class EmergencyChannel:
     """The planner wired to one `Guard` (see module doc).
 
     Args:
-        guard: the Guard whose running surplus requests may be evicted.
+        host: the runtime that stops what is evicted (`ReliefHost`; the Guard).
         config: the planner's k, capacity, target, overhead and link bucket.
+        core: the decision core (its redline; who is live) that carries each eviction out.
+        preemption: the notices given (a request noticed already is no candidate).
         now: the Guard's time now (the link bucket starts full).
 
     Attributes:
@@ -115,8 +119,16 @@ class EmergencyChannel:
         last_warning: the last plan's warning (``""``: it lands in time).
     """
 
-    def __init__(self, guard: ReliefHost, config: EvictionConfig, *, now: float) -> None:
-        self._guard = guard
+    def __init__(
+        self,
+        host: ReliefHost,
+        config: EvictionConfig,
+        *,
+        core: DecisionCore,
+        preemption: Preemption,
+        now: float,
+    ) -> None:
+        self._host, self._core, self._preemption = host, core, preemption
         self.planner = EvictionPlanner(config, now=now)
         self._generated: dict[str, int] = {}
         # rid -> (resource, the later of its stop and the last sample seen by then)
@@ -127,29 +139,27 @@ class EmergencyChannel:
 
     def progress(self, rid: str, generated: int) -> None:
         """``rid`` has generated ``generated`` tokens so far (its S grows by them)."""
-        if self._guard.core.is_live(rid):
+        if self._core.is_live(rid):
             self._generated[rid] = generated
 
     def candidate(self, rid: str) -> Candidate:
         """Live ``rid`` as the planner sees it: S = its prompt tokens plus the tokens reported."""
-        request = self._guard.request(rid)
+        request = self._host.request(rid)
         prompt = 0 if request is None else request.prompt_tokens or 0
         return Candidate(rid, prompt, self._generated.get(rid, 0))
 
     def candidates(self) -> list[Candidate]:
         """The running requests the planner may rank: surplus, this Guard's, not noticed already."""
-        pre = self._guard.preemption
+        pre = self._preemption
         noticed = pre.noticed
         return [
-            self.candidate(rid)
-            for rid in self._guard.running()
-            if pre.preemptible(rid) and rid not in noticed
+            self.candidate(rid) for rid in self._host.running() if pre.preemptible(rid) and rid not in noticed
         ]
 
     def act(self, crossing: HardFloorCrossing, now: float) -> EmergencyPlan:
         """Plan at ``now`` for ``crossing``; trace and stop each eviction issued; warn when late."""
         self.land()
-        core = self._guard.core
+        core = self._core
         view = None if core.redline is None else core.redline.view()
         horizon = 0.0 if core.redline is None else core.redline.config.horizon
         deadline = (
@@ -184,8 +194,8 @@ class EmergencyChannel:
         """Trace the planner's eviction ``ev`` (with what it was decided on: ``resource``, its
         ``headroom``, the target and capacity, and ``relief``: the plan's ``lands_at`` and
         ``deadline`` when both are finite) and stop the request; credited until it lands."""
-        core, config = self._guard.core, self.planner.config
-        self._guard.evict_now(
+        core, config = self._core, self.planner.config
+        self._host.evict_now(
             ev.rid,
             ev.state,
             reason,
@@ -202,10 +212,10 @@ class EmergencyChannel:
     def land(self) -> None:
         """Stop crediting each eviction a fresh sample has measured: one that came after its stop
         and was taken after it (a sample stamped ahead of the Guard's clock lands nothing early)."""
-        redline = self._guard.core.redline
+        redline = self._core.redline
         for rid, (resource, at) in list(self._stopped.items()):
             if redline is not None and redline.last_sample_time(resource) > at:
                 del self._stopped[rid]
                 self.planner.landed(rid)
-        for rid in [r for r in self._generated if not self._guard.core.is_live(r)]:
+        for rid in [r for r in self._generated if not self._core.is_live(r)]:
             del self._generated[rid]

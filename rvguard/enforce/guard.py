@@ -235,7 +235,11 @@ class Guard:
     ) -> HeadroomLoop | None:
         if eviction is not None and source is None:
             raise EnforcementError("an eviction channel needs a headroom source to act on")
-        return None if source is None else HeadroomLoop(self, source, interval=interval, eviction=eviction)
+        if source is None:
+            return None
+        return HeadroomLoop(
+            self, source, core=self.core, preemption=self.preemption, interval=interval, eviction=eviction
+        )
 
     async def __aenter__(self) -> Guard:
         self._open = True
@@ -344,6 +348,10 @@ class Guard:
         """A request waited ``gap`` s before its handler ran: judged now (an alert is traced now)."""
         self.core.observe_arrival_gap(gap, self._clock.now())
         self._handle([])
+
+    def deliver(self, events: list[Event]) -> None:
+        """Events the core decided outside a request's call (relief's) to the sinks and callers."""
+        self._handle(events)
 
     def observe_headroom(self, sample: HeadroomSample) -> None:
         """Feed one sample to the core now, its events to the sinks (raises as `DecisionCore.observe`)."""

@@ -1,9 +1,12 @@
-"""What the Guard's relief loops may use of the Guard, as a protocol (so they import no Guard).
+"""What the Guard's relief loops ask of the runtime, as a protocol (so they import no Guard).
 
 `rvguard.enforce.pressure.HeadroomLoop`, `rvguard.enforce.emergency.EmergencyChannel` and
-`rvguard.enforce.voluntary.VoluntaryChannel` run inside the Guard and act through it. Typed
-against `ReliefHost` instead of the `Guard` class, they sit below the Guard in the import graph,
-type-checking imports included: the Guard builds them, they never import it.
+`rvguard.enforce.voluntary.VoluntaryChannel` decide with the pure objects they are handed (the
+`DecisionCore`, whose redline and relief decide, and the `Preemption` notices) and ask the runtime
+only to *act*: read its clock, say what runs, stop, evict, feed a sample, deliver the events the
+core decided. Typed against `ReliefHost` instead of the `Guard` class, they sit below the Guard in
+the import graph, type-checking imports included, and never reach through the Guard into its
+parts (STYLE 24): the Guard builds them and hands them what they need.
 """
 
 from __future__ import annotations
@@ -11,10 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..clock import Clock
-from ..contract import Contract
 from ..events import Event
-from .core import DecisionCore
-from .preemption import Preemption
 from .redline import HeadroomSample
 from .request import Request
 
@@ -22,11 +22,7 @@ __all__ = ["ReliefHost"]
 
 
 class ReliefHost(Protocol):
-    """The Guard as its relief loops see it (`rvguard.enforce.guard.Guard` is one)."""
-
-    contract: Contract
-    core: DecisionCore
-    preemption: Preemption
+    """The runtime as its relief loops see it (`rvguard.enforce.guard.Guard` is one)."""
 
     @property
     def clock(self) -> Clock: ...
@@ -41,6 +37,5 @@ class ReliefHost(Protocol):
 
     def observe_headroom(self, sample: HeadroomSample) -> None: ...
 
-    def _handle(self, events: list[Event]) -> None:
-        """The Guard's delivery of the core's events (sinks, waiting callers): what relief decided
-        in the core reaches the trace through it."""
+    def deliver(self, events: list[Event]) -> None:
+        """Hand events the core decided (an expired hold, a hold bound) to the sinks and callers."""

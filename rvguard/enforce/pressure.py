@@ -56,7 +56,9 @@ from .redline import HardFloorCrossing
 from .voluntary import VoluntaryChannel
 
 if TYPE_CHECKING:
+    from .core import DecisionCore
     from .host import ReliefHost
+    from .preemption import Preemption
 
 __all__ = ["HeadroomLoop"]
 
@@ -64,7 +66,13 @@ log = logging.getLogger("rvguard.enforce")
 
 
 class HeadroomLoop:
-    """Polls ``source`` for ``guard`` every ``interval`` seconds (see module doc).
+    """Polls ``source`` for ``host`` every ``interval`` seconds (see module doc).
+
+    Args:
+        host: the runtime that acts (`ReliefHost`: stop, evict, feed a sample, deliver events).
+        source: the telemetry read every ``interval`` seconds.
+        core: the decision core whose redline and relief decide (its contract's blocks apply).
+        preemption: the notices the runtime's ``preempt`` gives (who may be, who already is).
 
     Attributes:
         polls: reads attempted.
@@ -80,9 +88,11 @@ class HeadroomLoop:
 
     def __init__(
         self,
-        guard: ReliefHost,
+        host: ReliefHost,
         source: HeadroomSource,
         *,
+        core: DecisionCore,
+        preemption: Preemption,
         interval: float,
         eviction: EvictionConfig | None = None,
         hold_limit: float | None = None,
@@ -90,9 +100,10 @@ class HeadroomLoop:
     ) -> None:
         if not 0.0 < interval < float("inf"):
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
-        if guard.core.redline is None:
+        if core.redline is None:
             raise EnforcementError("a headroom source needs a redline (RedlineConfig) to act on it")
-        self._guard = guard
+        self._host, self._core, self._preemption = host, core, preemption
+        self._contract = contract = core.contract
         self._source = source
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
@@ -101,7 +112,7 @@ class HeadroomLoop:
         self.errors = 0
         self.last_error: Exception | None = None
         self.preempted = 0
-        block = guard.contract.headroom
+        block = contract.headroom
         self.hold_limit = hold_limit if hold_limit is not None else 30.0 if block is None else block.staleness
         self.expired = 0
         self._expiring = False
@@ -113,10 +124,10 @@ class HeadroomLoop:
         self._relieving = InFlight()  # preemptions no fresh sample has measured yet
         if relief is not None:
             self.ration_with(relief)
-        config = eviction if eviction is not None else eviction_config(guard.contract.eviction)
+        config = eviction if eviction is not None else eviction_config(contract.eviction)
         if config is not None:
             self.evict_with(config)
-            crossing = voluntary_config(guard.contract.eviction)
+            crossing = voluntary_config(contract.eviction)
             if crossing is not None:
                 self.voluntary_with(crossing)
 
@@ -128,7 +139,7 @@ class HeadroomLoop:
                 ``config.capacity`` its ``eviction.target`` or ``eviction.capacity`` when stated (the
                 bounds EV judges against: a larger target or capacity credits less and evicts more).
         """
-        block = self._guard.contract.eviction
+        block = self._contract.eviction
         if block is not None:
             for name, mine, stated in (
                 ("k", config.k, block.k),
@@ -142,7 +153,9 @@ class HeadroomLoop:
                         field=f"eviction.{name}",
                         value=mine,
                     )
-        self.emergency = EmergencyChannel(self._guard, config, now=self._guard.clock.now())
+        self.emergency = EmergencyChannel(
+            self._host, config, core=self._core, preemption=self._preemption, now=self._host.clock.now()
+        )
         return self.emergency
 
     def voluntary_with(self, config: VoluntaryConfig) -> VoluntaryChannel:
@@ -154,7 +167,7 @@ class HeadroomLoop:
         """
         if self.emergency is None:
             raise EnforcementError("the voluntary channel shares the emergency channel's planner: none set")
-        self.voluntary = VoluntaryChannel(self._guard, self.emergency, config)
+        self.voluntary = VoluntaryChannel(self._host, self.emergency, config, core=self._core)
         return self.voluntary
 
     def ration_with(self, config: ReliefConfig) -> None:
@@ -162,14 +175,14 @@ class HeadroomLoop:
         the floor needs, restore held surplus as the headroom allows, answer a request held longer
         than ``config.hold_bound``. An emergency channel, when set, still decides evictions."""
         self.relief = config
-        self._guard.core.ration(config)
+        self._core.ration(config)
 
     def progress(self, rid: str, generated: int) -> None:
         """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption and
         the emergency channel's ranking)."""
         if self.emergency is not None:
             self.emergency.progress(rid, generated)
-        if self.relief is not None and self._guard.core.is_live(rid):
+        if self.relief is not None and self._core.is_live(rid):
             self._generated[rid] = generated
 
     def start(self) -> None:
@@ -203,7 +216,7 @@ class HeadroomLoop:
         try:
             samples = await self._source.read()
             for sample in samples:
-                self._guard.observe_headroom(sample)
+                self._host.observe_headroom(sample)
                 self.samples += 1
         except TelemetryError as exc:
             self.errors += 1
@@ -215,10 +228,10 @@ class HeadroomLoop:
             self.last_error = refused
         self._expire_hold()
         self._expire_held()
-        crossing = self._guard.core.hard_floor_crossed()
+        crossing = self._core.hard_floor_crossed()
         if self.emergency is not None:
             self.emergency.land()
-            now = self._guard.clock.now()
+            now = self._host.clock.now()
             if crossing is not None:
                 self.emergency.act(crossing, now)
             if self.voluntary is not None:
@@ -231,9 +244,8 @@ class HeadroomLoop:
 
     def _expire_hold(self) -> None:
         """End the surplus a sample older than ``hold_limit`` still holds (module doc)."""
-        guard = self._guard
-        ended = guard.core.expire_hold(guard.clock.now(), self.hold_limit)
-        redline = guard.core.redline
+        ended = self._core.expire_hold(self._host.clock.now(), self.hold_limit)
+        redline = self._core.redline
         if redline is None or not redline.firing:
             self._expiring = False
         if ended and not self._expiring:
@@ -245,35 +257,33 @@ class HeadroomLoop:
                 extra={"event": "redline_stale", "reason": ended[0].extra.get("resource", "")},
             )
         self.expired += len(ended)
-        guard._handle(ended)  # the Guard's sinks and callers, as observe_headroom feeds them
+        self._host.deliver(ended)  # the runtime's sinks and callers, as observe_headroom feeds them
 
     def _preempt_surplus(self, resource: str) -> None:
-        guard = self._guard
-        for rid in guard.running():
-            if not guard.preemption.preemptible(rid) or rid in guard.preemption.noticed:
+        pre = self._preemption
+        for rid in self._host.running():
+            if not pre.preemptible(rid) or rid in pre.noticed:
                 continue
             with contextlib.suppress(EnforcementError):  # ended between the two looks
-                guard.preempt(rid, resource=resource)
+                self._host.preempt(rid, resource=resource)
                 self.preempted += 1
 
     def _expire_held(self) -> None:
         """Rationed: answer each request held ``hold_bound`` seconds or more (`HOLD_BOUND`)."""
-        guard = self._guard
-        ended = guard.core.expire_held(guard.clock.now())
+        ended = self._core.expire_held(self._host.clock.now())
         self.bounded += len(ended)
-        guard._handle(ended)
+        self._host.deliver(ended)
 
     def _preempt_fewest(self, crossing: HardFloorCrossing, config: ReliefConfig) -> None:
         """Preempt the fewest running surplus requests whose states lift the crossing resource back to
         its hard floor, counting the preemptions a fresh sample has not measured yet (module doc)."""
-        guard = self._guard
-        redline = guard.core.redline
-        if redline is not None:
-            self._relieving.land(redline.last_sample_time)
-        for rid in [r for r in self._generated if not guard.core.is_live(r)]:
+        core, pre = self._core, self._preemption
+        if core.redline is not None:
+            self._relieving.land(core.redline.last_sample_time)
+        for rid in [r for r in self._generated if not core.is_live(r)]:
             del self._generated[rid]
-        noticed = guard.preemption.noticed
-        cands = [self._candidate(rid) for rid in guard.running() if guard.preemption.preemptible(rid)]
+        noticed = pre.noticed
+        cands = [self._candidate(rid) for rid in self._host.running() if pre.preemptible(rid)]
         free = [c for c in cands if c.rid not in noticed]
         in_flight = self._relieving.tokens
         plan = preempt_fewest(
@@ -286,11 +296,11 @@ class HeadroomLoop:
         states = {c.rid: c.state for c in free}
         for rid in plan:
             with contextlib.suppress(EnforcementError):  # ended between the two looks
-                stop_at = guard.preempt(rid, resource=crossing.resource)
+                stop_at = self._host.preempt(rid, resource=crossing.resource)
                 self._relieving.add(rid, crossing.resource, states[rid], max(stop_at, crossing.sample_time))
                 self.preempted += 1
 
     def _candidate(self, rid: str) -> Candidate:
-        request = self._guard.request(rid)
+        request = self._host.request(rid)
         prompt = 0 if request is None else request.prompt_tokens or 0
         return Candidate(rid, prompt, self._generated.get(rid, 0))

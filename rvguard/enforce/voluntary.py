@@ -37,6 +37,7 @@ from ..runbook_events import VOLUNTARY
 from .eviction import Candidate, Eviction, VoluntaryConfig
 
 if TYPE_CHECKING:
+    from .core import DecisionCore
     from .emergency import EmergencyChannel
     from .host import ReliefHost
 
@@ -47,30 +48,33 @@ class VoluntaryChannel:
     """The crossover rule wired to one `Guard`, through its emergency channel's planner (module doc).
 
     Args:
-        guard: the Guard whose running surplus requests may be evicted.
+        host: the runtime that stops what is evicted (`ReliefHost`; the Guard).
         emergency: the channel whose planner (k, link bucket, credit) and landing it shares.
         config: the crossover prices and the expected seconds per token.
+        core: the decision core (its redline's view names the resource and the headroom).
 
     Attributes:
         evicted: requests this channel evicted.
     """
 
-    def __init__(self, guard: ReliefHost, emergency: EmergencyChannel, config: VoluntaryConfig) -> None:
-        self._guard = guard
+    def __init__(
+        self, host: ReliefHost, emergency: EmergencyChannel, config: VoluntaryConfig, *, core: DecisionCore
+    ) -> None:
+        self._host, self._core = host, core
         self._emergency = emergency
         self.config = config
         self.evicted = 0
 
     def remaining(self, candidate: Candidate) -> float | None:
         """Expected seconds ``candidate`` still keeps its slot (``None``: its budget is unknown)."""
-        request = self._guard.request(candidate.rid)
+        request = self._host.request(candidate.rid)
         if request is None or request.max_tokens is None:
             return None
         return self.config.expected_remaining(request.max_tokens - candidate.generated)
 
     def act(self, now: float) -> list[Eviction]:
         """Evict, at ``now``, every running candidate the crossover rule and k and the bucket allow."""
-        redline = self._guard.core.redline
+        redline = self._core.redline
         view = None if redline is None else redline.view()
         if view is None:
             return []
