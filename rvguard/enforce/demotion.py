@@ -133,11 +133,6 @@ class DemotionMixin:
         self._ration = config
 
     @property
-    def rationed(self: _Core) -> ReliefConfig | None:
-        """The rationed relief's configuration (``None``: the redline restores all at once)."""
-        return self._ration
-
-    @property
     def redline(self: _Core) -> Redline | None:
         """The redline (``None``: the core was given no `RedlineConfig`)."""
         return self._redline

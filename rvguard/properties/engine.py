@@ -250,16 +250,6 @@ class BoundTable:
 
         return set_keyed
 
-    def choose(self, inst: Inst, ctx: Ctx, code: int) -> BoundEdge | None:
-        """The first edge whose guard holds from the instance's location, or None (stay)."""
-        edges = self.edges[inst.locs[self.position] * N_KINDS + code]
-        if edges is not None:
-            for be in edges:
-                guard = be.guard
-                if guard is None or guard(ctx):
-                    return be
-        return None
-
     def take(self, inst: Inst, ctx: Ctx, be: BoundEdge) -> None:
         """Take a chosen edge: every right-hand side reads the state before, then all are set."""
         if be.updates:
@@ -310,7 +300,7 @@ class Product:
         judged = self.tables if inst.facts is not None else [b for b in self.tables if b.protocol]
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
         locs = inst.locs
-        for b in judged:  # `BoundTable.choose`, inlined: this loop runs for every table and event
+        for b in judged:  # each table's first edge whose guard holds (runs for every table and event)
             edges = b.edges[locs[b.position] * N_KINDS + code]
             if edges is not None:
                 ctx.store = b.store

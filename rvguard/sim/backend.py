@@ -330,11 +330,6 @@ class BatchingBackend:
         """Requests holding a slot: prefilling, decoding or leaving."""
         return len(self._prefill) + len(self._decode) + len(self._leave)
 
-    @property
-    def decoding(self) -> int:
-        """Sequences in the decode batch now."""
-        return len(self._decode)
-
     def start(self, rid: str, tokens: int, prompt_tokens: int | None, now: float) -> None:
         """``rid`` joins the prefill queue at ``now``."""
         if rid in self._work or rid in self._decode or any(r == rid for _, _, r in self._leave):
