@@ -10,6 +10,12 @@ read when the new name is absent. Resources:
 * ``seqs`` = 1 − running / ``max_num_seqs``, when the engine's ``max_num_seqs`` is given (0 when
   more run: other clients share the engine).
 
+The KV cache's size in tokens is read too, once: vLLM exports its cache configuration as the
+labels of ``vllm:cache_config_info`` (``num_gpu_blocks`` × ``block_size`` tokens, one engine's;
+the smallest when several engines answer), which `MetricsHeadroomSource.kv_capacity` keeps, so
+rationed relief (`rvguard.enforce.rationing`) can turn the headroom fraction into tokens without
+being told the cache's size (`rvguard.enforce.pressure`).
+
 Each resource is judged on its own series: one missing or out of range is an error for that
 resource alone, and the others' readings stand (the redline judges the dominant share on the
 valid ones); only when none is readable is the scrape no sample.
@@ -47,6 +53,7 @@ from ..errors import MissingExtraError, TelemetryFormatError, TelemetryUnavailab
 from .redline import HeadroomSample
 
 __all__ = [
+    "CACHE_INFO",
     "KV_USAGE",
     "MAX_SCRAPE_BYTES",
     "MAX_STAMP_AGE",
@@ -56,12 +63,14 @@ __all__ = [
     "CallableHeadroomSource",
     "HeadroomSource",
     "MetricsHeadroomSource",
+    "kv_capacity_from_exposition",
     "samples_from_exposition",
 ]
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # new name first
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
+CACHE_INFO = "vllm:cache_config_info"  # labels num_gpu_blocks and block_size: the KV cache's size
 #: the largest exposition a scrape reads, bytes (vLLM's is a few hundred kB with every histogram)
 MAX_SCRAPE_BYTES = 4 << 20
 #: how far a payload stamp may be ahead of this clock, and behind it, seconds (else refused)
@@ -94,6 +103,31 @@ def _families(text: str, source: str) -> dict[str, list[tuple[float, float | Non
     except (ValueError, TypeError, IndexError) as exc:
         raise TelemetryFormatError(f"not Prometheus exposition text: {exc}", source=source) from None
     return out
+
+
+def kv_capacity_from_exposition(text: str, source: str = "<text>") -> int | None:
+    """The KV cache's size in tokens from vLLM's ``vllm:cache_config_info`` labels (module doc):
+    ``num_gpu_blocks`` × ``block_size``, the smallest over the engines; ``None`` when absent or
+    not whole positive numbers (not yet profiled: vLLM states ``None`` blocks before it has).
+
+    Raises:
+        TelemetryFormatError: unparsable text.
+    """
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:  # pragma: no cover - the gateway extra brings it
+        raise MissingExtraError("prometheus_client", "gateway") from None
+    sizes = []
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == CACHE_INFO:
+                    blocks, size = s.labels.get("num_gpu_blocks", ""), s.labels.get("block_size", "")
+                    if blocks.isdigit() and size.isdigit() and int(blocks) * int(size) > 0:
+                        sizes.append(int(blocks) * int(size))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise TelemetryFormatError(f"not Prometheus exposition text: {exc}", source=source) from None
+    return min(sizes, default=None)
 
 
 def _metric(
@@ -234,6 +268,8 @@ class MetricsHeadroomSource:
         self._errors: list[TelemetryFormatError] = []
         #: the last scrape's ``vllm:num_requests_running`` / ``_waiting`` values, where present
         self.reported: dict[str, float] = {}
+        #: the KV cache's size in tokens, once an exposition stated it (`kv_capacity_from_exposition`)
+        self.kv_capacity: int | None = None
         self._stamps: dict[str, float] = {}  # the last payload timestamp seen, per resource
         self._last = -math.inf
         self.scrapes = 0
@@ -257,6 +293,8 @@ class MetricsHeadroomSource:
         counts: dict[str, float] = {}
         readings, errors = await asyncio.to_thread(_each_reading, text, self.url, self._max_num_seqs, counts)
         self.reported = counts
+        if self.kv_capacity is None:  # read until stated: vLLM states it once its cache is profiled
+            self.kv_capacity = await asyncio.to_thread(kv_capacity_from_exposition, text, self.url)
         fresh = []
         for resource, headroom, stamp in readings:
             if stamp is not None:

@@ -24,6 +24,13 @@ has measured yet; the core restores held surplus as the headroom allows; and eve
 request held ``hold_bound`` seconds (``fail(hold-bound)``, `DecisionCore.expire_held`: `bounded`
 counts them), so no held request waits past the bound plus one interval.
 
+Rationing is the default once the cache's size is known: a source that states the KV cache's size in
+tokens (`MetricsHeadroomSource.kv_capacity`, from vLLM's ``vllm:cache_config_info``) rations with it
+(``ReliefConfig(capacity)``, the default hold bound) from the first poll that knows it, unless the
+loop was told otherwise (``relief=``, `ration_with`) or ``ration_by_default`` is off. Without that
+size (a plain callable source, an engine that does not state it) the fraction cannot be turned into
+tokens and past the hard floor bare preemption stops every running surplus request, as before.
+
 One sample cannot hold surplus for ever: while the redline fires on a deciding sample older than
 ``hold_limit`` (default: the contract's ``headroom.staleness``, else 30 s), every poll ends the
 held and queued surplus ``fail`` with reason ``redline-stale`` (`DecisionCore.expire_hold`; the
@@ -82,7 +89,9 @@ class HeadroomLoop:
         preempted: preemptions asked for past the hard floor (without an eviction channel).
         emergency: the emergency eviction channel (`evict_with`), or ``None``.
         voluntary: the voluntary eviction channel (`voluntary_with`), or ``None``.
-        relief: rationed relief's configuration (`ration_with`), or ``None``: preempt all.
+        relief: rationed relief's configuration (`ration_with`, or the source's cache size), or
+            ``None``: preempt all.
+        ration_by_default: ration once the source states the KV cache's size (module doc).
         bounded: held requests answered at the hold bound (rationed).
     """
 
@@ -119,6 +128,7 @@ class HeadroomLoop:
         self.emergency: EmergencyChannel | None = None
         self.voluntary: VoluntaryChannel | None = None
         self.relief: ReliefConfig | None = None
+        self.ration_by_default = True
         self.bounded = 0
         self._generated: dict[str, int] = {}
         self._relieving = InFlight()  # preemptions no fresh sample has measured yet
@@ -226,6 +236,7 @@ class HeadroomLoop:
         for refused in getattr(self._source, "take_errors", list)():  # series refused beside valid ones
             self.errors += 1
             self.last_error = refused
+        self._ration_from_source()
         self._expire_hold()
         self._expire_held()
         crossing = self._core.hard_floor_crossed()
@@ -241,6 +252,12 @@ class HeadroomLoop:
         elif crossing is not None:
             self._preempt_surplus(crossing.resource)
         return len(samples)
+
+    def _ration_from_source(self) -> None:
+        """Ration with the KV cache's size once the source states it (module doc)."""
+        capacity = getattr(self._source, "kv_capacity", None)
+        if self.relief is None and self.ration_by_default and isinstance(capacity, int) and capacity > 0:
+            self.ration_with(ReliefConfig(capacity))
 
     def _expire_hold(self) -> None:
         """End the surplus a sample older than ``hold_limit`` still holds (module doc)."""

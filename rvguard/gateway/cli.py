@@ -89,7 +89,8 @@ def _add_headroom(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="TOKENS",
         help="ration relief (needs --headroom): the KV cache's size in tokens; past the hard floor only "
-        "the fewest surplus requests are preempted, held ones come back as the headroom allows",
+        "the fewest surplus requests are preempted, held ones come back as the headroom allows "
+        "(default: the size vLLM states in vllm:cache_config_info, when it does)",
     )
     p.add_argument(
         "--hold-bound",
