@@ -9,6 +9,7 @@ must still have no cycle.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -251,3 +252,23 @@ def test_no_module_is_a_deprecated_alias() -> None:
         if "sys.modules[__name__] =" in path.read_text() or '"""Deprecated alias' in path.read_text()
     ]
     assert aliases == []
+
+
+def _floors_in_the_docs() -> dict[str, int]:
+    """docs/design.md's "Floors" bullets read back: each part named in a floor's bold lead."""
+    text = (PKG.parent / "docs" / "design.md").read_text()
+    section = text.split("## Floors", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, int] = {}
+    for lead in re.findall(r"^\* \*\*(.+?)\*\*", section, flags=re.MULTILINE | re.DOTALL):
+        floor = int(re.search(r"\((\d)\)", lead).group(1))  # type: ignore[union-attr]
+        for part in re.findall(r"`([^`]+)`", lead):
+            found[part] = floor
+        if "package `__init__`" in lead:
+            found.pop("__init__", None)
+            found[""] = floor
+    return found
+
+
+def test_the_docs_state_the_floors_the_test_enforces() -> None:
+    """Every part in its floor's bullet of docs/design.md, as in `FLOORS` (the rules, stated)."""
+    assert _floors_in_the_docs() == FLOORS
