@@ -6,6 +6,9 @@ same timestamp (duplicates), older ones sent again (stale), jittered times, a re
 redline does not know (refused, nothing changes), and long silences. The learner proposes
 anything, rejections included. Past the hard floor every running surplus request is noticed for
 preemption (`Preemption`, with a random grace) and stopped when due, as the Guard's loop does.
+A channel's eviction is drawn too (`DecisionCore.evict`: running surplus leaves its engine and
+stays evicted, holding its slot, until its stop; floor work and what is not running are refused,
+state unchanged).
 
 After every step: the core's `_check()` (nothing held while the redline is clear, held requests
 surplus and unprotected only), the online `Monitor` finding no AF, DR, WF, RB, RL or PR
@@ -16,13 +19,15 @@ traced, at most ``staleness`` old; only a queued, unentitled request this core a
 surplus (or demoted excess) is demoted, and only a held one restored; no surplus is dispatched
 while the redline fires; a ``fail`` with reason ``preempted`` only for a
 running surplus request; one terminal event per request. At teardown everything ends, each
-request exactly once.
+request exactly once. After every step, too, the core's own record (each live request's stage,
+every counter) equals the trace replayed by `test_relief_record`'s table.
 """
 
 from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -34,7 +39,7 @@ from rvguard.enforce.preemption import PREEMPTED, Preemption
 from rvguard.enforce.rationing import ReliefConfig, preempt_fewest
 from rvguard.enforce.redline import HeadroomSample, redline_config
 from rvguard.enforce.request import Request
-from rvguard.errors import TelemetryFormatError
+from rvguard.errors import EnforcementError, TelemetryFormatError
 from rvguard.events import (
     HOLD_BOUND,
     Admit,
@@ -52,6 +57,7 @@ from rvguard.monitors import Monitor
 from rvguard.verdict import Violation
 
 from ._harness import check_af, check_dr, check_wf, entitled_rids, make_contract, terminal_counts
+from .test_relief_record import agree, replay
 
 RESOURCES = ("kv_cache", "seqs")
 CAPACITY = 4000  # rationed relief's KV tokens
@@ -184,6 +190,10 @@ class RedlineCoreMachine(RuleBasedStateMachine):
     def _running(self) -> list[str]:
         return [r for r in self.basis if self.core.running_basis(r) is not None]
 
+    def _in(self, stage: str) -> list[str]:
+        """The requests the trace (replayed by the test's own table) leaves in ``stage``."""
+        return [rid for rid, where in replay(self.trace)[0].items() if where == stage]
+
     @rule(dt=st.sampled_from([0.0, 0.1, 0.5, 10.0]), tenant=st.sampled_from(["assured", "assured", "opp"]),
           admit=st.booleans(), hint=st.none() | st.floats(-5, 5),
           pool=st.sampled_from([None, None, "", "pool-refused"]), prompt=st.integers(0, 400))  # fmt: skip
@@ -287,9 +297,24 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         for rid in self.pre.due(self.now):
             self._take(self.pre.stop(rid, self.now))
 
+    @rule(data=st.data(), reason=st.sampled_from(["emergency", "voluntary"]), state=st.integers(0, 500))
+    def evict(self, data: st.DataObject, reason: str, state: int) -> None:
+        """A channel's choice, carried out by the core: running surplus leaves its engine (evicted,
+        keeping its slot) and is noticed, so a later `stop_due` ends it ``preempted``; the core
+        refuses floor work and what is not running, state unchanged."""
+        rid = data.draw(st.sampled_from([*self._in("dispatched"), *self._in("evicted"), "never-seen"]))
+        before = self.core.statistics()
+        if not self.pre.preemptible(rid) or rid not in self._in("dispatched"):
+            with pytest.raises(EnforcementError):
+                self.core.evict(rid, self.now, state, reason)
+            assert self.core.statistics() == before
+            return
+        self._take(self.core.evict(rid, self.now, state, reason))
+        self.pre.notice(rid, self.now)
+
     @rule(data=st.data(), dt=st.sampled_from([0.0, 0.1, 0.6]), failed=st.booleans())
     def finish(self, data: st.DataObject, dt: float, failed: bool) -> None:
-        running = self._running()
+        running = self._in("dispatched")  # an evicted request's late answer does not end it
         if not running:
             return
         self.now += dt
@@ -316,6 +341,7 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         demoted = {e.rid for e in self.trace if isinstance(e, Demote)}
         bounded = {e.rid for e in self.trace if isinstance(e, Fail) and e.reason == HOLD_BOUND}
         assert bounded <= demoted - entitled, "hold-bound ends only held, unentitled surplus"
+        agree(self.core, self.trace)  # the core's record is what its trace says, evictions included
 
     def _recover(self) -> None:
         """Feed fresh healthy samples until the redline stops firing (a bounded number of rounds)."""
@@ -333,6 +359,8 @@ class RedlineCoreMachine(RuleBasedStateMachine):
             return
         self.now += 1.0
         self._recover()  # a drain: healthy telemetry releases held work, which runs as slots free
+        for rid in self._in("evicted"):  # their stops: each ends ``preempted``
+            self._take(self.pre.stop(rid, self.now))
         while self._running():
             for rid in self._running():
                 self._take(self.core.finish(rid, self.now))
