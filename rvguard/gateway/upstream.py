@@ -125,6 +125,17 @@ def _tokens(chunk: Mapping[str, Any]) -> int:
     return n
 
 
+def _closed(closing: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:
+    """A done callback: forget the closing task (a close that failed loses nothing: the answer is in)."""
+
+    def done(task: asyncio.Task[None]) -> None:
+        closing.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failed close is not an error of the request
+
+    return done
+
+
 def upstream_url(url: str) -> str:
     """``url`` without a trailing slash, if it is an http(s) URL with a host; else `SpecError`.
 
@@ -194,11 +205,14 @@ class UpstreamDispatcher:
             {"authorization": f"Bearer {api_key}"} if api_key else {}
         )
         self.channels: dict[str, Channel] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # finished streams' connections being closed
         #: told ``(rid, tokens generated so far)`` as each chunk arrives (the emergency channel's S)
         self.progress: Callable[[str, int], None] | None = None
 
     async def aclose(self) -> None:
         """Close the HTTP client if this dispatcher created it."""
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
         if self._owned:
             await self.client.aclose()
 
@@ -219,16 +233,29 @@ class UpstreamDispatcher:
         httpx = self._httpx
         url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
         headers = self._headers(request.payload.get("headers"))
+        sent = self.client.build_request("POST", url, json=self.body(request), headers=headers)
         start = self._clock.now()
         try:
-            async with self.client.stream("POST", url, json=self.body(request), headers=headers) as resp:
+            resp = await self.client.send(sent, stream=True)
+            try:
                 if resp.status_code != 200:
                     raise http_error(resp.status_code, await resp.aread())
-                return await self._relay(request.rid, resp, start)
+                answer = await self._relay(request.rid, resp, start)
+            except BaseException:
+                await resp.aclose()
+                raise
         except httpx.TimeoutException as exc:
             raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
         except httpx.TransportError as exc:
             raise DispatchError(f"upstream transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
+        self._close_later(resp)  # the answer is whole at [DONE]: the Guard frees the slot before the close
+        return answer
+
+    def _close_later(self, resp: httpx.Response) -> None:
+        """Close a finished stream's connection in the background (the next dispatch need not wait)."""
+        task = asyncio.ensure_future(resp.aclose())
+        self._closing.add(task)
+        task.add_done_callback(_closed(self._closing))
 
     async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
         answer = Assembly()
