@@ -53,7 +53,6 @@ from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
-from ..events import is_client_error
 from ..fleet.credits import SharedCredits
 from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
@@ -63,6 +62,7 @@ from .exposition import tenant_aliases, without_tenant_names
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
+from .reasons import ANSWERS, classify
 from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
 from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
@@ -494,11 +494,12 @@ class Gateway:
                 self.metrics.observe_answer(tenant, outcome.response)
             return
         status, _body, _headers = self.answers.failure(outcome)
-        if outcome.status in ("rejected", "dropped"):
+        log_as = ANSWERS[classify(outcome)].log
+        if log_as == "refused":
             self._refused(ctx, tenant, status, outcome.reason, rid=outcome.rid)
-        elif outcome.status == "preempted":
+        elif log_as == "preempted":
             log.info("request preempted", extra=_fields(ctx, tenant, event="preempted", rid=outcome.rid))
-        elif is_client_error(outcome.reason):
+        elif log_as == "client_error":
             log.info(
                 "the upstream refused the request as the client's mistake",
                 extra=_fields(
