@@ -27,7 +27,7 @@ request id).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,8 +37,9 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..enforce.dispatchers import Response, fresh_connections
 from ..enforce.request import Request
-from ..enforce.stream import Assembly, http_error, sse_chunks
+from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
+from .lean import LeanStream, lean_capable
 
 if TYPE_CHECKING:
     import httpx
@@ -197,6 +198,8 @@ class UpstreamDispatcher:
         self.base_url = base_url.rstrip("/")
         self._contract = contract
         self._owned = client is None
+        self._lean = client is None and lean_capable(self.base_url)  # the lean reader (`lean`)
+        self._timeouts = (connect_timeout, read_timeout)
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         limits = fresh_connections()
         self.client = client if client is not None else httpx.AsyncClient(timeout=timeout, limits=limits)
@@ -233,6 +236,8 @@ class UpstreamDispatcher:
         httpx = self._httpx
         url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
         headers = self._headers(request.payload.get("headers"))
+        if self._lean:
+            return await self._dispatch_lean(request, url, headers)
         sent = self.client.build_request("POST", url, json=self.body(request), headers=headers)
         start = self._clock.now()
         try:
@@ -240,7 +245,7 @@ class UpstreamDispatcher:
             try:
                 if resp.status_code != 200:
                     raise http_error(resp.status_code, await resp.aread())
-                answer = await self._relay(request.rid, resp, start)
+                answer = await self._relay(request.rid, sse_chunks(resp), resp.status_code, start)
             except BaseException:
                 await resp.aclose()
                 raise
@@ -251,17 +256,28 @@ class UpstreamDispatcher:
         self._close_later(resp)  # the answer is whole at [DONE]: the Guard frees the slot before the close
         return answer
 
+    async def _dispatch_lean(self, request: Request, url: str, headers: Mapping[str, str]) -> Response:
+        """`dispatch` through `lean.LeanStream` (a plain-HTTP engine, no proxy, no client injected)."""
+        connect, read = self._timeouts
+        stream = LeanStream(url, self.body(request), headers, connect=connect, read=read)
+        start = self._clock.now()
+        async with stream:
+            await stream.head()
+            return await self._relay(request.rid, data_chunks(stream.events()), 200, start)
+
     def _close_later(self, resp: httpx.Response) -> None:
         """Close a finished stream's connection in the background (the next dispatch need not wait)."""
         task = asyncio.ensure_future(resp.aclose())
         self._closing.add(task)
         task.add_done_callback(_closed(self._closing))
 
-    async def _relay(self, rid: str, resp: httpx.Response, start: float) -> Response:
+    async def _relay(
+        self, rid: str, chunks: AsyncIterator[tuple[str, Mapping[str, Any]]], status: int, start: float
+    ) -> Response:
         answer = Assembly()
         first: float | None = None
         generated = 0
-        async for data, chunk in sse_chunks(resp):  # malformed, {"error": …}, no [DONE]: DispatchError
+        async for data, chunk in chunks:  # malformed, {"error": …}, no [DONE]: DispatchError
             if answer.add(chunk) and first is None:
                 first = self._clock.now() - start
             if self.progress is not None and chunk.get("choices"):
@@ -277,7 +293,7 @@ class UpstreamDispatcher:
             prompt_tokens=usage.get("prompt_tokens"),
             first_token=first,
             total=self._clock.now() - start,
-            status=resp.status_code,
+            status=status,
             raw=MappingProxyType(answer.answer()),
         )
 
