@@ -62,6 +62,8 @@ class LeanStream:
         ]
         lines += [f"content-length: {len(raw)}", "accept: text/event-stream", "connection: close"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
+        if any("\r" in line or "\n" in line for line in lines):  # as h11 refuses them: no header injection
+            raise DispatchError("a forwarded header holds a line break", status_hint=502)
         self._request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + raw
         self._connect, self._read = connect, read
         self._writer: asyncio.StreamWriter | None = None

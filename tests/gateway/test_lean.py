@@ -116,3 +116,10 @@ def test_only_plain_http_without_a_proxy_takes_the_lean_path(monkeypatch: pytest
     assert not lean_capable("https://engine.example")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
     assert not lean_capable("http://127.0.0.1:8000")
+
+
+def test_a_header_with_a_line_break_is_never_sent() -> None:
+    with pytest.raises(DispatchError, match="line break"):
+        LeanStream(
+            "http://127.0.0.1:1/v1/completions", {}, {"x-request-id": "a\r\nx-evil: 1"}, connect=1, read=1
+        )
