@@ -11,8 +11,10 @@ gateway registered one. The fields the floor depends on are forced here, not
 taken from the client: ``max_tokens`` (the contract's cap), ``priority`` (the
 true tenant's tier), ``n = 1`` and a streamed upstream call.
 
-The stream is read by `rvguard.enforce.stream` (the same reader as
-`VLLMDispatcher`), and folded into the non-streamed answer by its `Assembly`,
+The stream is read by `rvguard.gateway.lean` for a plain-HTTP engine with no proxy and no injected
+client (a fraction of httpx's cost a chunk), else by httpx and `rvguard.enforce.stream` (the same
+reader as `VLLMDispatcher`); either way each chunk is parsed by `rvguard.enforce.stream.data_chunks`
+and folded into the non-streamed answer by its `Assembly`,
 which keeps every field of every delta (tool calls, reasoning, refusal,
 logprobs, unknown fields): ``Response.raw`` is that answer.
 
