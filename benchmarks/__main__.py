@@ -21,6 +21,7 @@ def commands(full: bool) -> list[list[str]]:
     """The benchmark scripts and their arguments."""
     monitors = ["--sizes", "1e5,1e6,1e7"] if full else ["--quick"]
     gateway = ["--requests", "300"] if full else ["--requests", "100"]
+    path = ["--requests", "300"] if full else ["--requests", "60", "--rounds", "3"]
     return [
         ["bench_verify.py"],
         ["bench_cli.py", *([] if full else ["--reps", "7"])],
@@ -30,6 +31,7 @@ def commands(full: bool) -> list[list[str]]:
         ["bench_monitors.py", *monitors],
         ["bench_rid_memory.py", *([] if full else ["--requests", "50000"])],
         ["bench_gateway.py", *gateway],
+        ["bench_gateway_path.py", *path],
         ["bench_fleet.py", *([] if full else ["--arrivals", "2000"])],
         ["bench_dask.py", *(["--events", "2e6", "--partitions", "16"] if full else ["--repeats", "1"])],
     ]

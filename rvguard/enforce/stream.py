@@ -130,7 +130,13 @@ async def sse_chunks(resp: Any) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         DispatchError: a malformed or ``error`` chunk (`parse_chunk`), or a
             stream that ends before ``[DONE]`` (502): a cut stream is a failed request.
     """
-    async for data in sse_data(resp):
+    async for item in data_chunks(sse_data(resp)):
+        yield item
+
+
+async def data_chunks(events: AsyncIterator[str]) -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+    """`sse_chunks` over events' ``data`` read by any reader (the gateway's lean one, too)."""
+    async for data in events:
         if data.strip() == "[DONE]":
             return
         chunk = parse_chunk(data)

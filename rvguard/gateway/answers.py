@@ -32,12 +32,11 @@ from starlette.types import Receive, Scope, Send
 
 from ..clock import Clock
 from ..contract import Contract, CreditMode
-from ..enforce.demotion import REDLINE_STALE
 from ..enforce.guard import Outcome
-from ..enforce.stream import client_fault
-from ..errors import DispatchError, EnforcementError
-from ..events import CLIENT_ERROR, HOLD_BOUND
+from ..errors import DispatchError
+from ..events import CLIENT_ERROR
 from .prometheus import MetricsSink
+from .reasons import ANSWERS, Reason, Retry, classify
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
 
@@ -45,6 +44,15 @@ from .wire import error_body, rate_limit_headers, relayed, retry_headers
 DISCONNECT = f"{CLIENT_ERROR}: disconnect"
 
 __all__ = ["DISCONNECT", "Answers", "PendingAnswer", "outcome_of"]
+
+#: the retry headers that do not depend on the outcome or the clock
+_FIXED: Mapping[str, Mapping[str, str]] = {
+    "none": {},
+    "never": {"x-should-retry": "false"},
+    "soon": retry_headers(1.0, retry=True),
+    "later": retry_headers(1.0),
+    "authenticate": {"www-authenticate": "Bearer"},
+}
 
 
 def outcome_of(task: asyncio.Task[Outcome], rid: str) -> Outcome:
@@ -87,22 +95,29 @@ class Answers:
         return JSONResponse(err, status_code=status, headers={**headers, **more})
 
     def failure(self, outcome: Outcome) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """Status, OpenAI error body and extra headers of an outcome that is not a completion."""
+        """Status, OpenAI error body and extra headers of an outcome that is not a completion
+        (`reasons.ANSWERS`, the one table)."""
+        reason = classify(outcome)
+        spec = ANSWERS[reason]
         message = f"{outcome.status}: {outcome.reason}" if outcome.reason else outcome.status
-        if outcome.status == "rejected":
-            if outcome.reason == "unauthenticated":
-                body = error_body(message, "authentication_error", code="invalid_api_key")
-                return 401, body, {"www-authenticate": "Bearer"}
-            body = error_body(message, "rate_limit_error", code=outcome.reason or "rejected")
-            return 429, body, retry_headers(self._next_window())
-        if outcome.status == "preempted":
-            body = error_body(message, "service_unavailable_error", code="preempted")
-            wait = outcome.retry_after if outcome.retry_after is not None else 1.0
-            return 503, body, retry_headers(wait, retry=True)
-        if outcome.status == "dropped":
-            body = error_body(message, "service_unavailable_error", code=outcome.reason or "dropped")
-            return 503, body, {"x-should-retry": "false"}
-        return _failed(outcome, message)
+        err = outcome.error
+        upstream = err if isinstance(err, DispatchError) else None
+        status = spec.status if spec.status is not None or upstream is None else upstream.status_hint
+        if reason is Reason.UPSTREAM_AUTH and upstream is not None:
+            message = f"the upstream refused the gateway's credentials (http {upstream.status_hint})"
+        if spec.relay and upstream is not None and upstream.error is not None:
+            body = relayed(upstream.error)
+        else:
+            body = error_body(message, spec.type_, code=spec.code_of(outcome))
+        return status or 502, body, self._retry(spec.retry, outcome)
+
+    def _retry(self, retry: Retry, outcome: Outcome) -> dict[str, str]:
+        """The retry headers a row of the table asks for."""
+        if retry == "window":
+            return retry_headers(self._next_window())
+        if retry == "hint":
+            return retry_headers(outcome.retry_after if outcome.retry_after is not None else 1.0, retry=True)
+        return dict(_FIXED[retry])
 
     async def stream(self, send: Send, pending: PendingAnswer, first: object) -> None:
         """Relay the stream (200), then ``[DONE]`` or an error event."""
@@ -125,35 +140,6 @@ class Answers:
             _status, err, _headers = self.failure(outcome)
             tail = f"data: {json.dumps(err)}\n\n".encode()
         await send({"type": "http.response.body", "body": tail, "more_body": False})
-
-
-def _failed(outcome: Outcome, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-    err = outcome.error
-    if isinstance(err, TimeoutError) or outcome.reason == "timeout":
-        return 504, error_body(message, "upstream_error", code="timeout"), {}
-    if isinstance(err, DispatchError):
-        return _upstream_failed(err, message)
-    if outcome.reason in (REDLINE_STALE, HOLD_BOUND):  # held too long: the node may have room by now
-        body = error_body(message, "service_unavailable_error", code=outcome.reason)
-        return 503, body, retry_headers(1.0, retry=True)
-    if isinstance(err, EnforcementError) or outcome.reason in ("cancelled", "shutdown"):
-        code = outcome.reason if outcome.reason in ("cancelled", "shutdown") else "unavailable"
-        return 503, error_body(message, "service_unavailable_error", code=code), retry_headers(1.0)
-    return 502, error_body(message, "upstream_error", code="upstream_failed"), {}
-
-
-def _upstream_failed(err: DispatchError, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-    hint = err.status_hint
-    if client_fault(hint):
-        body = relayed(err.error) if err.error is not None else error_body(message, "invalid_request_error")
-        return hint, body, {"x-should-retry": "false"}
-    if hint in (401, 403, 407):
-        why = f"the upstream refused the gateway's credentials (http {hint})"
-        return 502, error_body(why, "upstream_error", code="upstream_auth"), {}
-    status = 503 if hint in (408, 429, 503) else 504 if hint == 504 else 502
-    code = "timeout" if status == 504 else "upstream_failed"
-    body = relayed(err.error) if err.error is not None else error_body(message, "upstream_error", code=code)
-    return status, body, {}
 
 
 def _assemble(outcome: Outcome, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,6 @@ from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
-from ..events import is_client_error
 from ..fleet.credits import SharedCredits
 from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
@@ -63,6 +62,7 @@ from .exposition import tenant_aliases, without_tenant_names
 from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
 from .fleet_trace import FleetTrace
 from .prometheus import MetricsSink
+from .reasons import ANSWERS, classify
 from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
 from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
@@ -120,7 +120,7 @@ class Gateway:
         self.fleet = self.dispatcher if isinstance(self.dispatcher, FleetDispatcher) else None
         pool = settings.credits
         self.credits = None if pool is None else SharedCredits.open(contract, pool, now=self.clock.now())
-        self._binder = ReloadableBinder(settings.keys.binder(contract))  # the Guard's too
+        self._binder = ReloadableBinder(settings.keys.binder(contract))  # bound once, on the headers
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
         register_fleet_series(self.metrics.registry, self.fleet, self.credits)
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
@@ -174,7 +174,7 @@ class Gateway:
             stall_threshold=s.stall_threshold,
             sinks=sinks,
             clock=self.clock,
-            binder=self._binder,
+            binder=None,  # the gateway bound the tenant on the headers (`_bind`): once
             timeout=s.timeout,
             drain_timeout=s.drain_timeout,
             deferred_drop=s.deferred_drop,
@@ -372,7 +372,7 @@ class Gateway:
         if isinstance(bound, Response):
             note.refused("unauthenticated" if bound.status_code == 401 else "duplicate_header")
             return bound
-        identity, tenant = bound
+        _identity, tenant = bound
         note.tenant = tenant
         try:
             body = await self._read(http, endpoint)
@@ -390,7 +390,7 @@ class Gateway:
             self._upstream_failed(ctx, tenant, "", 502, str(err))
             message = f"cannot count the prompt's tokens for token credits: {err}"
             return error_response(502, message, "upstream_error", code="tokenize_failed")
-        return self._submit(ctx, identity, tenant, endpoint, body, prompt_tokens, note, self._stamp(http))
+        return self._submit(ctx, tenant, endpoint, body, prompt_tokens, note, self._stamp(http))
 
     def _stamp(self, http: HttpRequest) -> float | None:
         """Seconds since the request's first byte was read (None: not known), judged by the watch."""
@@ -435,7 +435,6 @@ class Gateway:
     def _submit(
         self,
         ctx: ForwardedContext,
-        identity: Identity,
         tenant: str,
         endpoint: Endpoint,
         body: dict[str, Any],
@@ -448,24 +447,22 @@ class Gateway:
         relative = self.contract.tenants[tenant].deadline
         # the deadline runs from the first byte, unless the request waited so long it is nearly due
         deadline = None if gap is None or gap > relative / 2 else self.clock.now() - gap + relative
-        request = Request(rid, "", 0.0, deadline, prompt_tokens, _max_tokens(body), payload=payload)
+        request = Request(rid, tenant, 0.0, deadline, prompt_tokens, _max_tokens(body), payload=payload)
         if self.trace is not None:
             notes = {"request_id": ctx.request_id, "traceparent": ctx.traceparent}
             self.trace.annotate(rid, notes if gap is None else {**notes, "arrival_gap": gap})
         channel = Channel()
         if body.get("stream") is True:
             self.dispatcher.channels[rid] = channel
-        task = asyncio.ensure_future(self._decide(request, identity, ctx, tenant))
+        task = asyncio.ensure_future(self._decide(request, ctx, tenant))
         task.add_done_callback(note.settle)  # before the answer resumes: its outcome for the access line
         task.add_done_callback(lambda t: self._finished(t, channel))
         self._tasks[task] = rid
         return PendingAnswer(self.answers, task, channel, body, rid=rid, tenant=tenant)
 
-    async def _decide(
-        self, request: Request, identity: Identity, ctx: ForwardedContext, tenant: str
-    ) -> Outcome:
+    async def _decide(self, request: Request, ctx: ForwardedContext, tenant: str) -> Outcome:
         try:
-            outcome = await self.guard.submit(request, identity)
+            outcome = await self.guard.submit(request)
         except SinkError as err:  # the trace failed (logged there); the request was decided all the same
             outcome = (
                 err.outcome
@@ -494,11 +491,12 @@ class Gateway:
                 self.metrics.observe_answer(tenant, outcome.response)
             return
         status, _body, _headers = self.answers.failure(outcome)
-        if outcome.status in ("rejected", "dropped"):
+        log_as = ANSWERS[classify(outcome)].log
+        if log_as == "refused":
             self._refused(ctx, tenant, status, outcome.reason, rid=outcome.rid)
-        elif outcome.status == "preempted":
+        elif log_as == "preempted":
             log.info("request preempted", extra=_fields(ctx, tenant, event="preempted", rid=outcome.rid))
-        elif is_client_error(outcome.reason):
+        elif log_as == "client_error":
             log.info(
                 "the upstream refused the request as the client's mistake",
                 extra=_fields(

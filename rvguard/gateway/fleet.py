@@ -47,6 +47,7 @@ from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
 from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continuation, relocatable
 from ..fleet.router import Route, Router
 from .engines import Engine
+from .lean import TransportFailure
 from .upstream import PATHS, Channel, Chunk, Endpoint, UpstreamDispatcher
 
 if TYPE_CHECKING:
@@ -183,6 +184,8 @@ def _transport(err: DispatchError) -> bool:
     import httpx
 
     cause = err.__cause__
+    if isinstance(cause, TransportFailure):  # the lean reader's (`lean`)
+        return True
     return isinstance(cause, httpx.TransportError) and not isinstance(cause, httpx.TimeoutException)
 
 

@@ -1,0 +1,164 @@
+"""A lean streamed POST to a plain-HTTP engine: one connection, one request, the SSE body by hand.
+
+Why: through httpx (httpcore, h11, anyio), each streamed chunk of the upstream leg costs several
+callbacks, a cancel scope and a task-group check; on the gateway's one event loop that was about
+40 % of its CPU a request, and each await of a new request's dispatch waits its turn behind the
+other streams, so the engine's slot idled between requests (docs/performance.md, "The gateway's
+own cost"). This reader does one read and one parse a chunk, on asyncio streams.
+
+It serves `UpstreamDispatcher` only where nothing of httpx is needed: an ``http://`` engine, no
+proxy in the environment, no client injected. Its failures read as the httpx path's do:
+``upstream timeout: ConnectTimeout|ReadTimeout`` (504), ``upstream transport: ConnectError|ReadError|
+RemoteProtocolError: …`` (502), an upstream's non-200 answer as `stream.http_error`, a body that is
+not an event stream as ``not an event stream: …``. Lines end at LF, CR LF or CR only (a model's
+U+2028 stays inside its chunk), an event's ``data:`` lines are joined with LF, comments and events
+without data are skipped — as httpx-sse reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..enforce.stream import http_error
+from ..errors import DispatchError
+
+__all__ = ["LeanStream", "TransportFailure", "lean_capable"]
+
+
+class TransportFailure(ConnectionError):
+    """The cause of a lean call's transport failure (refused, reset, cut): the engine may be dead."""
+
+
+_LINE = re.compile(r"\r\n|\r|\n")
+_PROXIES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+_MAX_ERROR_BODY = 1 << 16  # bytes of a non-200 answer kept for its error object
+
+
+def lean_capable(base_url: str) -> bool:
+    """True when ``base_url`` is plain HTTP and no proxy is configured in the environment."""
+    return urlsplit(base_url).scheme == "http" and not any(os.environ.get(k) for k in _PROXIES)
+
+
+class LeanStream:
+    """One streamed POST: ``async with LeanStream(...) as s: async for data in s.events(): ...``."""
+
+    def __init__(
+        self, url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, connect: float, read: float
+    ) -> None:
+        parts = urlsplit(url)
+        self._host, self._port = parts.hostname or "", parts.port or 80
+        raw = json.dumps(body, separators=(",", ":")).encode()
+        lines = [
+            f"POST {parts.path or '/'} HTTP/1.1",
+            f"host: {parts.netloc}",
+            "content-type: application/json",
+        ]
+        lines += [f"content-length: {len(raw)}", "accept: text/event-stream", "connection: close"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if any("\r" in line or "\n" in line for line in lines):  # as h11 refuses them: no header injection
+            raise DispatchError("a forwarded header holds a line break", status_hint=502)
+        self._request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + raw
+        self._connect, self._read = connect, read
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._headers: Mapping[str, str] = {}
+
+    async def __aenter__(self) -> LeanStream:
+        try:
+            async with asyncio.timeout(self._connect):
+                self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        except TimeoutError:
+            raise DispatchError("upstream timeout: ConnectTimeout", status_hint=504) from None
+        except OSError as exc:
+            raise DispatchError(
+                f"upstream transport: ConnectError: {exc}", status_hint=502
+            ) from TransportFailure(str(exc))
+        self._writer.write(self._request)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (the engine aborts a sequence whose client went away)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    async def _io(self, read: Any) -> Any:
+        try:
+            async with asyncio.timeout(self._read):
+                return await read
+        except TimeoutError:
+            raise DispatchError("upstream timeout: ReadTimeout", status_hint=504) from None
+        except asyncio.IncompleteReadError:
+            why = "peer closed connection without sending complete message body"
+            raise DispatchError(
+                f"upstream transport: RemoteProtocolError: {why}", status_hint=502
+            ) from TransportFailure(why)
+        except (ConnectionError, OSError) as exc:
+            raise DispatchError(
+                f"upstream transport: ReadError: {exc}", status_hint=502
+            ) from TransportFailure(str(exc))
+
+    async def head(self) -> tuple[int, dict[str, str]]:
+        """The status and the (lower-cased) headers; a non-200 raises `stream.http_error`."""
+        assert self._reader is not None
+        raw: bytes = await self._io(self._reader.readuntil(b"\r\n\r\n"))
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name:
+                headers[name.strip().lower()] = value.strip()
+        if status != 200:
+            body = b"".join([piece async for piece in self._body(headers)])[:_MAX_ERROR_BODY]
+            raise http_error(status, body)
+        ctype = headers.get("content-type", "")
+        if "text/event-stream" not in ctype:
+            why = f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}"
+            raise DispatchError(f"not an event stream: {why}", status_hint=502)
+        self._headers = headers
+        return status, headers
+
+    async def _body(self, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
+        """The body's bytes as they come: chunked, by content-length, or up to the close."""
+        reader = self._reader
+        assert reader is not None
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                size = int((await self._io(reader.readuntil(b"\r\n"))).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return
+                yield (await self._io(reader.readexactly(size + 2)))[:-2]
+        elif "content-length" in headers:
+            yield await self._io(reader.readexactly(int(headers["content-length"])))
+        else:
+            while piece := await self._io(reader.read(1 << 16)):
+                yield piece
+
+    async def events(self) -> AsyncIterator[str]:
+        """The ``data`` of each event, as the module doc says."""
+        decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        pending, data = "", list[str]()
+        async for piece in self._body(self._headers):
+            text = pending + decode(piece)
+            held = text.endswith("\r")  # a CR LF may be cut between two pieces: wait for the next
+            lines = _LINE.split(text[:-1] if held else text)
+            pending = lines.pop() + ("\r" if held else "")
+            for line in lines:
+                if line == "":
+                    if data:
+                        yield "\n".join(data)
+                    data = []
+                elif line.startswith("data:"):
+                    value = line[5:]
+                    data.append(value[1:] if value.startswith(" ") else value)

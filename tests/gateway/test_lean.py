@@ -1,0 +1,125 @@
+"""The lean streamed POST (`rvguard.gateway.lean`): SSE read as httpx-sse reads it, failures as httpx's read.
+
+A raw asyncio server sends exactly the bytes each test chooses (chunk edges included), so line
+ends cut between two pieces and the framing cases are exercised directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from rvguard.errors import DispatchError
+from rvguard.gateway.lean import LeanStream, TransportFailure, lean_capable
+
+SSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+@contextlib.asynccontextmanager
+async def raw_server(reply: bytes, *, then_close: bool = True, hold: float = 0.0) -> AsyncIterator[str]:
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        await asyncio.sleep(hold)
+        if then_close:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1/completions"
+    finally:
+        for w in writers:
+            w.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def _events(url: str, *, read: float = 5.0) -> list[str]:
+    async with LeanStream(url, {"x": 1}, {}, connect=2.0, read=read) as s:
+        await s.head()
+        return [d async for d in s.events()]
+
+
+async def test_events_split_at_lf_crlf_and_cr_only_even_across_pieces() -> None:
+    body = _chunk(b"data: a\r") + _chunk("\n\r\ndata: b\u2028c\n".encode())
+    body += _chunk(b"\n: a comment\n\ndata:one\ndata: two\r\rdata: [DONE]\n\n") + _chunk(b"")
+    async with raw_server(SSE + body) as url:
+        got = await _events(url)
+    assert got == ["a", "b\u2028c", "one\ntwo", "[DONE]"]
+
+
+async def test_a_multibyte_character_cut_between_pieces_is_kept_whole() -> None:
+    text = "data: é€\n\n".encode()
+    body = _chunk(text[:7]) + _chunk(text[7:]) + _chunk(b"")
+    async with raw_server(SSE + body) as url:
+        assert await _events(url) == ["é€"]
+
+
+async def test_a_non_200_answer_keeps_its_status_and_error_object() -> None:
+    raw = b'{"error": {"message": "bad", "type": "BadRequestError", "code": 400}}'
+    head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(raw)}\r\n\r\n"
+    async with raw_server(head.encode() + raw) as url:
+        with pytest.raises(DispatchError) as info:
+            await _events(url)
+    assert info.value.status_hint == 400 and info.value.error == {
+        "message": "bad",
+        "type": "BadRequestError",
+        "code": 400,
+    }
+
+
+async def test_a_body_that_is_not_an_event_stream_is_refused() -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+    async with raw_server(head) as url:
+        with pytest.raises(DispatchError, match="not an event stream"):
+            await _events(url)
+
+
+async def test_a_cut_stream_is_a_transport_failure_and_a_silent_one_a_read_timeout() -> None:
+    async with raw_server(SSE + b"a\r\ndata") as url:  # the chunk promised 10 bytes, then the close
+        with pytest.raises(DispatchError, match="RemoteProtocolError") as info:
+            await _events(url)
+    assert isinstance(info.value.__cause__, TransportFailure) and info.value.status_hint == 502
+    async with raw_server(SSE, then_close=False, hold=1.0) as url:
+        with pytest.raises(DispatchError, match="upstream timeout: ReadTimeout") as info:
+            await _events(url, read=0.1)
+    assert info.value.status_hint == 504
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    import socket
+
+    with socket.socket() as bound:  # bound, never listening: a connect is refused, the port kept
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        with pytest.raises(DispatchError, match="ConnectError") as info:
+            await _events(f"http://127.0.0.1:{port}/v1/completions")
+    assert isinstance(info.value.__cause__, TransportFailure)
+
+
+def test_only_plain_http_without_a_proxy_takes_the_lean_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert lean_capable("http://127.0.0.1:8000")
+    assert not lean_capable("https://engine.example")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert not lean_capable("http://127.0.0.1:8000")
+
+
+def test_a_header_with_a_line_break_is_never_sent() -> None:
+    with pytest.raises(DispatchError, match="line break"):
+        LeanStream(
+            "http://127.0.0.1:1/v1/completions", {}, {"x-request-id": "a\r\nx-evil: 1"}, connect=1, read=1
+        )
