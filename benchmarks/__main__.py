@@ -5,11 +5,18 @@ runner only sequences them (quick sizes by default, ``--full`` for the sizes
 quoted in docs/performance.md). Machines here are shared and noisy: compare
 within one run, quote medians. The compiled build (docs/performance.md, "Compiled hot paths") is
 measured by putting it first: ``PYTHONPATH=build/compiled python -m benchmarks``.
+
+Which build: every script, and every process a script starts (``rvguard serve`` replicas, child
+measurements), runs from ``benchmarks/`` with ``PYTHONPATH`` made absolute, so that the
+``rvguard`` they import is the one the first line names — never the checkout's sources because the
+command was typed at the repository's root (``python -m`` and ``-c`` put the working directory
+first on ``sys.path``, ahead of ``PYTHONPATH``: that is how the compiled tree went unmeasured).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,25 +44,46 @@ def commands(full: bool) -> list[list[str]]:
     ]
 
 
-#: says which build of the hot paths the benchmarks measure (`rvguard._compiled`)
+#: which build of the hot paths a process launched as the benchmarks are imports (`rvguard._compiled`)
 _BUILD = (
-    "import rvguard.enforce.core, rvguard.monitors.monitor, rvguard.sim.engine;"
-    "from rvguard._compiled import compiled_modules as c;"
-    "print('rvguard build:', f'compiled ({len(c())} modules)' if c() else 'pure Python')"
+    "import os, rvguard, rvguard.enforce.core, rvguard.monitors.monitor, rvguard.sim.engine;"
+    "from rvguard._compiled import build;"
+    "print(f'rvguard build: {build()}, from {os.path.dirname(os.path.dirname(rvguard.__file__))}')"
 )
 
 
+def environment() -> dict[str, str]:
+    """The environment of every benchmark process: ``PYTHONPATH`` with each entry made absolute (the
+    processes run from ``benchmarks/``, where a relative entry would point elsewhere)."""
+    env = dict(os.environ)
+    entries = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if entries:
+        env["PYTHONPATH"] = os.pathsep.join(entries)
+    return env
+
+
+def run(argv: list[str]) -> int:
+    """Run ``argv`` (a benchmark or the build probe) as every benchmark runs: from ``benchmarks/``,
+    where no ``rvguard`` package shadows the one ``PYTHONPATH`` or the installation provides."""
+    return subprocess.run(argv, check=False, cwd=HERE, env=environment()).returncode
+
+
 def main() -> int:
-    """Run every benchmark; exit non-zero if any of them failed to run."""
+    """Run every benchmark (or those named); exit non-zero if any of them failed to run."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--full", action="store_true", help="the documented sizes (minutes, not seconds)")
+    parser.add_argument("--build", action="store_true", help="only say which build would be measured")
+    parser.add_argument("--only", action="append", default=[], help="run this script only (repeatable)")
     args = parser.parse_args()
-    subprocess.run([sys.executable, "-c", _BUILD], check=False)
+    run([sys.executable, "-c", _BUILD])
+    if args.build:
+        return 0
     failed = []
     for script, *rest in commands(args.full):
+        if args.only and script not in args.only and script.removesuffix(".py") not in args.only:
+            continue
         print(f"\n=== {script} {' '.join(rest)}", flush=True)
-        code = subprocess.run([sys.executable, str(HERE / script), *rest], check=False).returncode
-        if code != 0:
+        if run([sys.executable, str(HERE / script), *rest]) != 0:
             failed.append(script)
     if failed:
         print(f"\nfailed to run: {', '.join(failed)}", file=sys.stderr)

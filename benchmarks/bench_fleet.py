@@ -32,8 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.append(str(ROOT))  # for tests/; an rvguard on PYTHONPATH (a compiled build) or installed wins
 
 from rvguard.contract import Entitlement  # noqa: E402
 from rvguard.fleet.credits import CreditsConfig, RedisStore, SharedCredits  # noqa: E402
@@ -155,7 +156,8 @@ def replica_scaling(n: int, replicas: tuple[int, ...] = (1, 2, 4)) -> list[dict[
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(Path(tmp))
         server.start()
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        path = [*filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)), str(ROOT)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}  # the measured rvguard first
         fakes = subprocess.Popen([sys.executable, "-c", _ENGINES], stdout=subprocess.PIPE, env=env, text=True)
         try:
             assert fakes.stdout is not None
@@ -177,7 +179,7 @@ def replica_scaling(n: int, replicas: tuple[int, ...] = (1, 2, 4)) -> list[dict[
                                 str(1 / count),
                             ]
                             extra += ["--credit-timeout", "0.5"]
-                        url, _ = stack.enter_context(serve_process(c, e0, d, *extra))
+                        url, _ = stack.enter_context(serve_process(c, e0, d, *extra, cwd=HERE))
                         urls.append(url)
                     time.sleep(2.5 * c.window)  # past the windows a fresh pool fences and the start window
                     seconds, ok = asyncio.run(_load(urls, n))

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # for tests/; an rvguard on PYTHONPATH (a compiled build) or installed wins
 
 from rvguard.clock import MonotonicClock  # noqa: E402
 from rvguard.contract import Entitlement  # noqa: E402

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,6 +23,28 @@ TRACES = BUNDLED_TRACES  # the public trace slices rvguard ships (rvguard/data/t
 SHARED_TRACES = TRACES  # their old name, from when they lived in ../shared/data/traces
 
 
+@pytest.fixture(scope="session")
+def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's real vLLM CPU engines (tests/gateway/conftest.py's `EnginePool`), each started once:
+    every one the collected tests name starts, side by side, when the first engine test begins (a
+    start is mostly waiting: tests/fleet's pair came up side by side in 60 s, one engine alone took
+    62-73 s in the same run). Fails loudly when they cannot."""
+    import sys
+
+    from tests.gateway.conftest import NEEDS, EnginePool, ensure_env
+
+    if not sys.platform.startswith("linux"):
+        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
+    ensure_env()
+    pool = EnginePool(tmp_path_factory.mktemp("vllm"))
+    try:
+        used = {f for item in request.session.items for f in getattr(item, "fixturenames", ())}
+        pool.start(*sorted({n for f in used & NEEDS.keys() for n in NEEDS[f]}))
+        yield pool
+    finally:
+        pool.close()
+
+
 @pytest.fixture
 def marquee() -> Contract:
     return load_contract(SPECS / "marquee.yaml")
@@ -32,7 +56,7 @@ def two_tenants() -> Contract:
 
 
 #: the session fixtures that start the real vLLM CPU engine (tests/gateway, tests/fleet conftest)
-ENGINE_FIXTURES = frozenset({"engine", "two_engines", "engine_pair", "small_kv_engine"})
+ENGINE_FIXTURES = frozenset({"engine_pool", "engine", "two_engines", "small_kv_engine"})
 
 
 #: the folders `make unit-engine` collects (the Makefile's ENGINE_DIRS): an engine test elsewhere fails
@@ -71,12 +95,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _kills_last(items: list[pytest.Item]) -> None:
-    """Move each ``kills_engine`` test after the last test of its folder (where its engine fixture's
-    scope ends), so that the engine it kills is restarted for no one."""
-    for item in [i for i in items if i.get_closest_marker("kills_engine")]:
-        items.remove(item)
-        last = max((n for n, other in enumerate(items) if other.path.parent == item.path.parent), default=-1)
-        items.insert(last + 1, item)
+    """Move each ``kills_engine`` test to the end of the session, ordered by the marker's ``order``
+    (then as collected): the engines are the session's (`engine_pool`), so an engine killed earlier
+    would be restarted for the tests after it."""
+    kills = [i for i in items if i.get_closest_marker("kills_engine")]
+    kills.sort(key=lambda i: i.get_closest_marker("kills_engine").kwargs.get("order", 0))  # type: ignore[union-attr]
+    items[:] = [i for i in items if not i.get_closest_marker("kills_engine")] + kills
 
 
 def _in_engine_dirs(path: Path) -> bool:

@@ -170,3 +170,35 @@ def test_an_editable_install_is_never_compiled() -> None:
         )
         assert (done.returncode, done.stdout.strip()) == (0, "0"), done.stderr
         assert "editable install runs the .py sources" in done.stderr
+
+
+#: setup.py's extension list with mypyc made unimportable, under the ``RVGUARD_COMPILE`` given
+_NO_MYPYC = (
+    "import runpy, sys, setuptools; seen = {}; sys.modules['mypyc'] = None;"
+    "setuptools.setup = lambda **kw: seen.update(kw);"
+    "sys.argv = ['setup.py', 'bdist_wheel']; runpy.run_path('setup.py');"
+    "print(len(seen['ext_modules']))"
+)
+
+
+def test_without_mypyc_the_build_falls_back_to_pure_python_saying_so() -> None:
+    """No mypyc (no mypy in the build environment): pure Python and the reason; ``strict`` refuses."""
+    asked = subprocess.run(
+        [sys.executable, "-c", _NO_MYPYC],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "RVGUARD_COMPILE": "1"},
+        cwd=ROOT,
+    )
+    assert (asked.returncode, asked.stdout.strip()) == (0, "0"), asked.stderr
+    assert "mypyc (from mypy) is not importable" in asked.stderr and "building pure Python" in asked.stderr
+    strict = subprocess.run(
+        [sys.executable, "-c", _NO_MYPYC],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "RVGUARD_COMPILE": "strict"},
+        cwd=ROOT,
+    )
+    assert strict.returncode != 0 and "RVGUARD_COMPILE=strict" in strict.stderr

@@ -16,15 +16,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.gateway.conftest import Engine
-from tests.gateway.conftest import _ensure_env as ensure_engine_env
+from tests.gateway.conftest import NEEDS, Engine, EnginePool, kills, restart_after
 
 SERVER = os.environ.get("RVGUARD_REDIS_SERVER", "redis-server")
 READY_TIMEOUT = 10.0
@@ -148,37 +146,9 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture
-def two_engines(engine_pair: list[Engine]) -> list[Engine]:
-    """The package's two engines, each running: one that a test killed is started again here, by the
-    next test that needs it (the tests that kill one are marked ``kills_engine`` and run last, so the
-    last kill costs no restart)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    dead = [e for e in engine_pair if e.proc is None or e.proc.poll() is not None]
-    with ThreadPoolExecutor(2) as pool:
-        for started in [pool.submit(e.start) for e in dead]:
-            started.result()
-    return engine_pair
-
-
-@pytest.fixture(scope="package")
-def engine_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Engine]]:
-    """Two real vLLM CPU servers (started side by side), for tests/fleet; fails loudly if they cannot.
-
-    Package scope: they stop before tests/gateway's engine tests, which share the machine's cores
-    (with these two still running, the gateway's floor test lost requests to connect timeouts once).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    if not sys.platform.startswith("linux"):
-        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
-    ensure_engine_env()
-    engines = [Engine(tmp_path_factory.mktemp(f"vllm{i}") / "server.log") for i in range(2)]
-    try:
-        with ThreadPoolExecutor(2) as pool:
-            for started in [pool.submit(e.start) for e in engines]:
-                started.result()
-        yield engines
-    finally:
-        for e in engines:
-            e.kill()
+def two_engines(engine_pool: EnginePool, request: pytest.FixtureRequest) -> Iterator[list[Engine]]:
+    """The pool's two keyed engines, each running. One that a test killed is started again in the
+    background right after it when a later test needs it (the tests that kill one are marked
+    ``kills_engine`` and run at the end of the session, so that the last kill costs no restart)."""
+    yield engine_pool.use(*NEEDS["two_engines"], beside_starts=kills(request))
+    restart_after(engine_pool, request)

@@ -116,6 +116,7 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
         keys=KeysConfig(keys=KEYS, claim_secret=SECRET),
         trace=tmp_path / "t.jsonl",
         route_seed=3,
+        upstream_api_key=two_engines[0].key,  # the pool's engines run --api-key, one key
         probe_interval=0.5,
         # a busy engine's scrape can take seconds: a stale view would route siloed; this test is
         # about relocation, not routing
@@ -126,8 +127,8 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
         async with httpx.AsyncClient(timeout=300) as client:
             # greedy decoding agrees on both engines, and both are warm (a cold engine's first
             # request can take longer than the other's whole stream)
-            reference = await _text(client, two_engines[1].url, {}, [])
-            assert await _text(client, two_engines[0].url, {}, []) == reference
+            reference = await _text(client, two_engines[1].url, two_engines[1].headers, [])
+            assert await _text(client, two_engines[0].url, two_engines[0].headers, []) == reference
             async with serving(gw.app) as url:
                 while gw.fleet is None or any(e.telemetry == "unknown" for e in gw.fleet.engines):
                     await asyncio.sleep(0.05)  # the first scrapes of /metrics (before: siloed routing)
@@ -170,14 +171,17 @@ async def _batch_time(engine: Any) -> float:
         for _ in range(2):
             t0 = time.perf_counter()
             got = await asyncio.gather(
-                *(client.post(engine.url + "/v1/completions", json=body) for _ in range(engine.slots))
+                *(
+                    client.post(engine.url + "/v1/completions", json=body, headers=engine.headers)
+                    for _ in range(engine.slots)
+                )
             )
             assert all(r.status_code == 200 for r in got)
             best = min(best, time.perf_counter() - t0)
     return best
 
 
-@pytest.mark.kills_engine
+@pytest.mark.kills_engine(order=2)  # last: nothing after it waits for its engine's restart
 async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_kill(
     two_engines: Any, redis_url: str, tmp_path: Path
 ) -> None:
@@ -219,14 +223,15 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
     common = ("--learner", "reject-all", "--credits", redis_url, "--share", "a=0.5", "--share", "b=0.5")
     common += ("--credit-timeout", "0.5", "--route-seed", "5", "--read-timeout", "30")
     common += ("--upstream", f"e1={b.url}")
+    key = {"RVGUARD_UPSTREAM_API_KEY": a.key}  # both engines run --api-key, one key
     dirs = [tmp_path / "a", tmp_path / "b"]
     for d in dirs:
         d.mkdir()
     t_start = time.perf_counter()
     try:
         with (
-            serve_process(c, f"e0={a.url}", dirs[0], *common, "--replica", "a") as (url_a, trace_a),
-            serve_process(c, f"e0={a.url}", dirs[1], *common, "--replica", "b") as (url_b, trace_b),
+            serve_process(c, f"e0={a.url}", dirs[0], *common, "--replica", "a", env=key) as (url_a, trace_a),
+            serve_process(c, f"e0={a.url}", dirs[1], *common, "--replica", "b", env=key) as (url_b, trace_b),
         ):
             for u in (url_a, url_b):
                 assert httpx.get(u + "/healthz", timeout=5.0).status_code == 200, u

@@ -22,8 +22,9 @@ CUTS = [1, 4, 9, 15]
 TOKENS = 20
 
 
-def _chunks(url: str, body: dict[str, Any], stop_after: int | None = None) -> Iterator[dict[str, Any]]:
-    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=300) as r:
+def _chunks(engine: Any, body: dict[str, Any], stop_after: int | None = None) -> Iterator[dict[str, Any]]:
+    post = {"json": body, "headers": engine.headers, "timeout": 300}
+    with httpx.stream("POST", engine.url + "/v1/completions", **post) as r:
         r.raise_for_status()
         seen = 0
         for line in r.iter_lines():
@@ -36,15 +37,15 @@ def _chunks(url: str, body: dict[str, Any], stop_after: int | None = None) -> It
                 return  # closing the stream here is the engine going away under the request
 
 
-def _render(url: str, ids: list[int]) -> str:
-    r = httpx.post(url + "/detokenize", json={"model": "tiny", "tokens": ids}, timeout=60)
+def _render(engine: Any, ids: list[int]) -> str:
+    r = httpx.post(engine.url + "/detokenize", json={"model": "tiny", "tokens": ids}, timeout=60)
     r.raise_for_status()
     return str(r.json()["prompt"])
 
 
-def _client_view(url_a: str, url_b: str, body: dict[str, Any], cut: int) -> tuple[str, list[int], bool]:
+def _client_view(a: Any, b: Any, body: dict[str, Any], cut: int) -> tuple[str, list[int], bool]:
     p, ids = Progress(), []
-    for chunk in _chunks(url_a, body, stop_after=cut):
+    for chunk in _chunks(a, body, stop_after=cut):
         p.feed(chunk)
         ids += p.outgoing(chunk, keep_ids=True)["choices"][0]["token_ids"]
     if p.finished:
@@ -52,9 +53,9 @@ def _client_view(url_a: str, url_b: str, body: dict[str, Any], cut: int) -> tupl
     resumed = continuation(body, p)
     assert resumed["prompt"][-len(p.output_ids) :] == p.output_ids
     p.moved()
-    for chunk in _chunks(url_b, resumed):
+    for chunk in _chunks(b, resumed):
         p.feed(chunk)
-        out = p.outgoing(chunk, keep_ids=True, rendered=_render(url_b, p.output_ids))
+        out = p.outgoing(chunk, keep_ids=True, rendered=_render(b, p.output_ids))
         ids += out["choices"][0]["token_ids"]
     return p.text, ids, True
 
@@ -63,7 +64,7 @@ def _client_view(url_a: str, url_b: str, body: dict[str, Any], cut: int) -> tupl
 def test_greedy_output_resumed_on_another_engine_equals_the_uninterrupted_run(
     two_engines, prompt: str
 ) -> None:
-    a, b = (e.url for e in two_engines)
+    a, b = two_engines
     body = {"model": "tiny", "prompt": prompt, "max_tokens": TOKENS, "temperature": 0, "stream": True}
     body["return_token_ids"] = True
     ref = Progress()

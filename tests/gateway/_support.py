@@ -111,11 +111,14 @@ def serve_process(
     env: dict[str, str] | None = None,
     keys: dict[str, Any] | None = None,
     procs: list[subprocess.Popen[bytes]] | None = None,
+    cwd: Path | None = None,
 ) -> Any:
     """``rvguard serve`` as a real process (its own event loop and CPU); yields (url, trace path).
 
     ``env`` is added to the process's environment (e.g. the upstream's API key); ``keys`` is the
     keys file's content (default: `KEYS` and the claim secret); the process is appended to ``procs``.
+    It runs from the checkout's root (so that ``-m`` imports the checkout's ``rvguard``) or ``cwd``
+    (the benchmarks: from ``benchmarks/``, the ``rvguard`` on ``PYTHONPATH`` or installed).
 
     Stopped with SIGINT (graceful: drains, closes the trace), then killed if it lingers.
     """
@@ -137,7 +140,7 @@ def serve_process(
         str(port),
     ]
     cmd += ["--keys", str(keys_file), "--trace", str(trace), *extra]
-    proc = subprocess.Popen(cmd, cwd=root, start_new_session=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, cwd=cwd or root, start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     if procs is not None:
         procs.append(proc)

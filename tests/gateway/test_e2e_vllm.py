@@ -375,8 +375,11 @@ async def test_the_engine_own_400_is_relayed_and_is_no_sf_violation(engine: Engi
     assert check_trace(str(trace), c).violations == []  # SF included
 
 
-# Last in the file: it kills the session's engine and restarts it; a restart that does not come up in
-# time (a saturated machine) must not take the tests above down with it.
+# With the tests that kill an engine, at the end of the session (tests/conftest.py): it kills the
+# session's engine and restarts it; a restart that does not come up in time (a saturated machine)
+# must not take the tests above down with it. Between tests/fleet's two kills: the first one's
+# engine restarts in the background while this one runs.
+@pytest.mark.kills_engine(order=1)
 async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Path) -> None:
     c, trace = contract(), tmp_path / "t.jsonl"
     shots = shots_from_trace(SLICE, rate=20.0, limit=30, output_cap=CAP, min_tokens=32)

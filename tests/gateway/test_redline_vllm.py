@@ -5,8 +5,8 @@ tokens queues and preempts on its own under long surplus generations. Through th
 the contract's headroom block and ``/metrics`` read every 50 ms, the guard traces the engine's
 KV headroom, demotes queued surplus while it is low and restores it after; the trace passes AF,
 DR, WF, RB, RL and PR (SF is not claimed: on this shared machine a 16-token answer can take
-longer than any deadline worth stating). The engine runs under ``/tmp/rvguard-engine.lock`` and
-is killed at the end; the test fails, never skips, when it cannot start.
+longer than any deadline worth stating). The engine (the session's `EnginePool`) runs under
+``/tmp/rvguard-engine.lock``; the test fails, never skips, when it cannot start.
 
 A second test takes the KV-bound load of ``scripts/redline_vllm.py`` (assured prompts of 6 of the
 12 blocks, surplus filling the rest, R = 2, the engine pinned to its own CPU): without the redline
@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import math
 import os
 import random
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -40,10 +38,8 @@ from rvguard.enforce.redline import redline_config
 from rvguard.gateway.app import GatewaySettings
 
 from ._support import auth, contract, gateway, settings
-from .conftest import Engine, ensure_env
+from .conftest import NEEDS, Engine, EnginePool
 
-LOCK = Path("/tmp/rvguard-engine.lock")
-SMALL_KV = ("--num-gpu-blocks-override", "12", "--block-size", "32")
 HEADROOM = {
     "alpha": 0.9,  # one reading below h_min fires (the scrapes of a busy engine come ~1 s apart)
     "dwell": 1,
@@ -54,19 +50,11 @@ LONG = {"model": "tiny", "prompt": "long answer", "max_tokens": 250, "ignore_eos
 SHORT = {"model": "tiny", "prompt": "assured", "max_tokens": 16, "ignore_eos": True}
 
 
-@pytest.fixture(scope="module")
-def small_kv_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    if not sys.platform.startswith("linux"):
-        pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
-    ensure_env()
-    with open(LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one engine run at a time on this machine
-        eng = Engine(tmp_path_factory.mktemp("vllm-kv") / "server.log", max_model_len=256, extra=SMALL_KV)
-        try:
-            eng.start()
-            yield eng
-        finally:
-            eng.kill()
+@pytest.fixture
+def small_kv_engine(engine_pool: EnginePool) -> Engine:
+    """The pool's small-KV engine, started at its first use (under ``/tmp/rvguard-engine.lock``); the
+    pool's other engines paused while it runs."""
+    return engine_pool.use(*NEEDS["small_kv_engine"])[0]
 
 
 async def _surplus(client: httpx.AsyncClient, url: str, stop: asyncio.Event) -> None:
