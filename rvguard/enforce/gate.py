@@ -22,6 +22,9 @@ reaches a user table's bad location leaves through these two doors.
 dispatch (SF) are never refused nor delayed by a user's table; when a table would, the event goes
 out and the conflict is an ``alert`` record with condition ``shield`` in the trace (and an `Alert`
 to the watch's hook, and the log, both when the Guard takes the records: the core does no I/O).
+The record names the table (``property``), the request, the event and the guarantee that went first
+(``first``: ``AF`` or ``SF``), so ``rvguard check --property FILE`` reports that break as declared,
+apart from violations (exit 3), and a break with no such record as a violation.
 Z3's "no conflict" obligation (``rvguard verify --properties``) names the same pairs beforehand
 (COOLDOWN against AF's floor admission, for one). The core's other acts — a doomed drop (DR), a
 demotion or restore (RL), an eviction (EV), a preemption, a reject — are not the gate's either:
@@ -107,7 +110,7 @@ class Gate(ShieldHook):
         if not isinstance(decision, Admit):
             self._step(decision)
         elif entitled or decision.basis is Basis.FLOOR:
-            self._step(decision, "the floor admission (AF) comes first")
+            self._step(decision, "the floor admission (AF) comes first", "AF")
         elif not self.shield.passes(decision):
             d = self.shield.enforce(decision)
             if not d.passed:
@@ -124,7 +127,7 @@ class Gate(ShieldHook):
         """True when ``ev`` may go now; a floor dispatch always goes (a conflict is an alert)."""
         self._see(pending)
         if floor:
-            self._step(ev, "a floor dispatch (SF) comes first")
+            self._step(ev, "a floor dispatch (SF) comes first", "SF")
         elif not self.shield.passes(ev):
             d = self.shield.enforce(ev)
             self._report()
