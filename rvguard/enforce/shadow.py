@@ -48,6 +48,8 @@ class ShieldHook:
         self.alerts: list[Alert] = []
         self.decisions: list[tuple[Event, Decision]] = []
         self._on_alert = on_alert  # the watch's hook (rvguard serve --alert-log)
+        #: no log line per alert (the simulator: its records are in the trace, and a run has thousands)
+        self.quiet = False
         self._seen = 0
         self._records: list[Watch] = []
         self._unsent: list[Alert] = []  # logged and passed to the hook by `drain`
@@ -69,7 +71,8 @@ class ShieldHook:
         alerts are logged and handed to the watch's hook here, outside the core's call (which may
         have raised them: the core does no I/O)."""
         for alert in self._unsent:
-            log.warning("%s", alert.detail)
+            if not self.quiet:
+                log.warning("%s", alert.detail)
             if self._on_alert is not None:
                 self._on_alert(alert)
         self._unsent.clear()
