@@ -4,8 +4,9 @@ The trace is judged twice, by the online monitor and by the offline checker comp
 tables; their verdicts must agree, and a difference is reported as such (never hidden behind one of
 them). The text names each table, whether it holds, and each violation with its edge and guard.
 
-A table broken because a built-in guarantee went first — a floor admission (AF) or a floor dispatch
-(SF) the live gate let out over the table (`rvguard.enforce.gate`) — is **declared**, not violated,
+A table broken because a built-in guarantee went first — a floor admission (AF), a floor dispatch
+(SF) or an emergency eviction past the hard floor (EV) the live gate let out over the table
+(`rvguard.enforce.gate`) — is **declared**, not violated,
 when the trace bears it out: an ``alert`` record with condition ``shield`` at the breaking event's
 time naming the table, the request, the event's kind and the guarantee (``first``). Declared breaks
 are listed apart (``rvguard check`` exits 3 when they are all there is, as for AF's declared floor
@@ -102,8 +103,9 @@ class Declared:
         return {**self.violation.to_dict(), "first": self.first, "alert": self.alert}
 
 
-#: the built-in guarantees a user's table yields to (`rvguard.enforce.gate`)
-FIRST = frozenset({"AF", "SF"})
+#: the built-in guarantees a user's table yields to (`rvguard.enforce.gate`): the floor admission,
+#: the floor dispatch, the emergency eviction past the hard floor
+FIRST = frozenset({"AF", "SF", "EV"})
 
 
 def split_declared(
