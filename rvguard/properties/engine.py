@@ -290,6 +290,10 @@ class Product:
         self.now = -math.inf
         #: the kinds that can change anything: some table's edge, an arrival (a new instance), an end
         self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
+        #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
+        self._reacting: list[tuple[BoundTable, ...]] = [
+            tuple(b for b in self.tables if code in b.codes) for code in range(N_KINDS)
+        ]
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -307,10 +311,11 @@ class Product:
         if inst is None:
             inst = self._new(ev)
         ctx = Ctx(ev, inst)
-        judged = self.tables if inst.facts is not None else [b for b in self.tables if b.protocol]
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
-        locs = inst.locs
-        for b in judged:  # `BoundTable.choose`, inlined: this loop runs for every table and event
+        locs, judged = inst.locs, inst.facts is not None
+        for b in self._reacting[code]:  # `BoundTable.choose`, inlined: this loop runs for every event
+            if not judged and not b.protocol:
+                continue  # a request that never arrived: only protocol tables judge it
             edges = b.edges[locs[b.position] * N_KINDS + code]
             if edges is not None:
                 ctx.store = b.store
@@ -338,13 +343,15 @@ class Product:
     def commit(self, plan: Plan) -> None:
         """Take the planned edges; the event joins the request's witness."""
         inst, ctx, chosen = plan
-        self.now = max(self.now, ctx.t)
-        for b, be in zip(self.tables, chosen, strict=True):
+        if ctx.t > self.now:
+            self.now = ctx.t
+        code = ctx.ev.code
+        for b in self._reacting[code]:  # a table with no edge on the kind chose none
+            be = chosen[b.position]
             if be is not None:
                 ctx.store = b.store
                 b.take(inst, ctx, be)
         inst.events.append(ctx.ev)
-        code = ctx.ev.code
         if inst.facts is None:
             return
         if code == 0 and inst.rid not in self.live and inst.rid not in self._finished:
@@ -361,6 +368,26 @@ class Product:
             self._order.append(rid)
             if len(self._order) > self._retain:
                 self._finished.pop(self._order.popleft(), None)
+
+    def arrive_by(self, ev: Event) -> bool:
+        """An arrival no table has an edge for, of a request not seen before: what `plan` and
+        `commit` would do with no edge chosen (a new instance, live) without building a plan; False
+        (nothing done) when the arrival needs the plan.
+
+        Raises:
+            TraceOrderError: ``ev.t`` is before the previous event's time.
+            UnknownTenantError: the arrival names a tenant the contract lacks.
+        """
+        rid = ev.rid
+        if self._reacting[0] or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
+            return False
+        if ev.t < self.now:
+            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
+        inst = self._new(ev)
+        inst.events.append(ev)
+        self.live[rid] = inst
+        self.now = ev.t
+        return True
 
     def pass_by(self, ev: Event) -> None:
         """Step an event of a kind no table reacts to (not in `reactive`): what `plan` and `commit`
