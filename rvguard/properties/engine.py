@@ -262,9 +262,13 @@ class BoundTable:
 
     def take(self, inst: Inst, ctx: Ctx, be: BoundEdge) -> None:
         """Take a chosen edge: every right-hand side reads the state before, then all are set."""
-        if be.updates:
-            values = [value(ctx) for value, _ in be.updates]
-            for (_, setter), v in zip(be.updates, values, strict=True):
+        updates = be.updates
+        if len(updates) == 1:  # the common case: no list of values built
+            value, setter = updates[0]
+            setter(ctx, value(ctx))
+        elif updates:
+            values = [value(ctx) for value, _ in updates]
+            for (_, setter), v in zip(updates, values, strict=True):
                 setter(ctx, v)
         inst.locs[self.position] = be.target
 
@@ -290,6 +294,8 @@ class Product:
         self.now = -math.inf
         #: the kinds that can change anything: some table's edge, an arrival (a new instance), an end
         self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
+        #: whether some table keeps a per-tenant-window counter (else an arrival's window is not computed)
+        self._windowed = any(c.scope is Scope.TENANT_WINDOW for b in self.tables for c in b.table.counters)
         #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
         self._reacting: list[tuple[BoundTable, ...]] = [
             tuple(b for b in self.tables if code in b.codes) for code in range(N_KINDS)
@@ -333,7 +339,8 @@ class Product:
         locs = [b.initial for b in self.tables]
         if isinstance(ev, Arrive):
             facts = facts_of(self.contract, self._facts, ev, self._shapes)
-            return Inst(ev.rid, ev.tenant, window_index(ev.t, self._origin, self._window), facts, locs)
+            window = window_index(ev.t, self._origin, self._window) if self._windowed else 0
+            return Inst(ev.rid, ev.tenant, window, facts, locs)
         return Inst(ev.rid, "", 0, None, locs)
 
     def refused(self, chosen: list[BoundEdge | None]) -> bool:
