@@ -7,12 +7,16 @@ Without the gate the same steps break the table."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from rvguard.clock import ManualClock
 from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.gate import Gate, tables_hook
+from rvguard.enforce.guard import Guard
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Event, Proposal, Watch
@@ -167,3 +171,43 @@ def test_the_tables_are_enforceable_controllable_events(table: PropertyTable) ->
     """Each bad edge is on a controllable kind, so the gate remedies it (not monitor-only)."""
     assert not table.monitor_only
     assert all(e.is_controllable() for e in table.edges if e.target == table.bad)
+
+
+def test_the_guard_does_not_stop_a_request_whose_eviction_a_table_forbids() -> None:
+    """`Guard.evict_now`: a forbidden voluntary eviction writes nothing and stops nothing (False);
+    an emergency one is written with its ``shield`` record and stops the request (True)."""
+
+    async def main() -> tuple[bool, bool, list[Event], list[str]]:
+        release, trace = asyncio.Event(), []
+
+        async def handler(request: Request) -> Response:
+            await release.wait()
+            return Response()
+
+        guard = Guard(
+            CONTRACT,
+            MockDispatcher(handler),
+            sinks=[trace.append],
+            clock=ManualClock(),
+            properties=[NO_EVICT],
+            learner_timeout=None,
+            watch=None,
+        )
+        async with guard:
+            task = asyncio.create_task(guard.submit(Request("o1", "opp", 0.0)))
+            for _ in range(3):
+                await asyncio.sleep(0)
+            voluntary = guard.evict_now("o1", 40, "voluntary")
+            running = list(guard.running()) + list(guard.preemption.noticed)
+            emergency = guard.evict_now("o1", 40, "emergency", resource="kv_cache", headroom=0.01)
+            release.set()
+            await asyncio.gather(task, return_exceptions=True)
+        return voluntary, emergency, trace, running
+
+    voluntary, emergency, trace, running = asyncio.run(main())
+    assert (voluntary, emergency) == (False, True)
+    assert running == ["o1"]  # still running after the refusal, and no preemption notice left
+    assert _kinds(trace, "evict") == ["o1"]
+    (record,) = [e for e in trace if isinstance(e, Watch)]
+    assert record.extra["first"] == "EV"
+    assert [e.reason for e in trace if e.kind.value == "fail"] == ["preempted"]  # type: ignore[attr-defined]
