@@ -2,9 +2,10 @@
 
 Exit codes: 0 every property holds; 1 a violation (a guard fault); 2 bad input; 3 no guard
 fault, but misses the trace attributes (SF misses while a precondition was broken, AF refusals
-with a declared reason: a floor lowering, a credit pool's refusal). 3 is neither 0 (a run whose
-engine broke the contract's envelope must not pass a script as a clean one) nor 1 (the guard is
-not at fault).
+with a declared reason: a floor lowering, a credit pool's refusal; a ``--property`` table broken
+because a floor admission or dispatch went first, with the trace's ``shield`` alert at that
+event). 3 is neither 0 (a run whose engine broke the contract's envelope must not pass a script as
+a clean one) nor 1 (the guard is not at fault).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "3 no guard fault, but attributed misses: SF misses while a precondition of the contract "
         "was broken (an alert of the watch, or recomputed from the trace: a service above s_max, "
         "assured backlog above B), AF refusals the trace declares (a floor lowering, a credit "
-        "pool's refusal). Misses the client caused (client-error) are counted apart and never fail."
+        "pool's refusal), --property tables broken because a floor admission or dispatch went first "
+        "(declared by the trace's shield alert at that event; without the alert: a violation, 1). "
+        "Misses the client caused (client-error) are counted apart and never fail."
     )
     p.add_argument(
         "trace",
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> bool | int:
     else:
         print(render_check(report) + ("" if tables is None else "\n" + tables.render()))
     holds = report.holds and (tables is None or tables.holds)
-    if holds and report.attributed:
+    if holds and (report.attributed or (tables is not None and tables.declared)):
         return EXIT_ATTRIBUTED
     return holds
 

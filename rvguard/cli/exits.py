@@ -3,7 +3,8 @@
 0 = everything checked holds, 1 = a property or obligation fails (or the screen rejects),
 2 = bad input: an error naming the file, line or field, never a traceback, 3 (`rvguard check`
 only) = every property holds as far as the guard is concerned, but the trace has attributed
-misses: SF misses under a broken precondition, or AF refusals the trace declares. Commands return
+misses: SF misses under a broken precondition, AF refusals the trace declares, or a ``--property``
+table's breaks a ``shield`` alert declares (a floor admission or dispatch went first). Commands return
 a bool or raise; only this module turns either into a number.
 """
 

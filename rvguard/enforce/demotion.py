@@ -44,6 +44,7 @@ from ..errors import EnforcementError
 from ..events import HOLD_BOUND, Demote, Event, Fail, Restore, Sample
 from ..facts import RequestFacts
 from ..lifecycle import Stage
+from .gate import EventGate
 from .rationing import ReliefConfig, restore_allowance
 from .ready import Key, ReadyQueue
 from .redline import HardFloorCrossing, HeadroomSample, Redline, RedlineReading
@@ -78,6 +79,7 @@ class _Core(Protocol):
     _restoring: dict[str, Any]  # rid -> the core's entry
     _surplus_running: int
     _ready: ReadyQueue[Any]
+    gate: EventGate | None
     _running: int
     contract: Contract
 
@@ -223,8 +225,12 @@ class DemotionMixin:
         if now - sample_time > self._staleness:
             return
         taken = self._take_surplus()
+        gate = self.gate
         for entry in taken:
             ev = Demote(now, entry.request.rid, resource, sample_time)
+            if gate is not None and not gate.allow(out, ev):  # a user's table keeps it queued (still no
+                self._ready.push(entry.key, entry, surplus=True)  # surplus dispatch while the redline fires)
+                continue
             self._apply(entry, ev)
             out.append(ev)
             if self._ration is not None:
@@ -246,6 +252,8 @@ class DemotionMixin:
             self._ration_cap = self._surplus_running + self._restored_waiting() + len(held)
         for entry in held:
             ev = Restore(now, entry.request.rid, sample.resource, sample.t)
+            if self.gate is not None and not self.gate.allow(out, ev):
+                continue  # a user's table keeps it held: tried again at the next fresh sample
             self._apply(entry, ev)
             out.append(ev)
             self._unheld(entry)
@@ -264,6 +272,8 @@ class DemotionMixin:
             return
         for entry in sorted(self._held.values(), key=lambda e: e.key)[:room]:
             ev = Restore(now, entry.request.rid, resource, sample_time)
+            if self.gate is not None and not self.gate.allow(out, ev):
+                continue  # a user's table keeps it held: tried again at the next fill or sample
             self._apply(entry, ev)
             out.append(ev)
             self._unheld(entry)

@@ -190,12 +190,13 @@ class EmergencyChannel:
         now: float,
         *,
         relief: Mapping[str, float] = _NO_RELIEF,
-    ) -> None:
+    ) -> bool:
         """Trace the planner's eviction ``ev`` (with what it was decided on: ``resource``, its
         ``headroom``, the target and capacity, and ``relief``: the plan's ``lands_at`` and
-        ``deadline`` when both are finite) and stop the request; credited until it lands."""
+        ``deadline`` when both are finite) and stop the request; credited until it lands. False
+        when a user's table forbade it (a voluntary one only): no longer in flight, nothing credited."""
         core, config = self._core, self.planner.config
-        self._host.evict_now(
+        evicted = self._host.evict_now(
             ev.rid,
             ev.state,
             reason,
@@ -205,9 +206,13 @@ class EmergencyChannel:
             capacity=config.capacity,
             extra=relief,
         )
+        if not evicted:
+            self.planner.landed(ev.rid)
+            return False
         seen = -math.inf if core.redline is None else core.redline.last_sample_time(resource)
         self._stopped[ev.rid] = (resource, max(now, seen))
         self.evicted += 1
+        return True
 
     def land(self) -> None:
         """Stop crediting each eviction a fresh sample has measured: one that came after its stop

@@ -335,14 +335,23 @@ class Guard:
         call = self._calls.get(rid)
         return None if call is None else call.request
 
-    def evict_now(self, rid: str, state: int, reason: str, **decided: Any) -> None:
+    def evict_now(self, rid: str, state: int, reason: str, **decided: Any) -> bool:
         """Evict running surplus ``rid``: its ``evict`` event (``decided``: the channel's
         ``resource``, ``headroom``, ``target``, ``capacity``, for EV), then its preemption with no
-        grace, in one step (nothing ends it in between). Raises as `preempt`, before writing anything."""
+        grace, in one step (nothing ends it in between). False when a user's table forbade a
+        non-emergency eviction: nothing written, the request runs on. Raises as `preempt`, before
+        writing anything."""
         now = self._clock.now()
+        noticed = rid in self.preemption.noticed
         self.preemption.notice(rid, now, grace=0.0)
-        self._handle(self.core.evict(rid, now, state, reason, **decided))  # through the core's table
+        events = self.core.evict(rid, now, state, reason, **decided)  # through the core's table and gate
+        if not events:
+            if not noticed:
+                self.preemption.forget(rid)
+            return False
+        self._handle(events)
         self._stop_preempted(self._calls[rid])
+        return True
 
     def observe_arrival_gap(self, gap: float) -> None:
         """A request waited ``gap`` s before its handler ran: judged now (an alert is traced now)."""

@@ -24,8 +24,9 @@ from typing import Any, Protocol
 from ..errors import EnforcementError
 from ..events import Event
 from ..lifecycle import Stage
-from ..runbook_events import Evict
+from ..runbook_events import EMERGENCY, Evict
 from .demotion import DemotionMixin
+from .gate import EV, EventGate
 
 __all__ = ["ReliefMixin"]
 
@@ -38,6 +39,7 @@ class _Core(Protocol):
     """The core as the mixin sees it (the mixin's methods take ``self: _Core``)."""
 
     _evicted: int
+    gate: EventGate | None
 
     def protected(self, rid: str) -> bool: ...
 
@@ -58,7 +60,9 @@ class ReliefMixin(DemotionMixin):
     def evict(self: _Core, rid: str, now: float, state: int, reason: str, **decided: Any) -> list[Event]:
         """Take running ``rid`` off its engine: its ``evict`` event (``decided``: what the channel
         decided on, for EV: ``resource``, ``headroom``, ``target``, ``capacity``). It keeps its
-        slot until ``cancel`` ends it.
+        slot until ``cancel`` ends it. A user's table (the core's gate) may forbid an eviction
+        that is not an emergency one: then nothing happens and the list is empty; an emergency
+        eviction (the hard floor's relief, EV) goes first, a conflict is a ``shield`` alert.
 
         Raises:
             EnforcementError: ``rid`` is not running, or is floor work (409); state unchanged.
@@ -75,6 +79,8 @@ class ReliefMixin(DemotionMixin):
             raise EnforcementError(f"request {rid!r} is floor work: never evicted (PR, EV)", status_hint=409)
         self._advance(now)
         ev = Evict(now, rid, state, reason, **decided)
+        if self.gate is not None and not self.gate.allow([], ev, EV if reason == EMERGENCY else ""):
+            return []  # a user's table forbids this (voluntary) eviction: the request keeps running
         self._apply(entry, ev)
         self._evicted += 1
         return [ev]

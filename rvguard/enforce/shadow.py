@@ -18,7 +18,7 @@ Without tables the Guard makes no hook and pays nothing per event.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from ..contract import Contract
@@ -48,6 +48,8 @@ class ShieldHook:
         self.alerts: list[Alert] = []
         self.decisions: list[tuple[Event, Decision]] = []
         self._on_alert = on_alert  # the watch's hook (rvguard serve --alert-log)
+        #: no log line per alert (the simulator: its records are in the trace, and a run has thousands)
+        self.quiet = False
         self._seen = 0
         self._records: list[Watch] = []
         self._unsent: list[Alert] = []  # logged and passed to the hook by `drain`
@@ -69,25 +71,28 @@ class ShieldHook:
         alerts are logged and handed to the watch's hook here, outside the core's call (which may
         have raised them: the core does no I/O)."""
         for alert in self._unsent:
-            log.warning("%s", alert.detail)
+            if not self.quiet:
+                log.warning("%s", alert.detail)
             if self._on_alert is not None:
                 self._on_alert(alert)
         self._unsent.clear()
         out, self._records = self._records, []
         return out
 
-    def _step(self, ev: Event, why: str = "") -> None:
-        """Commit ``ev`` as emitted; a decision other than ``pass`` is an alert (``why``: who wins)."""
+    def _step(self, ev: Event, why: str = "", first: str = "") -> None:
+        """Commit ``ev`` as emitted; a decision other than ``pass`` is an alert (``why``: who wins;
+        ``first``: the built-in property whose guarantee went first, traced as the record's field)."""
         if not self.shield.passes(ev):  # the common case: no table goes bad, nothing to report
-            self._disagree(ev, why)
+            self._disagree(ev, why, first)
 
-    def _disagree(self, ev: Event, why: str = "") -> None:
+    def _disagree(self, ev: Event, why: str = "", first: str = "") -> None:
         """``ev`` reaches some table's bad location: commit it as emitted, and alert."""
         d = self.shield.decide(ev, shadow=True)
         if not d.passed:  # one alert: the violation it commits in shadow is this one
             self.decisions.append((ev, d))
             what = f"the shield would {d.action} {ev.kind.value} of {ev.rid}: {d.property} {d.edge}"
-            self._alert(ev.t, f"{what}; {why}" if why else what)
+            fields = {"property": d.property, "request": ev.rid, "event": ev.kind.value}
+            self._alert(ev.t, f"{what}; {why}" if why else what, fields | ({"first": first} if first else {}))
             self._seen = len(self.shield.violations)
         self._report()
 
@@ -97,10 +102,14 @@ class ShieldHook:
         while self._seen < len(violations):
             v = violations[self._seen]
             self._seen += 1
-            self._alert(v.t, f"{v.property} violated by {v.witness[-1].kind.value} of {v.rid}: {v.detail}")
+            last = v.witness[-1].kind.value
+            fields = {"property": v.property, "request": v.rid, "event": last}
+            self._alert(v.t, f"{v.property} violated by {last} of {v.rid}: {v.detail}", fields)
 
-    def _alert(self, t: float, detail: str) -> None:
+    def _alert(self, t: float, detail: str, fields: Mapping[str, str] | None = None) -> None:
+        """An alert and its record; ``fields`` (property, request, event, first) ride on the record."""
         alert = Alert(t, SHIELD, detail)
         self.alerts.append(alert)
         self._unsent.append(alert)
-        self._records.append(Watch(t, SHIELD, extra=MappingProxyType({"detail": detail})))
+        extra = {"detail": detail, **(fields or {})}
+        self._records.append(Watch(t, SHIELD, extra=MappingProxyType(extra)))

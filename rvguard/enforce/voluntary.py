@@ -87,8 +87,7 @@ class VoluntaryChannel:
         planner, issued = self._emergency.planner, []
         for neg, _, c in ranked:
             ev = planner.voluntary(now, c, self.config.cost, -neg)
-            if ev is not None:
-                self._emergency.stop(ev, VOLUNTARY, view.resource, view.smoothed, now)
+            if ev is not None and self._emergency.stop(ev, VOLUNTARY, view.resource, view.smoothed, now):
                 self.evicted += 1
                 issued.append(ev)
         return issued

@@ -252,9 +252,13 @@ class BoundTable:
 
     def take(self, inst: Inst, ctx: Ctx, be: BoundEdge) -> None:
         """Take a chosen edge: every right-hand side reads the state before, then all are set."""
-        if be.updates:
-            values = [value(ctx) for value, _ in be.updates]
-            for (_, setter), v in zip(be.updates, values, strict=True):
+        updates = be.updates
+        if len(updates) == 1:  # the common case: no list of values built
+            value, setter = updates[0]
+            setter(ctx, value(ctx))
+        elif updates:
+            values = [value(ctx) for value, _ in updates]
+            for (_, setter), v in zip(updates, values, strict=True):
                 setter(ctx, v)
         inst.locs[self.position] = be.target
 
@@ -280,6 +284,12 @@ class Product:
         self.now = -math.inf
         #: the kinds that can change anything: some table's edge, an arrival (a new instance), an end
         self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
+        #: whether some table keeps a per-tenant-window counter (else an arrival's window is not computed)
+        self._windowed = any(c.scope is Scope.TENANT_WINDOW for b in self.tables for c in b.table.counters)
+        #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
+        self._reacting: list[tuple[BoundTable, ...]] = [
+            tuple(b for b in self.tables if code in b.codes) for code in range(N_KINDS)
+        ]
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -297,10 +307,11 @@ class Product:
         if inst is None:
             inst = self._new(ev)
         ctx = Ctx(ev, inst)
-        judged = self.tables if inst.facts is not None else [b for b in self.tables if b.protocol]
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
-        locs = inst.locs
-        for b in judged:  # each table's first edge whose guard holds (runs for every table and event)
+        locs, judged = inst.locs, inst.facts is not None
+        for b in self._reacting[code]:  # `BoundTable.choose`, inlined: this loop runs for every event
+            if not judged and not b.protocol:
+                continue  # a request that never arrived: only protocol tables judge it
             edges = b.edges[locs[b.position] * N_KINDS + code]
             if edges is not None:
                 ctx.store = b.store
@@ -318,7 +329,8 @@ class Product:
         locs = [b.initial for b in self.tables]
         if isinstance(ev, Arrive):
             facts = facts_of(self.contract, self._facts, ev, self._shapes)
-            return Inst(ev.rid, ev.tenant, window_index(ev.t, self._origin, self._window), facts, locs)
+            window = window_index(ev.t, self._origin, self._window) if self._windowed else 0
+            return Inst(ev.rid, ev.tenant, window, facts, locs)
         return Inst(ev.rid, "", 0, None, locs)
 
     def refused(self, chosen: list[BoundEdge | None]) -> bool:
@@ -328,13 +340,15 @@ class Product:
     def commit(self, plan: Plan) -> None:
         """Take the planned edges; the event joins the request's witness."""
         inst, ctx, chosen = plan
-        self.now = max(self.now, ctx.t)
-        for b, be in zip(self.tables, chosen, strict=True):
+        if ctx.t > self.now:
+            self.now = ctx.t
+        code = ctx.ev.code
+        for b in self._reacting[code]:  # a table with no edge on the kind chose none
+            be = chosen[b.position]
             if be is not None:
                 ctx.store = b.store
                 b.take(inst, ctx, be)
         inst.events.append(ctx.ev)
-        code = ctx.ev.code
         if inst.facts is None:
             return
         if code == 0 and inst.rid not in self.live and inst.rid not in self._finished:
@@ -351,6 +365,26 @@ class Product:
             self._order.append(rid)
             if len(self._order) > self._retain:
                 self._finished.pop(self._order.popleft(), None)
+
+    def arrive_by(self, ev: Event) -> bool:
+        """An arrival no table has an edge for, of a request not seen before: what `plan` and
+        `commit` would do with no edge chosen (a new instance, live) without building a plan; False
+        (nothing done) when the arrival needs the plan.
+
+        Raises:
+            TraceOrderError: ``ev.t`` is before the previous event's time.
+            UnknownTenantError: the arrival names a tenant the contract lacks.
+        """
+        rid = ev.rid
+        if self._reacting[0] or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
+            return False
+        if ev.t < self.now:
+            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
+        inst = self._new(ev)
+        inst.events.append(ev)
+        self.live[rid] = inst
+        self.now = ev.t
+        return True
 
     def pass_by(self, ev: Event) -> None:
         """Step an event of a kind no table reacts to (not in `reactive`): what `plan` and `commit`

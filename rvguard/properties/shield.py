@@ -125,8 +125,11 @@ class Shield:
             TraceOrderError, UnknownTenantError: as `decide`.
         """
         product = self.product
-        if ev.code not in product.reactive:  # no table has an edge for it: it passes, as planned
+        code = ev.code
+        if code not in product.reactive:  # no table has an edge for it: it passes, as planned
             product.pass_by(ev)
+            return True
+        if code == 0 and product.arrive_by(ev):  # an arrival no table reacts to: a new instance
             return True
         plan = product.plan(ev)
         if plan is None:

@@ -21,6 +21,7 @@ from ..contract import Contract, load_contract
 from ..enforce.request import Request
 from ..errors import SpecError
 from ..io import TraceWriter
+from ..properties.commands import load_tables
 from .backend import BackendModel
 from .catalog import DEFAULT_CONTRACTS, EXPERIMENTS
 from .experiments import ExperimentResult
@@ -64,6 +65,18 @@ def _add_simulate(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="trace to write (.jsonl, .csv or .parquet)")
+    p.add_argument(
+        "--property",
+        action="append",
+        metavar="FILE",
+        help="a user's property tables (repeatable): enforced in the simulated core as the Guard enforces "
+        "them, and the trace judged against them (--no-guard: judged only)",
+    )
+    p.add_argument(
+        "--shadow",
+        action="store_true",
+        help="with --property: the tables in shadow (alerts only, not enforced)",
+    )
     pressure = p.add_argument_group(
         "memory pressure (rvguard.sim.relief: closed-loop clients replace --workload, --rate, --learner)"
     )
@@ -103,6 +116,10 @@ def _check_simulate(args: argparse.Namespace) -> None:
         _positive("--cv", args.cv)
     if args.batch_cap is not None and args.batch_cap < 1:
         raise SpecError(f"--batch-cap must be at least 1, got {args.batch_cap}", field="--batch-cap")
+    if args.shadow and not args.property:
+        raise SpecError("--shadow needs --property FILE (the tables to run in shadow)", field="--shadow")
+    if args.property and args.kv_capacity is not None:
+        raise SpecError("--property runs with the arrival simulation, not --kv-capacity", field="--property")
     if args.max_arrivals < 1:
         raise SpecError(f"--max-arrivals must be at least 1, got {args.max_arrivals}", field="--max-arrivals")
     expected = args.rate * args.duration
@@ -146,8 +163,17 @@ def _run_simulate(args: argparse.Namespace) -> bool:
     model = _model(args.profile, contract, batch_cap=args.batch_cap)
     arrivals = _arrivals(args, contract)
     beta = 1.0 if args.beta is None else args.beta
+    tables = load_tables(args.property) if args.property else []
     out = run_once(
-        contract, arrivals, mode=mode, learner=args.learner, beta=beta, seed=args.seed, model=model
+        contract,
+        arrivals,
+        mode=mode,
+        learner=args.learner,
+        beta=beta,
+        seed=args.seed,
+        model=model,
+        properties=tables,
+        shadow=args.shadow,
     )
     with TraceWriter(args.out) as w:
         for ev in out.result.events:
@@ -160,6 +186,9 @@ def _run_simulate(args: argparse.Namespace) -> bool:
         f"  assured admitted miss {_fmt(m.admitted_miss)} ({m.admitted_missed}/{m.admitted_judged}), "
         f"floor attainment {_fmt(m.floor_attainment)}, violated: {', '.join(props) or 'none'}"
     )
+    if out.tables is not None:
+        how = "judged only" if mode == "unguarded" else ("in shadow" if args.shadow else "enforced")
+        print(f"  property tables ({how}):\n" + out.tables.render())
     return True
 
 

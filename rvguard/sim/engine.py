@@ -89,6 +89,9 @@ class Simulator:
         rng: the one random source of the run (backend noise; pass the same
             object to a `RandomLearner` so that it is the only source).
         slots: C as the learner sees it.
+        shield: a user's tables beside the core (`rvguard.enforce.gate.tables_hook`: enforced
+            through the core's gate, or in shadow): each step's events pass through it, followed
+            by its ``shield`` alert records, as in the Guard.
     """
 
     def __init__(
@@ -99,8 +102,10 @@ class Simulator:
         rng: random.Random,
         *,
         slots: int,
+        shield: Callable[[list[Event]], list[Event]] | None = None,
     ) -> None:
         self._policy = policy
+        self._shield = shield
         #: the core's assumption watch (its alerts join the trace after each step); baselines have none
         self._alerts: Callable[[], list[Watch]] | None = getattr(policy, "drain_alerts", None)
         self._learner = learner
@@ -173,6 +178,8 @@ class Simulator:
         append = self._trace.append
         if self._alerts is not None and (alerts := self._alerts()):
             events = [*events, *alerts]
+        if self._shield is not None:
+            events = self._shield(list(events))
         for ev in events:
             append(ev)
             code = ev.code

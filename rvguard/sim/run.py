@@ -16,6 +16,12 @@ the same answer. `run_once` is that one place. Modes:
   the server's capacity per window, or that capacity flat, first come
   (`rate_limit_capacity`).
 
+A user's property tables (``properties``, `rvguard.properties`) run in the real core as in the
+Guard: enforced through its gate (`rvguard.enforce.gate`: an admission a table forbids is refused
+``property: NAME``, a dispatch kept queued, the built-in guarantees first with a ``shield`` alert
+record), or in shadow (alerts only); the simulated trace is then judged against the tables
+(`RunOutcome.tables`). In the baseline modes there is no core to gate: the tables only judge.
+
 The LSQ learner is fitted the way the reference study's was: least squares
 on 132 (load, latency) samples from a closed-loop profiling run of the same
 backend (`rvguard.sim.profiling`), so β scales a prediction that is roughly
@@ -32,11 +38,15 @@ from typing import Literal
 
 from ..contract import Contract
 from ..enforce.core import DecisionCore
+from ..enforce.gate import tables_hook
 from ..enforce.learners import AdmitAll, Learner, LSQLearner, RandomLearner, RejectAll
 from ..enforce.request import Request
 from ..enforce.watch import DEFAULT_WATCH, WatchConfig
 from ..events import Event
 from ..monitors import DEFAULT_PROPERTIES, Metrics, Monitor
+from ..properties.report import TableReport
+from ..properties.report import judge as judge_tables
+from ..properties.table import PropertyTable
 from ..verdict import Violation
 from .backend import BackendModel, ServiceModel
 from .baselines import FifoBaseline, FlowController, RateLimiter
@@ -149,6 +159,8 @@ class RunOutcome:
     result: SimResult
     metrics: Metrics
     violations: tuple[Violation, ...]
+    #: the user's tables' verdicts on the trace (None: no tables)
+    tables: TableReport | None = None
 
 
 def judge(
@@ -172,12 +184,16 @@ def run_once(
     model: ServiceModel | None = None,
     watch: WatchConfig | None = DEFAULT_WATCH,
     deferred_drop: bool = False,
+    properties: Sequence[PropertyTable] = (),
+    shadow: bool = False,
 ) -> RunOutcome:
     """Simulate ``arrivals`` under ``mode`` and ``learner`` with ``seed``; judge the trace.
 
     ``watch`` configures the core's online assumption watch (on by default: its alerts join the
     trace; ``None`` turns it off) and
-    ``deferred_drop`` its doom-sound drop at dispatch (guarded modes only).
+    ``deferred_drop`` its doom-sound drop at dispatch (guarded modes only). ``properties``: a
+    user's tables, enforced in the core (``shadow``: alerts only) and judged on the trace
+    (module doc).
     """
     service = model or BackendModel(slots=contract.slots)
     # A string seed (hashed by SHA-512, stable across runs) keeps this stream
@@ -187,7 +203,12 @@ def run_once(
     rng = random.Random(f"sim:{seed}")
     learn = make_learner(learner, contract, rng, beta=beta, model=service)
     policy = make_policy(mode, contract, watch=watch, deferred_drop=deferred_drop, model=service)
-    sim = Simulator(policy, learn, service, rng, slots=contract.slots)
+    hook = tables_hook(policy, properties, watch, shadow=shadow) if isinstance(policy, DecisionCore) else None
+    if hook is not None:
+        hook.quiet = True  # its records are in the trace; no log line each
+    through = None if hook is None else hook.through
+    sim = Simulator(policy, learn, service, rng, slots=contract.slots, shield=through)
     result = sim.run(arrivals)
     metrics, violations = judge(contract, result.events)
-    return RunOutcome(result, metrics, violations)
+    tables = judge_tables(contract, properties, result.events) if properties else None
+    return RunOutcome(result, metrics, violations, tables)
