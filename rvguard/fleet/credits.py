@@ -333,7 +333,7 @@ class SharedCredits:
             return
         k = self.window(now)
         soon = now >= window_start(k + 1, self._origin, self.contract.window) - self.lead
-        for kk in (k, k + 1) if soon else (k,):
+        for kk in (k + 1, k) if soon else (k,):  # the next window first: its join is the one due
             for tenant in self._floors:
                 if self._up and not self._ledger.confirmed(tenant, kk):
                     await self._call(tenant, kk, None, now)
@@ -348,8 +348,8 @@ class SharedCredits:
     async def run(self, clock: Clock, *, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Heartbeat forever: ``lead`` before each window start and at it; every ``probe`` s while down."""
         while True:
-            now = clock.now()
-            await self.heartbeat(now)
+            await self.heartbeat(clock.now())
+            now = clock.now()  # after it: a slow heartbeat must not push the next join ahead past its window
             nxt = window_start(self.window(now) + 1, self._origin, self.contract.window)
             wake = nxt - self.lead if now < nxt - self.lead else nxt
             pause = wake - now
