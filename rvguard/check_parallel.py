@@ -169,7 +169,7 @@ def check_partitioned(
     if fold.unproven:
         return check_trace(spec, contract, properties=properties)
     violations, metrics = fold.result()
-    faults, attributed, client_faults = _attribute(parts, contract, violations)
+    faults, attributed, client_faults = _attribute(parts, contract, violations, fold.client_errors)
     return CheckReport(
         trace=spec,
         properties=tuple(properties),
@@ -182,12 +182,13 @@ def check_partitioned(
 
 
 def _attribute(
-    parts: list[str], contract: Contract, violations: list[Any]
+    parts: list[str], contract: Contract, violations: list[Any], client_errors: int
 ) -> tuple[list[Any], list[Any], int]:
-    """The single-process check's attribution of SF and AF violations (`rvguard.attribution`), by one
-    streamed pass over the partitions in order in this process — made only when the fold found one to
-    attribute, so a clean corpus pays nothing for it."""
-    if not any(v.property in ("SF", "AF") for v in violations):
+    """The single-process check's attribution of SF and AF violations (`rvguard.attribution`) and its
+    count of client faults, by one streamed pass over the partitions in order in this process — made
+    only when the fold found a violation to attribute or a ``fail`` blaming the client (counted even
+    in a trace with no violation), so a clean corpus pays nothing for it."""
+    if not client_errors and not any(v.property in ("SF", "AF") for v in violations):
         return violations, [], 0
     from .attribution import Attribution
     from .io import iter_records

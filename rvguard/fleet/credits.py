@@ -21,9 +21,11 @@ in one where it has; in the window it starts in and the next it spends
 nothing alone (its previous life may have). So the fleet spends at most B
 per tenant per window, store up, down, slow or restarted, replicas
 restarted. A store that lost its state (restart, flush) is noticed by its
-missing fence marker: the script then fences the current and next window
-(nothing pooled there; replicas decide alone) so counts lost with the store
-are never spent twice.
+missing fence marker: the script then fences the windows up to the one
+holding the call's send time plus the lease margin (time-out, twice the skew
+bound, lead), where every grant the lost state held was made (nothing pooled
+there; replicas decide alone) so counts lost with the store are never spent
+twice.
 
 Before pooling, `SharedCredits.warm` connects, loads the script and checks
 the pool's assumptions (`rvguard.fleet.store`): it refuses to pool (static
@@ -243,6 +245,7 @@ class SharedCredits:
         self.lease = max(config.lease, 3 * contract.window + self._margin)  # at least three windows
         self._others = [r for r in config.shares if r != config.replica and not r.startswith("_")]
         self._life = secrets.token_hex(8)
+        self._clock: Callable[[], float] | None = None  # the replica's clock, once `warm` or `run` gave it
 
     @classmethod
     def open(cls, contract: Contract, config: CreditsConfig, *, now: float) -> SharedCredits:
@@ -284,6 +287,7 @@ class SharedCredits:
 
         ``clock`` is the replica's clock (read right after the store's TIME, for the skew check).
         """
+        self._clock = clock
         warm = getattr(self._store, "warm", None)
         if warm is not None:
             try:
@@ -333,7 +337,7 @@ class SharedCredits:
             return
         k = self.window(now)
         soon = now >= window_start(k + 1, self._origin, self.contract.window) - self.lead
-        for kk in (k, k + 1) if soon else (k,):
+        for kk in (k + 1, k) if soon else (k,):  # the next window first: its join is the one due
             for tenant in self._floors:
                 if self._up and not self._ledger.confirmed(tenant, kk):
                     await self._call(tenant, kk, None, now)
@@ -347,9 +351,10 @@ class SharedCredits:
 
     async def run(self, clock: Clock, *, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Heartbeat forever: ``lead`` before each window start and at it; every ``probe`` s while down."""
+        self._clock = clock.now
         while True:
-            now = clock.now()
-            await self.heartbeat(now)
+            await self.heartbeat(clock.now())
+            now = clock.now()  # after it: a slow heartbeat must not push the next join ahead past its window
             nxt = window_start(self.window(now) + 1, self._origin, self.contract.window)
             wake = nxt - self.lead if now < nxt - self.lead else nxt
             pause = wake - now
@@ -413,6 +418,8 @@ class SharedCredits:
             repr(self._floors[tenant]),
         ]
         args += [w, str(k), str(ttl_ms), repr(spent), repr(arrived), op, "1" if confirm else "0"]
+        sent = now if self._clock is None else max(now, self._clock())  # a stalled loop sends late
+        args.append(str(self.window(sent + self._margin)))  # a lost state's grants: made by then
         if getattr(self._store, "lease", None) is not None:  # the others' leases: lapsed reserves return
             keys += [self._name_key(r) for r in self._others]
             for r in self._others:

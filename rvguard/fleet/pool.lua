@@ -11,7 +11,10 @@
 --          alone in k any more and ARGV[8] is final; only then is its reserve released. '0' otherwise:
 --          a call whose answer is lost (or that runs late, after a paused store resumes) releases
 --          nothing, so its replica may spend its reserve alone after a time-out.
--- KEYS[3..] the name-lease keys of the other replicas, ARGV[12..] their ids and reserves in pairs,
+-- ARGV[12] the last window a missing fence marker fences: the window holding the call's send time
+--          plus the time-out, twice the skew bound and the lead (a grant the lost state held was
+--          made by then); at least k - 1
+-- KEYS[3..] the name-lease keys of the other replicas, ARGV[13..] their ids and reserves in pairs,
 --          in the same order: a replica whose lease key is gone (lapsed) and that has not confirmed k
 --          has its reserve released in k for good (it spends nothing alone once its lease lapsed,
 --          and after it rejoins it treats the window it rejoined in as a start window).
@@ -22,7 +25,7 @@
 --   held     entitled, but the credit left is held as reserves of replicas not yet confirmed
 --   joined   (join only) the call was recorded
 --   fenced   the pool's past is unknown (the marker was missing: a fresh or restarted store);
---            windows up to k + 1 are fenced and nothing was changed.
+--            windows up to ARGV[12] are fenced and nothing was changed.
 --   invalid  the arguments or the stored values are impossible (e.g. forged negative counts):
 --            nothing was changed; the 4th field names the field.
 --
@@ -31,7 +34,7 @@
 local k = tonumber(ARGV[6])
 local fence = redis.call('GET', KEYS[2])
 if not fence then
-  redis.call('SET', KEYS[2], k + 1)
+  redis.call('SET', KEYS[2], math.max(tonumber(ARGV[12]) or (k + 1), k - 1))
   return {'fenced', '0', '0', '0'}
 end
 if k <= tonumber(fence) then
@@ -61,7 +64,7 @@ end
 
 -- reserves of replicas whose lease lapsed return to the pool
 for i = 1, #KEYS - 2 do
-  local who, Rj = ARGV[10 + 2 * i], tonumber(ARGV[11 + 2 * i])
+  local who, Rj = ARGV[11 + 2 * i], tonumber(ARGV[12 + 2 * i])
   if bad(Rj, 0, total) then
     return {'invalid', '0', '0', 'argv'}
   end

@@ -161,6 +161,10 @@ def uvicorn_config(app: Any, *, host: str, port: int, header_timeout: float, log
     )
 
 
+#: seconds `serving` waits for the server to stop (graceful shutdown and lifespan included)
+STOP_TIMEOUT = 60.0
+
+
 @contextlib.asynccontextmanager
 async def serving(
     app: Any, *, host: str = "127.0.0.1", port: int = 0, header_timeout: float = 10.0
@@ -187,4 +191,6 @@ async def serving(
         yield f"http://{host}:{bound}"
     finally:
         server.should_exit = True
-        await task
+        # bounded: a shutdown that never ends (a connection or a drain that hangs) fails here, with
+        # this stack, instead of stalling the caller (a test) until an outer time-out with none
+        await asyncio.wait_for(task, STOP_TIMEOUT)

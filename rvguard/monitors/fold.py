@@ -171,6 +171,7 @@ class Fold:
         self._max_cap = 0
         self._busy = 0.0
         self._floor_spent: dict[tuple[str, int], int] = {}  # AF's upper side, per (tenant, window)
+        self.client_errors = 0  # fail rows blaming the client: the caller attributes them, violation or not
 
     def add(self, s: PartitionSummary) -> bool:
         """Fold the next partition; False (and ``unproven`` set) when the trace is not shown clean."""
@@ -202,6 +203,7 @@ class Fold:
         assert s.settled is not None
         self._tallies.append(s.settled)
         self._violations += s.violations
+        self.client_errors += s.client_errors
         return True
 
     def _over_limit(self) -> str:

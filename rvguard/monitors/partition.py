@@ -22,7 +22,9 @@ counts (the assured backlog, RB's surplus requests in flight, CAP's requests
 in flight) between the orphan rows, the floor credit admitted per (tenant, window) (AF's upper side), the
 service time each terminal row adds to the busy
 sum (in row order: that float sum is the single-process check's, term by
-term), and the hashes of the rids that arrive here (for WF across partitions).
+term), the hashes of the rids that arrive here (for WF across partitions), and
+how many ``fail`` rows blame the client (the caller then attributes them: a
+client fault is counted even in a trace with no violation).
 A partition that is not WF-clean by itself, out of order, or names an unknown
 tenant is marked ``problem``: the caller then falls back to the
 single-process check, which reports it exactly.
@@ -43,9 +45,9 @@ import numpy.typing as npt
 
 from ..columnar import BASIS_CODES, ColumnarTrace
 from ..contract import Contract
-from ..events import Basis, Event, event_from_dict, event_to_dict
+from ..events import Basis, Event, event_from_dict, event_to_dict, is_client_error
 from ..exact import window_index
-from ..lifecycle import ADMIT, ARRIVE, DISPATCH, N_KINDS, TERMINAL_CODES
+from ..lifecycle import ADMIT, ARRIVE, DISPATCH, FAIL, N_KINDS, TERMINAL_CODES
 from ..verdict import Violation
 from .columns import RequestTable, entitlement_columns, request_table, row_index
 from .offline_metrics import Tally, request_tally
@@ -109,6 +111,7 @@ class PartitionSummary:
     busy: F64 = field(default_factory=lambda: np.zeros(0))  # nan: an orphan's end (the fold fills it)
     #: floor credit (units) admitted in this partition per (tenant, window) by requests arriving here
     floor_spent: dict[tuple[str, int], int] = field(default_factory=dict)
+    client_errors: int = 0  # fail rows whose reason blames the client (SF exempts them; counted apart)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled with events as records: an event's ``extra`` (a mappingproxy) defeats the C
@@ -356,9 +359,7 @@ def summarise(
     k1 = window_index(float(trace.t[-1]), contract.epoch, contract.window)
     credit_first, used_first = _credit(req, ent, trace.tenant_names, k0)
     settled = has_arrive & (req.end_kind >= 0) & (ent[0] > k0)
-    s_trace = take(own, np.flatnonzero(settled[own.rid]))
-    s_req = request_table(s_trace, contract)
-    violations = offline_violations(s_trace, contract, s_req, ent, set(names) - {"RB", "CAP"})
+    violations, tally = _judge_settled(own, settled, contract, ent, names, events_of)
     wanted = np.flatnonzero(orphan | ~settled[trace.rid])
     return PartitionSummary(
         index,
@@ -371,15 +372,37 @@ def summarise(
         credit_first=credit_first,
         credit_last=credit_first if k1 == k0 else _credit(req, ent, trace.tenant_names, k1)[0],
         arrived=rid_hashes([trace.rid_names[r] for r in req.arrivals.tolist()]),
-        settled=request_tally(s_trace, contract, s_req, ent, None),
-        violations=_with_records(violations, s_trace, events_of),
+        settled=tally,
+        violations=violations,
         deferred=_deferred(trace, req, ent, settled, used_first, k0),
         rows=events_of((trace.line[wanted] - 1).tolist()),
         orphan=orphan[wanted].tolist(),
         counts=_counts(trace, own, req, orphan),
         busy=_busy(trace, req, orphan),
         floor_spent=_floor_spent(own, req, ent),
+        client_errors=_client_errors(trace),
     )
+
+
+def _judge_settled(
+    own: ColumnarTrace,
+    settled: npt.NDArray[np.bool_],
+    contract: Contract,
+    ent: tuple[I64, npt.NDArray[np.bool_], I64, F64],
+    names: Collection[str],
+    events_of: Records,
+) -> tuple[list[Violation], Tally]:
+    """The settled requests judged here, by the offline checker: their violations (witnesses read
+    by the record path) and their tally."""
+    s_trace = take(own, np.flatnonzero(settled[own.rid]))
+    s_req = request_table(s_trace, contract)
+    violations = offline_violations(s_trace, contract, s_req, ent, set(names) - {"RB", "CAP"})
+    return _with_records(violations, s_trace, events_of), request_tally(s_trace, contract, s_req, ent, None)
+
+
+def _client_errors(trace: ColumnarTrace) -> int:
+    """How many ``fail`` rows blame the client (`is_client_error`)."""
+    return sum(is_client_error(trace.reason[i]) for i in np.flatnonzero(trace.kind == FAIL).tolist())
 
 
 def _with_records(violations: list[Violation], trace: ColumnarTrace, events_of: Records) -> list[Violation]:

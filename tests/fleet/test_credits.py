@@ -345,3 +345,21 @@ async def test_a_lapsed_lease_returns_the_reserve_and_its_replica_spends_nothing
     sb.mode = "down"
     assert await _spend(b, 1, 41.5) == ["static:floor-lowered"]  # the next: nothing alone either
     assert await _spend(b, 1, 42.5) == ["static:"]
+
+
+async def test_a_fresh_store_fences_only_what_a_lost_state_could_hold(make: Replicas) -> None:
+    """A fleet started early in a window on a fresh Redis pools the next window (issue 28's 0 of 8).
+
+    The first call finds no fence marker; it fences windows up to the one holding its send time plus
+    the time-out, twice the skew bound and the lead (here 0.1 + 2 s: window 0), not always the next:
+    a burst at window 1's start gets min(B, offered) fleet-wide, as with any healthy store."""
+    c = pool_contract(3, window=5.0)
+    a, _ = make(c, "a", now=0.1)
+    b, _ = make(c, "b", now=0.1)
+    for pool in (a, b):
+        await pool.heartbeat(0.1)  # the first call fences (window 0 only)
+    assert a.statistics().fenced == 1
+    for pool in (a, b):
+        await pool.heartbeat(4.0)  # a lead before window 1: joined and confirmed ahead
+    got = [*await _spend(a, 2, 5.01), *await _spend(b, 2, 5.02)]
+    assert sorted(got) == ["shared:", "shared:", "shared:", "shared:excess"], got

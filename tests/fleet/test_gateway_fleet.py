@@ -47,6 +47,7 @@ FLOOR = 4
 WINDOW = 0.4
 SHARES = {"a": 0.5, "b": 0.5}
 TERMINAL = {"reject", "complete", "drop", "fail"}
+RUN_BOUND = 120.0  # seconds one run may take (about 5 s when well; every HTTP call has its own 30 s bound)
 
 
 def fleet_contract() -> Contract:
@@ -108,7 +109,17 @@ async def burst(client: httpx.AsyncClient, urls: list[str], each: int) -> list[i
 async def run(
     redis_url: str, tmp: Path, prefix: str, faults: dict[int, Callable[[], Any]], windows: int = 8
 ) -> tuple[list[Path], list[int], dict[str, str]]:
-    """Bursts of 3 + 3 assured requests (B = 4) at mid-window; ``faults[i]`` runs before burst i."""
+    """Bursts of 3 + 3 assured requests (B = 4) at mid-window; ``faults[i]`` runs before burst i.
+
+    Bounded (`RUN_BOUND`): a run that hangs fails with the stack of what it awaited, not at the
+    suite's 15-minute time-out with none (seen once in test_two_replicas_share_the_floor)."""
+    async with asyncio.timeout(RUN_BOUND):
+        return await _run(redis_url, tmp, prefix, faults, windows)
+
+
+async def _run(
+    redis_url: str, tmp: Path, prefix: str, faults: dict[int, Callable[[], Any]], windows: int
+) -> tuple[list[Path], list[int], dict[str, str]]:
     c = fleet_contract()
     engines = [FakeUpstream(token_delay=0.005) for _ in range(2)]
     for e in engines:
@@ -223,8 +234,10 @@ async def test_redis_paused_and_resumed(redis_server: Any, redis_url: str, tmp_p
 async def test_engine_killed_mid_run(redis_url: str, tmp_path: Path) -> None:
     """An engine dies mid-run: its streamed completions resume on the other; the fleet check holds."""
     for attempt in range(3):  # a run whose loop stalled (traced) measured the machine, not the fleet
-        (tmp_path / str(attempt)).mkdir()
-        traces, statuses, relocated = await _killed_engine_run(redis_url, tmp_path / str(attempt), attempt)
+        tmp = tmp_path / str(attempt)
+        tmp.mkdir()
+        async with asyncio.timeout(RUN_BOUND):  # a hang fails with its stack
+            traces, statuses, relocated = await _killed_engine_run(redis_url, tmp, attempt)
         if not stalled(traces):
             break
     else:
