@@ -39,6 +39,7 @@ from rvguard.contract import contract_from_mapping
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.dispatchers import CallableDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import CallableHeadroomSource
 from rvguard.enforce.redline import HeadroomSample, Redline, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
@@ -156,8 +157,10 @@ async def _drive(n: int, every: int, signal_fn: _Signal | None, kinds: Counter[s
         clock=clock,
         sinks=[lambda ev: kinds.update((ev.kind.value,))],
         headroom=source,
-        redline=None if source is None else GUARD_CONFIG,
-        headroom_interval=3600.0,  # the loop's task reads once at start; the driver polls
+        config=GuardConfig(
+            redline=None if source is None else GUARD_CONFIG,
+            headroom_interval=3600.0,  # the loop's task reads once at start; the driver polls
+        ),
     )
     spawn = asyncio.get_running_loop().create_task
     open_: list[int] = [0]  # submits not finished (a done callback counts them down)

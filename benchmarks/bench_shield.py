@@ -1,6 +1,6 @@
 """The shield's cost per event: the decision core alone; with property tables in shadow beside it
-(``Guard(properties=[...], shadow=True)``); and with one user table enforced live (the gate the
-core asks before each admission and dispatch, as ``Guard(properties=[...])`` runs it).
+(``GuardConfig(properties=[...], shadow=True)``); and with one user table enforced live (the gate the
+core asks before each admission and dispatch, as ``GuardConfig(properties=[...])`` runs it).
 
 Run: ``python benchmarks/bench_shield.py [N]``. Each request is one arrival, its admission,
 dispatch and completion (four events) through `DecisionCore`; the hook sees each event the core

@@ -4,8 +4,9 @@ Three tables under examples/properties/: per-tenant concurrency ≤ k, per-tenan
 and not ended ≤ T, and no admission of a tenant within 1 s of its last rejection (a 429). For
 each: its Z3 obligations; a trace that breaks it, refused by the shield at the breaking event (with
 the table's remedy) and caught by the online monitor and the offline checker; and the same requests
-through a `Guard` that enforces the table (``Guard(properties=[table])``): the breaking admission
-is refused with reason ``property: NAME`` (``rvguard serve --property FILE`` answers it 429).
+through a `Guard` that enforces the table (``Guard(config=GuardConfig(properties=[table]))``): the
+breaking admission is refused with reason ``property: NAME`` (``rvguard serve --property FILE``
+answers it 429).
 
 Run: python examples/own_properties.py
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rvguard.clock import ManualClock
 from rvguard.contract import contract_from_mapping
-from rvguard.enforce import Guard, MockDispatcher, Request, Response
+from rvguard.enforce import Guard, GuardConfig, MockDispatcher, Request, Response
 from rvguard.enforce.learners import LoadView
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Proposal, Reject
 from rvguard.properties import PropertyTable, TableMonitor
@@ -89,9 +90,8 @@ def guarded(table: PropertyTable, trace: list[Event]) -> list[str]:
             CONTRACT,
             MockDispatcher(backend),
             learner=learner,
-            learner_timeout=None,
             clock=clock,
-            properties=[table],
+            config=GuardConfig(learner_timeout=None, properties=[table]),
         )
         async with guard:
             tasks = []

@@ -25,6 +25,7 @@ if typing.TYPE_CHECKING:
     from .guard import JsonlSink as JsonlSink
     from .guard import MonitorSink as MonitorSink
     from .guard import Outcome as Outcome
+    from .guard_config import GuardConfig as GuardConfig
     from .identity import Identity as Identity
     from .identity import IdentityBinder as IdentityBinder
     from .learners import AdmitAll as AdmitAll
@@ -50,6 +51,7 @@ __all__ = [
     "DispatchError",
     "Dispatcher",
     "Guard",
+    "GuardConfig",
     "Identity",
     "IdentityBinder",
     "JsonlSink",
@@ -92,6 +94,7 @@ __getattr__, __dir__ = _attach(
             "MonitorSink",
             "Outcome",
         ),
+        ".guard_config": ("GuardConfig",),
         ".identity": (
             "Identity",
             "IdentityBinder",

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-``Guard(properties=[...])`` sets a `Gate` on its `DecisionCore` (``shadow=True`` runs the same
+``GuardConfig(properties=[...])`` sets a `Gate` on its `DecisionCore` (``shadow=True`` runs the same
 tables in shadow instead: `rvguard.enforce.shadow`). The core asks the gate wherever it decides
 an event a user's table can forbid, before it applies the event:
 

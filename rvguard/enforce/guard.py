@@ -50,30 +50,38 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject, is_client_error
-from ..properties.table import PropertyTable
 from .alertlog import warn_alerts
-from .bounded import DEFAULT_LEARNER_TIMEOUT, BoundedLearner
-from .core import DecisionCore, DispatchPolicy
+from .bounded import BoundedLearner
+from .core import DecisionCore
 from .dispatchers import Dispatcher, Response, failure_reason
-from .eviction import EvictionConfig
 from .gate import tables_hook
+from .guard_config import GuardConfig
 from .headroom import HeadroomSource
 from .identity import Identity, IdentityBinder
 from .learners import AdmitAll, Learner, LoadView
 from .outcome import GuardStatistics, Outcome, Status
 from .preemption import PREEMPTED, Preemption
 from .pressure import HeadroomLoop
-from .redline import HeadroomSample, RedlineConfig
+from .redline import HeadroomSample
 from .request import Request
 from .sinks import JsonlSink, MonitorSink
 from .stall import LoopWatchdog
-from .watch import DEFAULT_WATCH, WatchConfig
 
-__all__ = ["CreditPool", "Guard", "GuardStatistics", "JsonlSink", "MonitorSink", "Outcome", "Sink"]
+__all__ = [
+    "CreditPool",
+    "Guard",
+    "GuardConfig",
+    "GuardStatistics",
+    "JsonlSink",
+    "MonitorSink",
+    "Outcome",
+    "Sink",
+]
 
 DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
+DEFAULT_CONFIG = GuardConfig()
 _POOL_TRIES = 3  # answers that come back in the next window before the arrival is refused ``floor-lowered``
 
 
@@ -142,33 +150,15 @@ class Guard:
         contract: the contract to enforce.
         dispatcher: the backend edge.
         learner: the untrusted proposer (default `AdmitAll`).
-        learner_timeout: seconds the learner may take to answer (`bounded.BoundedLearner`;
-            default 0.1; ``None``: no limit, a synchronous learner asked inline).
         sinks: callables taking each event; those with ``close()`` are closed on exit.
         clock: time source (default `MonotonicClock`).
         binder: identity binding; ``None`` trusts ``request.tenant`` as already bound.
-        timeout: seconds a dispatch may take before it is failed (``None``: no limit).
-        drain: on exit, wait for live requests (else fail them at once).
-        drain_timeout: the longest the drain waits before failing the rest.
-        preempt_grace: seconds a preempted request may still run before it is stopped (`preempt`).
-        retry_after: the retry hint (seconds) a preempted caller gets.
-        headroom, redline, headroom_interval: engine telemetry polled every ``headroom_interval``
-            s at most (`HeadroomLoop`) into the core's redline (`rvguard.enforce.demotion`).
-        properties: a user's tables, enforced live (`rvguard.enforce.gate`: an admission that would
-            break one is refused with reason ``property: NAME``, a dispatch kept queued; built-in
-            guarantees come first, a conflict is a ``shield`` alert record).
-        shadow: run ``properties`` in shadow only (`rvguard.enforce.shadow`): the core decides
-            alone, and each event a table would have refused is a ``shield`` alert record.
-        eviction: the emergency eviction channel past the hard floor (`rvguard.enforce.emergency`;
-            needs ``headroom``); default: the contract's ``eviction`` block's, if it states one,
-            else every running surplus request is preempted there.
-        dispatch_policy, deferred_drop, gate_upper, watch: passed to `DecisionCore` (the watch is
-            on by default, alerting only; ``watch=None`` turns it off).
+        headroom: engine telemetry, polled into the core's redline (`HeadroomLoop`; the redline,
+            interval and eviction channel are in ``config``).
         credits: a floor-credit pool shared with other replicas: each arrival of a floored
             tenant spends there first, in the window its arrival is stamped in, and the core
             grants no floor the pool refused (`Request.pool`).
-        stall_threshold: seconds late that make an event-loop stall a ``stall`` record
-            (`rvguard.enforce.stall`); ``None``: no watchdog.
+        config: every setting (`GuardConfig`; default: the library's defaults).
     """
 
     def __init__(
@@ -177,47 +167,32 @@ class Guard:
         dispatcher: Dispatcher,
         *,
         learner: Learner | None = None,
-        learner_timeout: float | None = DEFAULT_LEARNER_TIMEOUT,
         sinks: Sequence[Sink] = (),
         clock: Clock | None = None,
         binder: IdentityBinder | None = None,
-        timeout: float | None = None,
-        drain: bool = True,
-        drain_timeout: float | None = 30.0,
-        dispatch_policy: DispatchPolicy = "priority",
-        deferred_drop: bool = False,
-        gate_upper: bool = False,
-        watch: WatchConfig | None = DEFAULT_WATCH,
-        preempt_grace: float = 0.0,
-        retry_after: float = 1.0,
         headroom: HeadroomSource | None = None,
-        redline: RedlineConfig | None = None,
-        headroom_interval: float = 1.0,
         credits: CreditPool | None = None,
-        eviction: EvictionConfig | None = None,
-        properties: Sequence[PropertyTable] = (),
-        shadow: bool = False,
-        stall_threshold: float | None = None,
+        config: GuardConfig = DEFAULT_CONFIG,
     ) -> None:
-        self.contract = contract
+        self.contract, self.config = contract, config
         self._credits = credits
         self._pooled = frozenset(contract.floored_tenants) if credits is not None else frozenset()
         self.core = DecisionCore(
             contract,
-            dispatch_policy=dispatch_policy,
-            deferred_drop=deferred_drop,
-            gate_upper=gate_upper,
-            watch=watch,
-            redline=redline,
+            dispatch_policy=config.dispatch_policy,
+            deferred_drop=config.deferred_drop,
+            gate_upper=config.gate_upper,
+            watch=config.watch,
+            redline=config.redline,
         )
-        self.shield = tables_hook(self.core, properties, watch, shadow=shadow)  # None: no cost
-        self.preemption = Preemption(self.core, grace=preempt_grace, retry_after=retry_after)
+        self.shield = tables_hook(self.core, config.properties, config.watch, shadow=config.shadow)
+        self.preemption = Preemption(self.core, grace=config.preempt_grace, retry_after=config.retry_after)
         self._dispatcher = dispatcher
-        self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), learner_timeout)
+        self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), config.learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._binder, self._timeout = binder, timeout
-        self._drain, self._drain_timeout = drain, drain_timeout
+        self._binder, self._timeout = binder, config.timeout
+        self._drain, self._drain_timeout = config.drain, config.drain_timeout
         self._calls: dict[str, _Call] = {}  # rid -> the live request's record
         self._idle: asyncio.Event | None = None  # set when the last live request ends (drain)
         self._open = False
@@ -225,10 +200,10 @@ class Guard:
         self._unauth = 0
         self._sink_errors = 0
         self._calling = 0
-        #: the loop watchdog (``stall_threshold``): a stalled loop is a ``stall`` record
-        self.stalls = LoopWatchdog(self._handle, self._clock, threshold=stall_threshold)
+        #: the loop watchdog (``config.stall_threshold``): a stalled loop is a ``stall`` record
+        self.stalls = LoopWatchdog(self._handle, self._clock, threshold=config.stall_threshold)
         #: the telemetry loop (``None`` without a headroom source)
-        self.headroom = self._telemetry(headroom, headroom_interval, eviction)
+        self.headroom = self._telemetry(headroom, config.headroom_interval, config.eviction)
 
     def _telemetry(
         self, source: HeadroomSource | None, interval: float, eviction: Any

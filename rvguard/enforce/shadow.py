@@ -1,7 +1,7 @@
 """The shield beside a running Guard: every event the decision core emits is shown to the shield of
 the user's (and any built-in) tables, in order, before the sinks write it.
 
-In shadow mode (``Guard(properties=[...], shadow=True)``, ``rvguard serve --property FILE
+In shadow mode (``GuardConfig(properties=[...], shadow=True)``, ``rvguard serve --property FILE
 --shadow``) the event goes out as the core decided, and a decision other than ``pass`` — the
 shield would have suppressed, delayed or replaced it — is an alert, as is a violation by an
 uncontrollable event (a late completion): an ``alert`` record with condition ``shield`` in the
@@ -9,7 +9,7 @@ trace (its ``detail`` says what and which edge), an `Alert` of kind ``shield`` k
 `ShieldHook.alerts` and passed to the watch's ``on_alert`` hook when the Guard has one (``rvguard
 serve --alert-log``), and a log line. A disagreement is never silent.
 
-Enforcing the tables live (the default of ``Guard(properties=[...])``) is `rvguard.enforce.gate`,
+Enforcing the tables live (the default of ``GuardConfig(properties=[...])``) is `rvguard.enforce.gate`,
 which builds on this hook.
 
 Without tables the Guard makes no hook and pays nothing per event.

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
 from ..enforce.guard import Guard, Outcome
+from ..enforce.guard_config import GuardConfig
 from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
 from ..enforce.request import Request
@@ -170,25 +171,27 @@ class Gateway:
             c if slots == c.slots else c.model_copy(update={"slots": slots}),
             self.dispatcher,
             learner=s.learner,
-            learner_timeout=s.learner_timeout,
-            stall_threshold=s.stall_threshold,
             sinks=sinks,
             clock=self.clock,
             binder=None,  # the gateway bound the tenant on the headers (`_bind`): once
-            timeout=s.timeout,
-            drain_timeout=s.drain_timeout,
-            deferred_drop=s.deferred_drop,
-            watch=s.watch,
-            dispatch_policy=s.dispatch_policy,
-            preempt_grace=s.preempt_grace,
-            retry_after=s.retry_after,
             credits=None if self.credits is None else GatewayPool(self.credits, self.trace),
             headroom=self._headroom_source(),
-            redline=s.redline,
-            headroom_interval=s.headroom_interval,
-            eviction=s.eviction,
-            properties=s.properties,
-            shadow=s.shadow,
+            config=GuardConfig(
+                learner_timeout=s.learner_timeout,
+                stall_threshold=s.stall_threshold,
+                timeout=s.timeout,
+                drain_timeout=s.drain_timeout,
+                deferred_drop=s.deferred_drop,
+                watch=s.watch,
+                dispatch_policy=s.dispatch_policy,
+                preempt_grace=s.preempt_grace,
+                retry_after=s.retry_after,
+                redline=s.redline,
+                headroom_interval=s.headroom_interval,
+                eviction=s.eviction,
+                properties=s.properties,
+                shadow=s.shadow,
+            ),
         )
 
     def _headroom_source(self) -> MetricsHeadroomSource | None:

@@ -23,12 +23,13 @@ import contextlib
 import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..contract import Contract, CreditMode
 from ..enforce.dispatchers import Response
-from ..enforce.guard import Guard, Outcome
+from ..enforce.guard import DEFAULT_CONFIG, Guard, Outcome
+from ..enforce.guard_config import GuardConfig
 from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError
 
@@ -110,8 +111,9 @@ class FloorHook:
     Args:
         contract: the contract to enforce.
         sinks: where the Guard's events go (e.g. a `rvguard.enforce.sinks.JsonlSink` trace).
-        settings: tenant binding and the dispatch time-out.
-        guard_options: further `Guard` keyword arguments (learner, watch, …).
+        settings: tenant binding and the dispatch time-out (which overrides ``config.timeout``).
+        config: the Guard's settings (`GuardConfig`: watch, learner time-out, …).
+        guard_options: further `Guard` collaborators (learner, clock, …).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class FloorHook:
         *,
         sinks: Sequence[Callable[[Any], object]] = (),
         settings: HookSettings | None = None,
+        config: GuardConfig = DEFAULT_CONFIG,
         **guard_options: Any,
     ) -> None:
         self.contract = contract
@@ -135,6 +138,7 @@ class FloorHook:
             )
         self._handoff = _Handoff()
         self._sinks = list(sinks)
+        self._config = replace(config, timeout=self.settings.dispatch_timeout)
         self._options = guard_options
         self._guard: Guard | None = None
         self._calls: dict[str, asyncio.Task[Outcome]] = {}
@@ -146,7 +150,7 @@ class FloorHook:
                 self.contract,
                 self._handoff,
                 sinks=self._sinks,
-                timeout=self.settings.dispatch_timeout,
+                config=self._config,
                 **self._options,
             )
             await guard.__aenter__()

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.emergency import EMERGENCY, node_deadline
 from rvguard.enforce.eviction import EvictionConfig
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import CallableHeadroomSource
 from rvguard.enforce.redline import RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
@@ -59,10 +61,7 @@ def _guard(
         sinks=[trace.append],
         clock=clock,
         headroom=source,
-        redline=kw.pop("redline", CONFIG),  # type: ignore[arg-type]
-        headroom_interval=0.005,
-        eviction=config,
-        **kw,  # type: ignore[arg-type]
+        config=replace(GuardConfig(redline=CONFIG, headroom_interval=0.005, eviction=config), **kw),  # type: ignore[arg-type]
     )
 
 
@@ -200,7 +199,11 @@ def test_node_deadline_reads_the_trend() -> None:
 
 def test_an_eviction_channel_needs_a_headroom_source() -> None:
     with pytest.raises(EnforcementError, match="needs a headroom source"):
-        Guard(make_contract(), MockDispatcher(Engine().serve), eviction=EvictionConfig(1, 100, 0.5))
+        Guard(
+            make_contract(),
+            MockDispatcher(Engine().serve),
+            config=GuardConfig(eviction=EvictionConfig(1, 100, 0.5)),
+        )
 
 
 def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
@@ -216,7 +219,12 @@ def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
         EvictionSpec(k=2, capacity=4096)
     contract = make_contract().model_copy(update={"eviction": spec})
     clock = ManualClock()
-    guard = Guard(contract, MockDispatcher(Engine().serve), headroom=Source(dict, clock), redline=CONFIG)
+    guard = Guard(
+        contract,
+        MockDispatcher(Engine().serve),
+        headroom=Source(dict, clock),
+        config=GuardConfig(redline=CONFIG),
+    )
     assert guard.headroom is not None and guard.headroom.emergency is not None  # from the block
     assert guard.headroom.emergency.planner.config.capacity == 4096
     with pytest.raises(SpecError, match=r"k = 3 exceeds the contract's eviction.k = 2"):
@@ -224,8 +232,7 @@ def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
             contract,
             MockDispatcher(Engine().serve),
             headroom=Source(dict, clock),
-            redline=CONFIG,
-            eviction=EvictionConfig(3, 100, 0.5),
+            config=GuardConfig(redline=CONFIG, eviction=EvictionConfig(3, 100, 0.5)),
         )
     for config, field in (
         (EvictionConfig(2, 4096, 0.5), "target"),
@@ -236,14 +243,12 @@ def test_the_contracts_block_states_the_channel_and_bounds_its_k() -> None:
                 contract,
                 MockDispatcher(Engine().serve),
                 headroom=Source(dict, clock),
-                redline=CONFIG,
-                eviction=config,
+                config=GuardConfig(redline=CONFIG, eviction=config),
             )
         assert info.value.field == f"eviction.{field}"
     Guard(  # a smaller target and capacity credit more and evict less: within what EV judges
         contract,
         MockDispatcher(Engine().serve),
         headroom=Source(dict, clock),
-        redline=CONFIG,
-        eviction=EvictionConfig(2, 1024, 0.2),
+        config=GuardConfig(redline=CONFIG, eviction=EvictionConfig(2, 1024, 0.2)),
     )

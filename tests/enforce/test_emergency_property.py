@@ -26,6 +26,7 @@ from rvguard.contract import Contract
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.eviction import EvictionConfig
 from rvguard.enforce.guard import Guard, MonitorSink
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Event, Evict, Sample
@@ -133,10 +134,12 @@ async def _run(
         sinks=[trace.append, MonitorSink(monitor, on_violation=violations.append)],
         clock=clock,
         headroom=source,
-        redline=redline,
-        headroom_interval=1e6,  # polled by the test only (after the start's first read)
-        eviction=config,
-        drain=False,  # what is still queued (held by the redline) ends ``shutdown`` at exit
+        config=GuardConfig(
+            redline=redline,
+            headroom_interval=1e6,  # polled by the test only (after the start's first read)
+            eviction=config,
+            drain=False,  # what is still queued (held by the redline) ends ``shutdown`` at exit
+        ),
     )
     tasks: list[asyncio.Future[object]] = []
     async with guard:

@@ -16,6 +16,7 @@ import pytest
 from rvguard.clock import ManualClock
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, JsonlSink, MonitorSink, Outcome
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.identity import Identity, IdentityBinder, sign_claim
 from rvguard.enforce.learners import LearnerFailure, RejectAll
 from rvguard.enforce.request import Request
@@ -73,7 +74,9 @@ async def test_backend_exception_and_timeout_become_fail_and_free_the_slot() -> 
         return Response()
 
     trace: list[Event] = []
-    async with Guard(contract, MockDispatcher(handler), sinks=[trace.append], timeout=0.05) as guard:
+    async with Guard(
+        contract, MockDispatcher(handler), sinks=[trace.append], config=GuardConfig(timeout=0.05)
+    ) as guard:
         outs = await asyncio.gather(
             guard.submit(req("boom")), guard.submit(req("hang")), guard.submit(req("fine"))
         )
@@ -121,7 +124,7 @@ async def test_shutdown_without_drain_fails_everything_left() -> None:
         return Response()
 
     trace: list[Event] = []
-    guard = Guard(contract, MockDispatcher(hang), sinks=[trace.append], drain=False)
+    guard = Guard(contract, MockDispatcher(hang), sinks=[trace.append], config=GuardConfig(drain=False))
     async with guard:
         tasks = [asyncio.create_task(guard.submit(req(f"r{i}"))) for i in range(3)]
         await asyncio.sleep(0.01)
@@ -161,7 +164,9 @@ async def test_chaos_no_leaked_slot_no_lost_request() -> None:
         return Response()
 
     trace: list[Event] = []
-    async with Guard(contract, MockDispatcher(chaos), sinks=[trace.append], timeout=0.02) as guard:
+    async with Guard(
+        contract, MockDispatcher(chaos), sinks=[trace.append], config=GuardConfig(timeout=0.02)
+    ) as guard:
         tasks = [
             asyncio.create_task(guard.submit(req(f"r{i}", rng.choice(["assured", "opp"])))) for i in range(80)
         ]
@@ -293,7 +298,11 @@ async def test_learner_base_exceptions_are_failures_off_the_loop_and_propagate_i
     inline: list[Event] = []
     learner = _Halts()
     async with Guard(
-        make_contract(), MockDispatcher(ok), learner=learner, learner_timeout=None, sinks=[inline.append]
+        make_contract(),
+        MockDispatcher(ok),
+        learner=learner,
+        sinks=[inline.append],
+        config=GuardConfig(learner_timeout=None),
     ) as g:  # type: ignore[arg-type]
         with pytest.raises(_Interrupt):
             await g.submit(req("a"))
@@ -389,7 +398,9 @@ async def test_statistics_report_the_u_gates_uncertain_dispatches() -> None:
         await gate.wait()
         return Response()
 
-    async with Guard(contract, MockDispatcher(held), clock=clock, gate_upper=True) as guard:
+    async with Guard(
+        contract, MockDispatcher(held), clock=clock, config=GuardConfig(gate_upper=True)
+    ) as guard:
         first = asyncio.create_task(guard.submit(req("a")))
         second = asyncio.create_task(guard.submit(req("b")))
         await asyncio.sleep(0)
@@ -430,7 +441,9 @@ async def test_issue_10_5_a_dispatch_cancelled_by_someone_else_frees_its_slot() 
         return Response()
 
     trace: list[Event] = []
-    async with Guard(contract, MockDispatcher(batching), sinks=[trace.append], drain_timeout=1.0) as guard:
+    async with Guard(
+        contract, MockDispatcher(batching), sinks=[trace.append], config=GuardConfig(drain_timeout=1.0)
+    ) as guard:
         held = [asyncio.create_task(guard.submit(req(f"b{i}"))) for i in range(2)]
         await asyncio.sleep(0.01)
         batch.cancel()  # neither the Guard nor the callers cancelled anything
@@ -472,7 +485,9 @@ async def test_aclose_drain_timeout_then_shutdown_and_no_new_work_meanwhile() ->
     """Drain waits ``drain_timeout``, refuses new submits meanwhile, then ends the rest as shutdown."""
     contract = make_contract(slots=1, floor=10)
     trace: list[Event] = []
-    guard = Guard(contract, MockDispatcher(_hang), sinks=[trace.append], drain_timeout=0.05)
+    guard = Guard(
+        contract, MockDispatcher(_hang), sinks=[trace.append], config=GuardConfig(drain_timeout=0.05)
+    )
     await guard.__aenter__()
     tasks = [asyncio.create_task(guard.submit(req(f"r{i}"))) for i in range(2)]
     await asyncio.sleep(0.01)
@@ -492,7 +507,7 @@ async def test_aclose_drain_timeout_then_shutdown_and_no_new_work_meanwhile() ->
 async def test_a_caller_cancelled_during_shutdown_still_sees_its_cancellation() -> None:
     contract = make_contract(slots=1, floor=10)
     trace: list[Event] = []
-    guard = Guard(contract, MockDispatcher(_hang), sinks=[trace.append], drain=False)
+    guard = Guard(contract, MockDispatcher(_hang), sinks=[trace.append], config=GuardConfig(drain=False))
     await guard.__aenter__()
     task = asyncio.create_task(guard.submit(req("r")))
     await asyncio.sleep(0.01)
@@ -517,7 +532,7 @@ async def test_aclose_never_waits_for_a_dispatcher_that_ignores_cancellation() -
         return Response(text="late")
 
     trace: list[Event] = []
-    guard = Guard(contract, MockDispatcher(stubborn), sinks=[trace.append], drain=False)
+    guard = Guard(contract, MockDispatcher(stubborn), sinks=[trace.append], config=GuardConfig(drain=False))
     await guard.__aenter__()
     task = asyncio.create_task(guard.submit(req("r")))
     await asyncio.sleep(0.01)
@@ -550,7 +565,11 @@ async def test_issue_10_1_a_slow_learner_stalls_nothing_and_its_overrun_rejects_
     trace: list[Event] = []
     learner = _Sleepy(1.0)
     async with Guard(
-        contract, MockDispatcher(ok), learner=learner, learner_timeout=0.05, sinks=[trace.append]
+        contract,
+        MockDispatcher(ok),
+        learner=learner,
+        sinks=[trace.append],
+        config=GuardConfig(learner_timeout=0.05),
     ) as guard:
         t_opp = time.monotonic()
         opp = asyncio.create_task(guard.submit(req("o", "opp")))
@@ -599,7 +618,13 @@ async def test_issue_10_1_a_learner_that_never_returns_costs_each_request_at_mos
 ) -> None:
     contract = make_contract(floor=2)
     trace: list[Event] = []
-    g = Guard(contract, MockDispatcher(ok), learner=learner, learner_timeout=0.02, sinks=[trace.append])  # type: ignore[arg-type]
+    g = Guard(
+        contract,
+        MockDispatcher(ok),
+        learner=learner,  # type: ignore[arg-type]
+        sinks=[trace.append],
+        config=GuardConfig(learner_timeout=0.02),
+    )
     async with g:
         t0 = time.monotonic()
         outs = await asyncio.gather(

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard, Outcome
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError
 from rvguard.events import Arrive, Complete, Drop, Event, Fail, Proposal, Reject
@@ -111,11 +112,8 @@ async def _scenario(plans: list[Plan], close_at: float, drain: bool, seed: int) 
         contract,
         edge,
         learner=Learner(by_rid),
-        learner_timeout=LEARNER_TIMEOUT,
         sinks=[trace.append],
-        timeout=TIMEOUT,
-        drain=drain,
-        drain_timeout=0.01,
+        config=GuardConfig(learner_timeout=LEARNER_TIMEOUT, timeout=TIMEOUT, drain=drain, drain_timeout=0.01),
     )
     await guard.__aenter__()
     tasks = {

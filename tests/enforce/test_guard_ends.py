@@ -12,6 +12,7 @@ import asyncio
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.request import Request
 from rvguard.events import Event, Fail
 from rvguard.monitors import Monitor
@@ -34,7 +35,7 @@ async def test_a_shutdown_that_ends_entitled_requests_is_a_pr_violation_at_each_
         return Response()
 
     trace: list[Event] = []
-    guard = Guard(contract, MockDispatcher(hang), sinks=[trace.append], drain=False)
+    guard = Guard(contract, MockDispatcher(hang), sinks=[trace.append], config=GuardConfig(drain=False))
     async with guard:
         rids = ["a0", "a1", "a2", "o0"]  # a0, a1 entitled (B = 2); a2 excess, refused; o0 surplus
         tenant = {"a": "assured", "o": "opp"}

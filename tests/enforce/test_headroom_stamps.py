@@ -18,6 +18,7 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.demotion import REDLINE_STALE
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import MetricsHeadroomSource
 from rvguard.enforce.redline import RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
@@ -139,8 +140,7 @@ async def test_one_sample_holds_surplus_no_longer_than_the_hold_limit() -> None:
         sinks=[trace.append],
         clock=clock,
         headroom=_Once(clock),  # type: ignore[arg-type]
-        redline=config,
-        headroom_interval=3600.0,  # polled by hand below
+        config=GuardConfig(redline=config, headroom_interval=3600.0),  # polled by hand below
     )
     assert guard.headroom is not None and guard.headroom.hold_limit == 30.0  # no headroom block
     loop = guard.headroom

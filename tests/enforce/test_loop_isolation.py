@@ -12,6 +12,7 @@ import time
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.request import Request
 from rvguard.events import Event, Proposal, Stall, event_from_dict, event_to_dict
@@ -46,9 +47,8 @@ async def test_a_blocking_async_learner_does_not_delay_an_assured_request() -> N
         contract,
         MockDispatcher(ok),
         learner=learner,
-        learner_timeout=0.1,
         sinks=[trace.append],
-        stall_threshold=0.2,
+        config=GuardConfig(learner_timeout=0.1, stall_threshold=0.2),
     )
     async with guard as g:
         start = time.monotonic()
@@ -72,7 +72,9 @@ async def _blocking(request: Request) -> Response:
 async def test_a_stalled_loop_is_a_stall_record_the_checker_reads() -> None:
     contract = make_contract(floor=1)
     trace: list[Event] = []
-    async with Guard(contract, MockDispatcher(_blocking), sinks=[trace.append], stall_threshold=0.2) as g:
+    async with Guard(
+        contract, MockDispatcher(_blocking), sinks=[trace.append], config=GuardConfig(stall_threshold=0.2)
+    ) as g:
         await g.submit(Request("a", "assured", 0.0))
         await asyncio.sleep(0.2)  # the watchdog's next wake-up sees the stall
     stalls = [e for e in trace if isinstance(e, Stall)]

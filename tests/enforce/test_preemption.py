@@ -19,6 +19,7 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.preemption import PREEMPTED, Preemption
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, SpecError
@@ -151,7 +152,9 @@ async def test_the_guard_stops_a_preempted_dispatch_and_hands_back_a_retry_hint(
     trace: list[Event] = []
     backend = MockDispatcher(_slow)
     contract = make_contract(slots=1)
-    async with Guard(contract, backend, sinks=[trace.append], clock=ManualClock(), retry_after=2.5) as guard:
+    async with Guard(
+        contract, backend, sinks=[trace.append], clock=ManualClock(), config=GuardConfig(retry_after=2.5)
+    ) as guard:
         opp = asyncio.ensure_future(guard.submit(Request("o", "opp", 0.0)))
         await _wait_running(guard, "o")
         with pytest.raises(EnforcementError):
@@ -171,7 +174,9 @@ async def test_the_guard_never_preempts_a_floor_request_and_the_grace_lets_one_f
 
     trace: list[Event] = []
     contract = make_contract(slots=2)
-    async with Guard(contract, MockDispatcher(quick), sinks=[trace.append], preempt_grace=5.0) as guard:
+    async with Guard(
+        contract, MockDispatcher(quick), sinks=[trace.append], config=GuardConfig(preempt_grace=5.0)
+    ) as guard:
         a = asyncio.ensure_future(guard.submit(Request("a", "assured", 0.0)))
         o = asyncio.ensure_future(guard.submit(Request("o", "opp", 0.0)))
         await _wait_running(guard, "a")

@@ -10,6 +10,7 @@ import pytest
 from rvguard.clock import ManualClock
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import CallableHeadroomSource
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
@@ -60,8 +61,7 @@ async def test_demote_while_it_fires_restore_when_it_clears() -> None:
         sinks=[trace.append],
         clock=clock,
         headroom=source,
-        redline=CONFIG,
-        headroom_interval=0.01,
+        config=GuardConfig(redline=CONFIG, headroom_interval=0.01),
     ) as guard:
         a = asyncio.ensure_future(guard.submit(Request("a", "assured", 0.0)))
         await _until(lambda: "a" in guard.running(), "a to run")
@@ -97,9 +97,7 @@ async def test_past_the_hard_floor_running_surplus_is_preempted_and_floor_work_i
         sinks=[trace.append],
         clock=clock,
         headroom=source,
-        redline=CONFIG,
-        headroom_interval=0.01,
-        retry_after=3.0,
+        config=GuardConfig(redline=CONFIG, headroom_interval=0.01, retry_after=3.0),
     ) as guard:
         a = asyncio.ensure_future(guard.submit(Request("a", "assured", 0.0)))
         o = asyncio.ensure_future(guard.submit(Request("o", "opp", 0.0)))
@@ -133,8 +131,7 @@ async def test_a_telemetry_error_is_counted_and_the_loop_goes_on() -> None:
         sinks=[trace.append],
         clock=clock,
         headroom=CallableHeadroomSource(read, clock),
-        redline=CONFIG,
-        headroom_interval=0.01,
+        config=GuardConfig(redline=CONFIG, headroom_interval=0.01),
     ) as guard:
         await _until(lambda: any(e.kind.value == "sample" for e in trace), "a good sample")
     loop = guard.headroom
@@ -169,8 +166,7 @@ async def test_any_exception_from_a_poll_is_counted_logged_and_the_loop_goes_on(
         sinks=[trace.append],
         clock=clock,
         headroom=_Flaky(clock),
-        redline=CONFIG,
-        headroom_interval=0.01,
+        config=GuardConfig(redline=CONFIG, headroom_interval=0.01),
     ) as guard:
         await _until(lambda: any(e.kind.value == "sample" for e in trace), "a sample after the failure")
     loop = guard.headroom

@@ -9,6 +9,7 @@ import asyncio
 from rvguard.clock import ManualClock
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import CallableHeadroomSource
 from rvguard.enforce.rationing import ReliefConfig
 from rvguard.enforce.request import Request
@@ -27,8 +28,7 @@ def _guard(engine: Engine, trace: list[Event], clock: ManualClock, slots: int) -
         sinks=[trace.append],
         clock=clock,
         headroom=source,
-        redline=CONFIG,
-        headroom_interval=3600.0,  # polled by hand
+        config=GuardConfig(redline=CONFIG, headroom_interval=3600.0),  # polled by hand
     )
 
 

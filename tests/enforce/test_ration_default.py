@@ -11,6 +11,7 @@ import pytest
 from rvguard.clock import ManualClock
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.headroom import MetricsHeadroomSource, kv_capacity_from_exposition
 from rvguard.enforce.rationing import ReliefConfig
 from rvguard.enforce.redline import HeadroomSample
@@ -91,8 +92,7 @@ async def _past_the_floor(kv_capacity: int | None, *, by_default: bool = True) -
         sinks=[trace.append],
         clock=clock,
         headroom=Stated(engine, clock, kv_capacity),
-        redline=CONFIG,
-        headroom_interval=3600.0,  # polled by hand
+        config=GuardConfig(redline=CONFIG, headroom_interval=3600.0),  # polled by hand
     )
     loop = guard.headroom
     assert loop is not None

@@ -30,6 +30,7 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.eviction import EvictionConfig
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.rationing import ReliefConfig
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
@@ -155,14 +156,16 @@ def _guard(
         _contract(mode),
         MockDispatcher(engine.serve),
         learner=learner,
-        learner_timeout=None,  # asked inline: the run is deterministic
         sinks=[trace.append],
         clock=clock,
         headroom=source,
-        redline=REDLINE,
-        headroom_interval=1e6,  # polled by the test only (after the start's first read)
-        eviction=eviction,
-        drain=False,
+        config=GuardConfig(
+            learner_timeout=None,  # asked inline: the run is deterministic
+            redline=REDLINE,
+            headroom_interval=1e6,  # polled by the test only (after the start's first read)
+            eviction=eviction,
+            drain=False,
+        ),
     )
     assert guard.headroom is not None
     if mode == "rationed":

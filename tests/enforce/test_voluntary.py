@@ -23,6 +23,7 @@ from rvguard.contract import Contract
 from rvguard.enforce.dispatchers import MockDispatcher
 from rvguard.enforce.eviction import CrossoverCost, EvictionConfig, VoluntaryConfig, voluntary_config
 from rvguard.enforce.guard import Guard, MonitorSink
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.errors import EnforcementError, SpecError
@@ -105,9 +106,11 @@ def _guard(
         sinks=[trace.append, MonitorSink(monitor, on_violation=found.append)],
         clock=clock,
         headroom=gauge,
-        redline=REDLINE,
-        headroom_interval=1e6,  # polled by the test (after the start's first read)
-        retry_after=3.0,
+        config=GuardConfig(
+            redline=REDLINE,
+            headroom_interval=1e6,  # polled by the test (after the start's first read)
+            retry_after=3.0,
+        ),
     )
 
 
@@ -184,7 +187,9 @@ def test_the_block_and_its_validation() -> None:
 
 def test_the_voluntary_channel_needs_the_emergency_channel() -> None:
     contract = make_contract()
-    guard = Guard(contract, MockDispatcher(Engine().serve), headroom=Gauge(), redline=REDLINE)
+    guard = Guard(
+        contract, MockDispatcher(Engine().serve), headroom=Gauge(), config=GuardConfig(redline=REDLINE)
+    )
     assert guard.headroom is not None and guard.headroom.emergency is None
     with pytest.raises(EnforcementError, match="shares the emergency channel's planner"):
         guard.headroom.voluntary_with(VoluntaryConfig(CrossoverCost(1.0, 1.0), 0.1))
@@ -203,12 +208,14 @@ async def _run(ops: list[tuple[object, ...]], k: int, prices: VoluntarySpec, cap
         ],
         clock=clock,
         headroom=gauge,
-        redline=REDLINE,
-        headroom_interval=1e6,
-        eviction=EvictionConfig(
-            k=k, capacity=1000, target=0.3, overhead=0.5, link_rate=400.0, link_burst=120
+        config=GuardConfig(
+            redline=REDLINE,
+            headroom_interval=1e6,
+            eviction=EvictionConfig(
+                k=k, capacity=1000, target=0.3, overhead=0.5, link_rate=400.0, link_burst=120
+            ),
+            drain=False,
         ),
-        drain=False,
     )
     tasks: list[asyncio.Future[object]] = []
     async with guard:

@@ -18,6 +18,7 @@ from rvguard.contract import Contract, contract_from_mapping
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.gate import Gate
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.outcome import Outcome
 from rvguard.enforce.request import Request
@@ -68,8 +69,14 @@ async def _run(
         return Response()
 
     kw.setdefault("learner_timeout", None)
+    learner = kw.pop("learner", None)  # a collaborator; the rest is configuration
     guard = Guard(
-        _contract(), MockDispatcher(handler), sinks=[trace.append], clock=clock, properties=tables, **kw
+        _contract(),
+        MockDispatcher(handler),
+        learner=learner,
+        sinks=[trace.append],
+        clock=clock,
+        config=GuardConfig(properties=tables, **kw),
     )
     async with guard:
         tasks = []

@@ -17,6 +17,7 @@ from rvguard.clock import ManualClock
 from rvguard.contract import Contract, contract_from_mapping
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.learners import LoadView
 from rvguard.enforce.request import Request
 from rvguard.events import Admit, Basis, Event, Proposal
@@ -79,12 +80,9 @@ async def _run(table: PropertyTable, arrivals: list[tuple], order: list[int], dr
         CONTRACT,
         MockDispatcher(backend),
         learner=Scripted(answers),
-        learner_timeout=None,
         sinks=[trace.append],
         clock=clock,
-        deferred_drop=drop,
-        properties=[table],
-        watch=None,
+        config=GuardConfig(learner_timeout=None, deferred_drop=drop, properties=[table], watch=None),
     )
     async with guard:
         tasks = []

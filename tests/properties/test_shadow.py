@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.request import Request
 from rvguard.enforce.watch import Alert, WatchConfig
 from rvguard.events import Event
@@ -30,7 +31,10 @@ async def _run(tables: list, n: int) -> tuple[Guard, list[Event], list[Alert]]:
     hooked: list[Alert] = []
     watch = WatchConfig(on_alert=hooked.append)
     async with Guard(
-        contract, MockDispatcher(handler), sinks=[trace.append], properties=tables, shadow=True, watch=watch
+        contract,
+        MockDispatcher(handler),
+        sinks=[trace.append],
+        config=GuardConfig(properties=tables, shadow=True, watch=watch),
     ) as g:
         tasks = [asyncio.create_task(g.submit(Request(f"r{i}", "assured", 0.0))) for i in range(n)]
         await asyncio.sleep(0.01)
