@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import httpx
@@ -88,8 +88,9 @@ async def test_a_gzip_bomb_body_is_never_inflated(tmp_path: Path) -> None:
     decodes a Content-Encoding, so the bomb is its compressed size (bounded by --max-body) and
     not JSON: 400 at once. (Scrapes of /metrics ask for identity and refuse a compressed answer:
     tests/enforce/test_scrape_bounds.py.)"""
-    co = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    bomb = b"".join([co.compress(b" " * (1 << 20)) for _ in range(512)] + [co.flush()])  # 512 MiB inflated
+    # 512 gzip members of 1 MiB each (a gzip stream may hold several): 512 MiB inflated, built in
+    # ~10 ms rather than the ~4 s of deflating 512 MiB as one member
+    bomb = gzip.compress(b" " * (1 << 20), 9) * 512
     headers = {"authorization": "Bearer sk-opp", "content-encoding": "gzip"}
     async with (
         FakeUpstream() as up,
