@@ -56,7 +56,8 @@ def exporter() -> Iterator[tuple[_Exporter, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever polls for shutdown every 0.5 s by default, so shutdown() waited up to that long
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield state, f"http://127.0.0.1:{server.server_address[1]}/metrics"

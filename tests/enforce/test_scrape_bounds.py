@@ -20,6 +20,8 @@ from rvguard.clock import ManualClock
 from rvguard.enforce.headroom import MAX_SCRAPE_BYTES, MetricsHeadroomSource
 from rvguard.errors import TelemetryFormatError
 
+from ..gzip_bomb import gzip_bomb
+
 GOOD = b"vllm:kv_cache_usage_perc 0.5\n"
 
 
@@ -29,9 +31,7 @@ def _huge(size: int) -> list[bytes]:
 
 
 def _bomb(inflated_mib: int) -> list[bytes]:
-    co = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    parts = [co.compress(GOOD)] + [co.compress(b"#" * (1 << 20)) for _ in range(inflated_mib)]
-    return [b"".join([*parts, co.flush()])]
+    return [gzip_bomb(GOOD, b"#", inflated_mib)]
 
 
 async def _exporter(body: list[bytes], headers: bytes, seen: list[bytes]) -> Callable[[], object]:
@@ -125,3 +125,11 @@ async def test_an_ordinary_exposition_still_reads(serve: Callable[..., object]) 
     url, _ = await serve([GOOD])  # type: ignore[misc]
     samples = await MetricsHeadroomSource(url, ManualClock(), min_interval=0.0).read()
     assert [(s.resource, s.value) for s in samples] == [("kv_cache", 0.5)]
+
+
+def test_the_bomb_is_one_gzip_member_that_inflates_to_its_stated_size() -> None:
+    """What the bomb tests rely on: one decompressobj (httpx's decoder) inflates all of it, CRC checked."""
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    body = inflater.decompress(_bomb(3)[0]) + inflater.flush()
+    assert inflater.eof and not inflater.unused_data
+    assert body == GOOD + b"#" * (3 << 20)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ import yaml
 
 from rvguard.gateway.fake import FakeUpstream
 
+from ..gzip_bomb import gzip_bomb
 from ._support import KEYS, SECRET, contract, contract_data, gateway, read_trace, settings, socket_port
 from .test_edge import _raw
 
@@ -88,8 +88,7 @@ async def test_a_gzip_bomb_body_is_never_inflated(tmp_path: Path) -> None:
     decodes a Content-Encoding, so the bomb is its compressed size (bounded by --max-body) and
     not JSON: 400 at once. (Scrapes of /metrics ask for identity and refuse a compressed answer:
     tests/enforce/test_scrape_bounds.py.)"""
-    co = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    bomb = b"".join([co.compress(b" " * (1 << 20)) for _ in range(512)] + [co.flush()])  # 512 MiB inflated
+    bomb = gzip_bomb(b"", b" ", 512)  # 512 MiB inflated
     headers = {"authorization": "Bearer sk-opp", "content-encoding": "gzip"}
     async with (
         FakeUpstream() as up,

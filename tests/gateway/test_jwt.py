@@ -251,7 +251,8 @@ def test_a_jwks_url_is_fetched(tmp_path: Path, idp: Idp) -> None:
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Jwks)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever polls for shutdown every 0.5 s by default, so shutdown() waited up to that long
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         path = keys_file(tmp_path, idp, "rsa1", jwks=f"http://127.0.0.1:{server.server_port}/jwks.json")
