@@ -3,17 +3,21 @@
     RVGUARD_VLLM_VENV=/path/.venv-vllm .venv/bin/python benchmarks/bench_engine_throughput.py \\
         --start-engine [--concurrency 4,8] [--seconds 30] [--rounds 3] [--tokens 128] [--json OUT]
 
-The vLLM CPU engine (``--max-num-seqs 4``) runs pinned to CPU 1 (``scripts/pinned_engine.py``); this
-process (the closed-loop clients and the gateway, in process) to CPU 0. For each
-concurrency N, N clients each keep one request outstanding (128 tokens, ``ignore_eos``; the next sent
-when the answer arrives) for ``--seconds``, first straight to the engine, then through the gateway
-with C = 4 slots (one unfloored tenant: the guard's slots and order, no admission policy), the order
-swapped every other round. Counted: completions per second after the first quarter (warm-up); the
-engine's own mean count of running sequences over the same span (its ``vllm:num_requests_running``
-gauge, read every 0.25 s), which says how full the engine's batch was; the machine's 1-minute load
-and the CPU used by the run's own processes and by all others (`rvguard.study.pinned`), before and
-after each measurement. Reported: per round the gateway's throughput over the engine's at the same
-N, and the median over rounds. Not in ``make bench``: it needs the engine (``make engine``).
+The vLLM CPU engine (``--max-num-seqs 4``) runs pinned to CPU 1 (``scripts/pinned_engine.py``);
+this process (the closed-loop clients and the gateway, in process) runs on CPU 0. For each
+concurrency N, N clients each keep one request outstanding (128 tokens, ``ignore_eos``; the next
+sent when the answer arrives) for ``--seconds``: straight to the engine (``engine``); straight to
+the engine with every answer streamed (``engine-stream``), as the gateway asks the engine for each
+request, so the engine's API server writes an event per token on the engine's own core; and
+through the gateway with C = 4 slots (``gateway``: one unfloored tenant, the guard's slots and
+order, no admission policy). The order of the paths is reversed every other round.
+
+Counted: completions per second after the first quarter (warm-up); the engine's own mean count of
+running sequences over the same span (its ``vllm:num_requests_running`` gauge, read every 0.25 s:
+how full its batch was); on the gateway's clock, the wait from a completion that left requests
+queued to the next dispatch; the machine's 1-minute load and the CPU of the run's own processes
+and of all others (`rvguard.study.pinned`) over each measurement. Reported per concurrency: each
+path's median, and the ratios round by round. Not in ``make bench``: it needs the engine.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from rvguard.io import read_events  # noqa: E402
 from rvguard.study.pinned import cpu_sample, group_pids, machine_load  # noqa: E402
 
 SLOTS = 4
+PATHS = ("engine", "engine-stream", "gateway")  # the engine alone (plain, streamed), and the gateway
 PROMPT = "Tell me about the admission floor."
 
 
@@ -62,10 +67,20 @@ def probe_contract(tokens: int) -> Contract:
     )
 
 
-async def closed_loop(url: str, engine: str, *, clients: int, seconds: float, tokens: int) -> dict[str, Any]:
+async def closed_loop(
+    url: str,
+    engine: str,
+    *,
+    clients: int,
+    seconds: float,
+    tokens: int,
+    stream: bool = False,
+    model: str = "tiny",
+) -> dict[str, Any]:
     """``clients`` closed-loop clients on ``url`` for ``seconds``: completions/s after the warm-up,
-    and the engine's mean running sequences over the same span."""
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True}
+    and the engine's mean running sequences over the same span. ``stream``: each answer streamed
+    (server-sent events, read to the end), as the gateway asks the engine for every request."""
+    body = {"model": model, "prompt": PROMPT, "max_tokens": tokens, "ignore_eos": True, "stream": stream}
     head = {"authorization": "Bearer sk-probe"}
     clock = MonotonicClock()
     done: list[float] = []
@@ -78,9 +93,10 @@ async def closed_loop(url: str, engine: str, *, clients: int, seconds: float, to
 
         async def worker() -> None:
             while clock.now() < seconds:
-                r = await client.post(url + "/v1/completions", json=body, headers=head)
-                if r.status_code != 200:
-                    raise SystemExit(f"http {r.status_code}: {r.text[:200]}")
+                async with client.stream("POST", url + "/v1/completions", json=body, headers=head) as r:
+                    text = await r.aread()
+                if r.status_code != 200 or (stream and not text.rstrip().endswith(b"[DONE]")):
+                    raise SystemExit(f"http {r.status_code}: {text[:200]!r}")
                 done.append(clock.now())
 
         async def scrape() -> None:  # the engine's running-sequence gauge every 0.25 s
@@ -146,14 +162,14 @@ async def measure(engine: str, own: Callable[[], list[int]], args: argparse.Name
     with tempfile.TemporaryDirectory(prefix="rvguard-thr-") as d:
         for rnd in range(args.rounds):
             for n in args.concurrency:
-                order = ("engine", "gateway") if rnd % 2 == 0 else ("gateway", "engine")
+                order = args.paths if rnd % 2 == 0 else args.paths[::-1]
                 for path in order:
                     kw = {"clients": n, "seconds": args.seconds, "tokens": args.tokens}
                     before = cpu_sample(own())
-                    if path == "engine":
-                        got = await closed_loop(engine, engine, **kw)
-                    else:
+                    if path == "gateway":
                         got = await through_gateway(engine, Path(d), **kw)
+                    else:
+                        got = await closed_loop(engine, engine, stream=path == "engine-stream", **kw)
                     load = machine_load(before, cpu_sample(own()))  # type: ignore[operator]
                     row = {"round": rnd, "concurrency": n, "path": path, **got, **load}
                     rows.append(row)
@@ -161,40 +177,51 @@ async def measure(engine: str, own: Callable[[], list[int]], args: argparse.Name
     return {"rows": rows, "summary": summarise(rows)}
 
 
+def _ratios(by: dict[str, dict[int, dict[str, Any]]], num: str, den: str) -> list[float]:
+    """``num``'s throughput over ``den``'s, round by round (the same round's neighbours)."""
+    return [by[num][k]["req_per_s"] / by[den][k]["req_per_s"] for k in by[den] if k in by[num]]
+
+
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per concurrency: the median throughput of each path and the gateway/engine ratio per round."""
+    """Per concurrency: each path's median throughput and engine batch, and the ratios per round."""
     out: dict[str, Any] = {}
     for n in sorted({r["concurrency"] for r in rows}):
         mine = [r for r in rows if r["concurrency"] == n]
-        by = {p: {r["round"]: r for r in mine if r["path"] == p} for p in ("engine", "gateway")}
-        ratios = [
-            by["gateway"][k]["req_per_s"] / by["engine"][k]["req_per_s"]
-            for k in by["engine"]
-            if k in by["gateway"]
-        ]
-        out[str(n)] = {
-            "engine_req_per_s": statistics.median(r["req_per_s"] for r in by["engine"].values()),
-            "gateway_req_per_s": statistics.median(r["req_per_s"] for r in by["gateway"].values()),
-            "ratio_median": statistics.median(ratios),
-            "ratios": [round(x, 3) for x in ratios],
-            "loadavg_1m": [r["loadavg_1m_before"] for r in mine] + [mine[-1]["loadavg_1m_after"]],
-            "foreign_cpu_max": max(r["foreign_cpu"] for r in mine),
-        }
+        by = {p: {r["round"]: r for r in mine if r["path"] == p} for p in PATHS}
+        cell: dict[str, Any] = {}
+        for p in (p for p in PATHS if by[p]):
+            cell[f"{p}_req_per_s"] = statistics.median(r["req_per_s"] for r in by[p].values())
+            cell[f"{p}_running_mean"] = statistics.median(
+                r["engine_running_mean"] or 0.0 for r in by[p].values()
+            )
+        for num, den in (("gateway", "engine"), ("gateway", "engine-stream"), ("engine-stream", "engine")):
+            ratios = _ratios(by, num, den)
+            if ratios:
+                cell[f"{num}/{den}"] = {
+                    "median": statistics.median(ratios),
+                    "rounds": [round(x, 3) for x in ratios],
+                }
+        cell["loadavg_1m"] = [r["loadavg_1m_before"] for r in mine] + [mine[-1]["loadavg_1m_after"]]
+        cell["foreign_cpu_max"] = max(r["foreign_cpu"] for r in mine)
+        out[str(n)] = cell
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engine", help="a running engine's URL (else --start-engine)")
+    p.add_argument("--engine-pgid", type=int, default=None, help="its process group (its CPU counts as own)")
     p.add_argument("--start-engine", action="store_true")
     p.add_argument("--venv", default=str(VENV))
     p.add_argument("--concurrency", default="4,8")
+    p.add_argument("--paths", default=",".join(PATHS), help="of " + ", ".join(PATHS))
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--json", default=None)
     args = p.parse_args()
     args.concurrency = [int(x) for x in args.concurrency.split(",")]
+    args.paths = [x for x in args.paths.split(",") if x in PATHS]
     if (args.engine is None) == (not args.start_engine):
         p.error("give exactly one of --engine and --start-engine")
     pin_self(0)
@@ -202,7 +229,10 @@ def main() -> None:
         with pinned_engine(ROOT / "build" / "bench-engine-throughput.log", venv=Path(args.venv)) as eng:
             result = asyncio.run(measure(eng.url, lambda: [os.getpid(), *group_pids(eng.pgid)], args))
     else:
-        result = asyncio.run(measure(args.engine, lambda: [os.getpid()], args))
+        pgid = args.engine_pgid
+        result = asyncio.run(
+            measure(args.engine, lambda: [os.getpid(), *(group_pids(pgid) if pgid else [])], args)
+        )
     result["args"] = dict(vars(args))
     print(json.dumps(result["summary"], indent=2))
     if args.json:

@@ -111,6 +111,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiments", nargs="+", choices=sorted(RUNNABLE))
     p.add_argument("--engine", help="a running engine's URL (else --start-engine)")
+    p.add_argument("--engine-pgid", type=int, default=None, help="its process group (its CPU counts as own)")
     p.add_argument("--start-engine", action="store_true", help="start the engine pinned, kill it at the end")
     p.add_argument("--venv", default=str(VENV))
     p.add_argument("--engine-cpu", type=int, default=1, help="the engine's CPU (-1: not pinned)")
@@ -136,7 +137,7 @@ def main() -> None:
             run(args, eng.url, eng.model, eng.pgid, list(eng.command))
     else:
         model = asyncio.run(_model(args.engine))
-        run(args, args.engine, model, None, [])
+        run(args, args.engine, model, args.engine_pgid, [])
 
 
 async def _model(url: str) -> str:

@@ -89,3 +89,33 @@ def pinned_engine(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+
+
+def main() -> None:
+    """Hold a pinned engine until SIGTERM or SIGINT, its URL and process group written to ``--out``
+    (so several measurements share one engine start: ``--engine URL --engine-pgid PGID``)."""
+    import argparse
+    import json
+    import sys
+
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", default=str(ROOT / "build" / "pinned-engine.json"))
+    p.add_argument("--venv", default=str(VENV))
+    p.add_argument("--cpu", type=int, default=1)
+    p.add_argument("--policy", default="priority")
+    args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with pinned_engine(
+        ROOT / "build" / "pinned-engine.log", venv=Path(args.venv), cpu=args.cpu, policy=args.policy
+    ) as e:
+        Path(args.out).write_text(
+            json.dumps({"url": e.url, "model": e.model, "pgid": e.pgid, "command": e.command})
+        )
+        print(f"engine {e.url} pgid {e.pgid}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(1.0)
+
+
+if __name__ == "__main__":
+    main()
