@@ -70,6 +70,14 @@ def run(args: argparse.Namespace, url: str, model: str, pgid: int | None, comman
 
     for name in args.experiments:
         live = LiveRunner(url, model=model, scale=1.0, traces=out / "traces" / name)
+        partial = ROOT / "build" / f"engine-protocol-{name}.partial.jsonl"
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text("")
+
+        def finished(cond: Any, partial: Path = partial) -> None:  # kept if the run is stopped early
+            with partial.open("a") as f:
+                f.write(json.dumps(cond.to_dict(), allow_nan=False) + "\n")
+
         runner = PinnedRunner(
             live,
             capacity=capacity,
@@ -80,6 +88,7 @@ def run(args: argparse.Namespace, url: str, model: str, pgid: int | None, comman
             keep=_keep(args.only),
             duration=args.duration,
             progress=lambda s: print(s, file=sys.stderr, flush=True),
+            finished=finished,
         )
         started = time.time()
         contract = DEFAULT_CONTRACTS.get(name) or MARQUEE_CONTRACT

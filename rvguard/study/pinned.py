@@ -135,6 +135,7 @@ class PinnedRunner:
         sample: the counters now (`cpu_sample` over the run's own processes).
         keep: which arms to run (the rest are left out of the document).
         duration: the arms' load duration in the study's seconds (None: the experiment's own).
+        finished: told every condition as its arm ends (a run stopped early keeps what it measured).
     """
 
     def __init__(
@@ -149,8 +150,10 @@ class PinnedRunner:
         keep: Callable[[Arm], bool] = lambda _: True,
         duration: float | None = None,
         progress: Callable[[str], None] = lambda _: None,
+        finished: Callable[[Condition], None] = lambda _: None,
     ) -> None:
         self.live = live
+        self.finished = finished
         self.capacity = capacity
         self.sample = sample
         self.threshold, self.foreign, self.attempts = threshold, foreign, max(1, attempts)
@@ -173,6 +176,7 @@ class PinnedRunner:
             if self.duration is not None:
                 arm = dataclasses.replace(arm, load={**arm.load, "duration": self.duration})
             out.append(await self._arm(arm, reps, seed, arrivals))
+            self.finished(out[-1])
         return out
 
     async def _arm(self, arm: Arm, reps: int, seed: int, arrivals: Arrivals | None) -> Condition:

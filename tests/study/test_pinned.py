@@ -68,15 +68,16 @@ async def test_a_contended_arm_is_redone_and_its_traces_rejudge(tmp_path: Path) 
 
     async with FakeUpstream(slots=4, token_delay=0.002) as up:
         live = LiveRunner(up.url, model=up.model, scale=1.0, tokens=16, traces=tmp_path)
-        runner = PinnedRunner(
-            live, capacity=capacity, sample=sample, keep=lambda a: a.params["arm"] == "guard"
-        )
+        seen: list[object] = []
+        guard_only = lambda a: a.params["arm"] == "guard"  # noqa: E731
+        runner = PinnedRunner(live, capacity=capacity, sample=sample, keep=guard_only, finished=seen.append)
         arms = [
             Arm({"arm": "guard"}, MARQUEE, {"mode": "guarded", "learner": "admit-all"}),
             Arm({"arm": "unguarded"}, MARQUEE, {"mode": "unguarded", "learner": "admit-all"}),
         ]
         [cond] = await runner.arun(arms, reps=1, seed=0, arrivals=_burst)
     assert len(measured) == 2  # k measured before each attempt
+    assert seen == [cond]  # told as the arm ended
     info = cond.to_dict()
     assert info["attempts"] == 2 and info["contended"] is False
     assert [a["contended"] for a in info["attempt_loads"]] == [True, False]
