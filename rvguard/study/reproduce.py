@@ -233,7 +233,7 @@ ENGINE_NOTE = (
     "the guard's conditions whose preconditions held on an uncontended machine (baselines whatever "
     "theirs), and a broken one is the watch doing its job: its misses are attributed to the broken "
     "precondition, not to the guard. Each run's trace is kept under `docs/engine/traces/` beside the "
-    "scaled contract it is judged against (`gunzip -c T.jsonl.gz / rvguard check - --contract "
+    "scaled contract it is judged against (`gunzip -c T.jsonl.gz | rvguard check - --contract "
     "T.contract.json`)."
 )
 
