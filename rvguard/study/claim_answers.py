@@ -218,15 +218,19 @@ def fifo(docs: Docs) -> Answer:
     doc = _get(docs, "fifo-ablation")
     if doc is None:
         return "—", None
-    parts, holds = [], True
+    parts, holds, paired = [], True, []
     for c in conds(doc, dispatch="fifo"):
         prio = cond(doc, dispatch="priority", opp_rate=c["params"]["opp_rate"])
-        rho = c.get("rho_total")
-        other = None if prio is None else prio["assured_miss"]
-        parts.append(f"ρ̂ {fmt(rho, 2)}: FIFO {fmt(c['assured_miss'])} vs priority {fmt(other)}")
-        if prio and (prio["assured_miss"] or 0.0) > 0.05:  # priority near zero where FIFO drowns
+        if prio is None:  # its priority arm left out (an engine run's broken or contended condition)
+            continue
+        paired.append(c)
+        parts.append(f"ρ̂ {fmt(c.get('rho_total'), 2)}: FIFO {fmt(c['assured_miss'])} vs priority "
+                     f"{fmt(prio['assured_miss'])}")  # fmt: skip
+        if (prio["assured_miss"] or 0.0) > 0.05:  # priority near zero where FIFO drowns
             holds = False
-    overloaded = [c for c in conds(doc, dispatch="fifo") if (c.get("rho_total") or 0) > 1.1]
+    if not paired:
+        return "— (no held condition)", None
+    overloaded = [c for c in paired if (c.get("rho_total") or 0) > 1.1]
     holds = holds and bool(overloaded) and max(c["assured_miss"] or 0.0 for c in overloaded) > 0.5
     return "; ".join(parts), holds
 

@@ -305,7 +305,7 @@ CLAIMS: tuple[Claim, ...] = (
         "0.62 (V100) / 0.69 (sim); 0.0, 0.38",
         "token-credits",
         a.tokens,
-        why="rvguard's token entitlement counts every arrival's weight in the window (DESIGN §1), so a small "
+        why="rvguard's token entitlement counts every arrival's weight in the window, so a small "
         "request after a shed large one is excess too; the study's GroupTB charged admitted cost only",
     ),
     Claim(

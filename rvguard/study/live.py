@@ -48,7 +48,10 @@ the simulator's, and the report says so.
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import math
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,13 +63,23 @@ from ..enforce.learners import AdmitAll, Learner, LSQLearner, RejectAll, fit_lea
 from ..enforce.request import Request
 from ..enforce.watch import DEFAULT_WATCH
 from ..errors import SpecError
+from ..events import Admit, Arrive, Basis, Complete, Event
 from ..io import read_events
 from ..sim.profiling import PER_LOAD, WARMUP_ROUNDS
 from ..sim.record import Condition, record_run
 from ..sim.run import judge
 from ..sim.runner import Arm, Arrivals, default_arrivals
 
-__all__ = ["LIVE_MODES", "LiveRunner", "live_runner", "profile_engine"]
+__all__ = [
+    "LIVE_MODES",
+    "LiveRunner",
+    "entitled_sides",
+    "keep_trace",
+    "live_runner",
+    "profile_engine",
+    "scale_from_capacity",
+    "slug",
+]
 
 LIVE_MODES = ("guarded", "gated-fifo", "unguarded", "server-priority")
 LIVE_TOKENS = 128  # output tokens a 16-token request of the study asks of the engine
@@ -133,6 +146,9 @@ class LiveRunner:
         scale: k, the engine's time scale relative to the study's profile.
         tokens: output tokens asked for a 16-token request (others in proportion).
         timeout: seconds one request may take.
+        traces: a directory that keeps each run's gateway trace (gzip JSON Lines) beside the
+            scaled contract it is judged against, so anyone can re-judge it with ``rvguard check``
+            (None: traces are judged and dropped).
     """
 
     def __init__(
@@ -145,6 +161,7 @@ class LiveRunner:
         timeout: float = 120.0,
         calibrated_scale: float | None = None,
         capacity: float | None = None,
+        traces: Path | None = None,
     ) -> None:
         if not scale > 0:
             raise SpecError(f"time scale must be > 0, got {scale!r}", field="scale")
@@ -155,6 +172,7 @@ class LiveRunner:
         self.info = {"backend": self.upstream, "time_scale": scale, "tokens": tokens}
         self.info.update({"calibrate_time_scale": calibrated_scale, "path_capacity": capacity})
         self.timeout = timeout
+        self.traces = traces
         self._samples: list[tuple[float, float]] | None = None
 
     def __call__(
@@ -180,13 +198,16 @@ class LiveRunner:
                 )
         draw = arrivals or default_arrivals
         records: list[list[Any]] = [[] for _ in arms]
+        sides: list[list[dict[str, Any]]] = [[] for _ in arms]
         for rep in range(reps):
             cache: dict[str, list[Request]] = {}
-            for arm, acc in zip(arms, records, strict=True):
+            for arm, acc, side in zip(arms, records, sides, strict=True):
                 key = repr(sorted(arm.load.items()))
                 if key not in cache:
                     cache[key] = draw(arm, seed, rep)
-                acc.append(await self._one(arm, cache[key]))
+                record, seen = await self._one(arm, cache[key], rep)
+                acc.append(record)
+                side.append(seen)
         k = self.scale
         return [
             Condition(
@@ -197,9 +218,10 @@ class LiveRunner:
                     "backend": self.upstream,
                     "time_scale": k,
                     "tokens": self.tokens,
+                    **pool_sides(side),
                 },
             )
-            for arm, runs in zip(arms, records, strict=True)
+            for arm, runs, side in zip(arms, records, sides, strict=True)
         ]
 
     async def _learner(self, arm: Arm, contract: Contract) -> Learner:
@@ -226,7 +248,7 @@ class LiveRunner:
             return LSQLearner.from_contract(contract, self._samples, beta=beta)
         raise SpecError(f"--backend: learner {name!r} is not available live", field="--backend")
 
-    async def _one(self, arm: Arm, arrivals: list[Request]) -> Any:
+    async def _one(self, arm: Arm, arrivals: list[Request], rep: int = 0) -> tuple[Any, dict[str, Any]]:
         from ..gateway.app import Gateway, GatewaySettings, serving
         from ..gateway.config import KeysConfig
         from ..gateway.loadgen import Shot, replay
@@ -261,7 +283,7 @@ class LiveRunner:
                 for r in arrivals
             ]
             async with serving(gw.app) as url:
-                await replay(
+                results = await replay(
                     url,
                     shots,
                     model=self.model,
@@ -269,8 +291,73 @@ class LiveRunner:
                     timeout=self.timeout,
                 )
             events = [ev for _, ev in read_events(trace)]
+            if self.traces is not None:
+                keep_trace(trace, contract, self.traces / f"{slug(arm.params)}-rep{rep}")
         metrics, violations = judge(contract, events)
-        return record_run(contract, events, metrics, violations)
+        client = {r.rid: (r.status, r.latency) for r in results if r.rid}
+        return record_run(contract, events, metrics, violations), entitled_sides(contract, events, client)
+
+
+def slug(params: dict[str, Any]) -> str:
+    """A file-name stem for an arm's parameters (``beta=0.5 guard=True`` → ``beta0.5-guardTrue``)."""
+    text = "-".join(f"{k}{v}" for k, v in params.items())
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", text) or "arm"
+
+
+def keep_trace(trace: Path, contract: Contract, stem: Path) -> None:
+    """``stem.jsonl.gz`` (the trace) and ``stem.contract.json`` (what it is judged against).
+
+    Re-judge with ``gunzip -c stem.jsonl.gz | rvguard check - --contract stem.contract.json``.
+    """
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    with trace.open("rb") as src, gzip.GzipFile(f"{stem}.jsonl.gz", "wb", mtime=0) as dst:
+        dst.write(src.read())
+    doc = contract.model_dump(mode="json", exclude_none=True)
+    Path(f"{stem}.contract.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def entitled_sides(
+    contract: Contract, events: Sequence[Event], client: dict[str, tuple[int, float]]
+) -> dict[str, Any]:
+    """The floor-admitted requests' miss on the trace's clock and on the client's, side by side.
+
+    Why both: the trace stamps an arrival when the gateway first read its bytes; the client's clock
+    also holds its own send and receive, so its miss may exceed the trace's (DESIGN §12). A request
+    the client saw fail (not 200) counts as a client miss.
+    """
+    arrive: dict[str, Arrive] = {}
+    floor: list[str] = []
+    done: dict[str, float] = {}
+    for ev in events:
+        if isinstance(ev, Arrive):
+            arrive[ev.rid] = ev
+        elif isinstance(ev, Admit) and ev.basis is Basis.FLOOR:
+            floor.append(ev.rid)
+        elif isinstance(ev, Complete):
+            done[ev.rid] = ev.t
+    trace_late = client_late = 0
+    gaps = [float(a.extra.get("arrival_gap", 0.0)) for a in arrive.values()]
+    for rid in floor:
+        a = arrive[rid]
+        relative = contract.tenants[a.tenant].deadline
+        due = a.deadline if a.deadline is not None else a.t + relative
+        trace_late += done.get(rid, math.inf) > due
+        status, latency = client.get(rid, (0, math.inf))
+        client_late += status != 200 or latency > relative
+    return {"entitled": len(floor), "trace_late": trace_late, "client_late": client_late,
+            "arrival_gap_max": max(gaps, default=0.0)}  # fmt: skip
+
+
+def pool_sides(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`entitled_sides` over a condition's runs: the two miss fractions and the largest stamping gap."""
+    n = sum(r["entitled"] for r in runs)
+    trace_late = sum(r["trace_late"] for r in runs)
+    client_late = sum(r["client_late"] for r in runs)
+    return {
+        "entitled_trace_miss": trace_late / n if n else None,
+        "entitled_client_miss": client_late / n if n else None,
+        "arrival_gap_max": max((r["arrival_gap_max"] for r in runs), default=None),
+    }
 
 
 async def path_capacity(
@@ -322,6 +409,14 @@ async def path_capacity(
     return len(counted) / (seconds - warm)
 
 
+def scale_from_capacity(mu: float) -> float:
+    """k: the path's saturated service C/μ (``mu`` requests/s through the gateway, every slot busy)
+    over the study's at 16 tokens (module doc)."""
+    from ..sim.profiles import STUDY
+
+    return STUDY.slots / mu / STUDY.mean_base(16, STUDY.slots)
+
+
 async def _model_name(upstream: str) -> str:
     import httpx
 
@@ -339,7 +434,6 @@ def live_runner(upstream: str, calibration: str | None, *, progress: Callable[[s
     Raises:
         SpecError: the engine cannot be reached, or the calibration file is not one.
     """
-    import json
 
     import httpx
 
@@ -364,7 +458,7 @@ def live_runner(upstream: str, calibration: str | None, *, progress: Callable[[s
     k_cal = time_scale(profile_from_calibration(doc), tokens=LIVE_TOKENS)
     progress(f"measuring the sustained capacity through the gateway ({LIVE_TOKENS} tokens a request) …")
     mu = asyncio.run(path_capacity(upstream, model, slots=STUDY.slots, tokens=LIVE_TOKENS))
-    k = STUDY.slots / mu / STUDY.mean_base(16, STUDY.slots)
+    k = scale_from_capacity(mu)
     progress(
         f"engine {upstream} model {model!r}: μ_sat {mu:.2f}/s through the gateway → time scale k = {k:.3f} "
         f"(calibrate alone would give {k_cal:.3f}); contract and arrivals × k"
