@@ -17,6 +17,7 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.gate import Gate, tables_hook
 from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Event, Proposal, Watch
@@ -189,9 +190,7 @@ def test_the_guard_does_not_stop_a_request_whose_eviction_a_table_forbids() -> N
             MockDispatcher(handler),
             sinks=[trace.append],
             clock=ManualClock(),
-            properties=[NO_EVICT],
-            learner_timeout=None,
-            watch=None,
+            config=GuardConfig(properties=[NO_EVICT], learner_timeout=None, watch=None),
         )
         async with guard:
             task = asyncio.create_task(guard.submit(Request("o1", "opp", 0.0)))
