@@ -5,7 +5,8 @@ starve each other; figures from an unpinned run measure the machine, not the gua
 ``pinned_engine`` starts the tiny random-weight Llama (``scripts/vllm_env.sh``) with ``taskset -c
 CPU`` and one OpenMP thread bound to that CPU, in its own process group (so its processes can be
 counted and killed together); ``pin_self`` moves the calling process (gateway and client) to the
-other core. Used by ``scripts/engine_protocol.py`` and ``benchmarks/bench_engine_throughput.py``.
+other core. Used by ``scripts/engine_protocol.py``, ``scripts/redline_vllm.py`` and
+``benchmarks/bench_engine_throughput.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("RVGUARD_VLLM_VENV", ROOT / ".venv-vllm"))
-LOCK = Path("/tmp/rvguard-engine.lock")  # the redline script's: one engine run at a time
+LOCK = Path("/tmp/rvguard-engine.lock")  # one engine run at a time on this machine
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,18 @@ def pin_self(cpu: int = 0) -> None:
 
 @contextlib.contextmanager
 def pinned_engine(
-    log: Path, *, venv: Path = VENV, cpu: int | None = 1, policy: str = "priority", slots: int = 4
+    log: Path,
+    *,
+    venv: Path = VENV,
+    cpu: int | None = 1,
+    policy: str = "priority",
+    slots: int = 4,
+    model_args: Sequence[str] = ("--max-model-len", "2048"),
+    start_timeout: float = 600.0,
 ) -> Iterator[Running]:
-    """A vLLM CPU server on 127.0.0.1 (``--max-num-seqs slots``), pinned to ``cpu`` (None: not
-    pinned), killed with its whole process group on exit."""
+    """A vLLM CPU server on 127.0.0.1 (``--max-num-seqs slots``, then ``model_args``: a small KV
+    cache, say), pinned to ``cpu`` (None: not pinned), under the engine flock (one engine run at a
+    time on this machine), killed with its whole process group on exit."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
@@ -66,7 +75,7 @@ def pinned_engine(
         *pin, str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(venv / "tiny-llama"), "--served-model-name", "tiny",
         "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", str(slots),
-        "--scheduling-policy", policy, "--max-model-len", "2048", "-O0", "--enforce-eager",
+        "--scheduling-policy", policy, *model_args, "-O0", "--enforce-eager",
     ]  # fmt: skip
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "a") as lock:
@@ -76,7 +85,7 @@ def pinned_engine(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         try:
-            deadline = time.monotonic() + 600.0
+            deadline = time.monotonic() + start_timeout
             while True:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"vLLM did not come up (exit {proc.poll()}); see {log}")

@@ -73,21 +73,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import json
 import math
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pinned_engine import pinned_engine  # scripts/ (this script's folder) is first on sys.path
 
 from rvguard.check import check_trace
 from rvguard.contract import Contract, Entitlement, contract_from_mapping
@@ -118,7 +115,6 @@ SCRAPE = 0.05  # seconds between two reads of the engine's /metrics (at least)
 DEADLINE = 0.6
 PROPERTIES = ("AF", "DR", "WF", "RB", "RL", "PR")
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = Path("/tmp/rvguard-engine.lock")
 #: the metrics each run reports, compared across arms
 METRICS = (
     "assured_miss",
@@ -431,55 +427,21 @@ def summarise(runs: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def engine(venv: Path, args: argparse.Namespace, log: Path) -> Iterator[str]:
-    """A small-KV vLLM CPU engine on 127.0.0.1, under the engine flock, killed on exit.
+    """A small-KV vLLM CPU engine on 127.0.0.1 (`pinned_engine`), killed on exit.
 
     With ``--pin`` the engine's processes (and its OpenMP threads) run on CPU 1 only.
     """
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
     small_kv = (
         "--num-gpu-blocks-override", str(args.kv_blocks), "--block-size", str(args.block_size),
         "--max-model-len", str(args.max_model_len),
     )  # fmt: skip
-    pin: list[str] = []
-    if args.pin:
-        pin = ["taskset", "-c", "1"]
-        env.update(VLLM_CPU_OMP_THREADS_BIND="1", OMP_NUM_THREADS="1")
-    cmd = [
-        *pin, str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(venv / "tiny-llama"), "--served-model-name", "tiny",
-        "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "4",
-        "--scheduling-policy", args.policy, *small_kv, "-O0", "--enforce-eager",
-    ]  # fmt: skip
-    with open(LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one engine run at a time on this machine
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        try:
-            deadline = time.monotonic() + 300.0
-            while True:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"vLLM did not come up (exit {proc.poll()}); see {log}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(url + "/v1/models", timeout=2.0).status_code == 200:
-                        break
-                time.sleep(0.5)
-            yield url
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    cpu = 1 if args.pin else None
+    with pinned_engine(
+        log, venv=venv, cpu=cpu, policy=args.policy, model_args=small_kv, start_timeout=300.0
+    ) as running:
+        yield running.url
 
 
 async def run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
