@@ -88,8 +88,11 @@ class HeadroomSource(Protocol):
         ...
 
 
-def _families(text: str, source: str) -> dict[str, list[tuple[float, float | None]]]:
-    """Each sample name's (value, payload timestamp) pairs."""
+def _families(
+    text: str, source: str, sizes: list[int] | None = None
+) -> dict[str, list[tuple[float, float | None]]]:
+    """Each sample name's (value, payload timestamp) pairs; ``sizes`` gets each KV cache size the
+    text states (`kv_capacity_from_exposition`), in the same pass."""
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:  # pragma: no cover - the gateway extra brings it
@@ -100,6 +103,10 @@ def _families(text: str, source: str) -> dict[str, list[tuple[float, float | Non
             for s in family.samples:
                 ts = None if s.timestamp is None else float(s.timestamp)
                 out.setdefault(s.name, []).append((float(s.value), ts))
+                if sizes is not None and s.name == CACHE_INFO:
+                    blocks, size = s.labels.get("num_gpu_blocks", ""), s.labels.get("block_size", "")
+                    if blocks.isdigit() and size.isdigit() and int(blocks) * int(size) > 0:
+                        sizes.append(int(blocks) * int(size))
     except (ValueError, TypeError, IndexError) as exc:
         raise TelemetryFormatError(f"not Prometheus exposition text: {exc}", source=source) from None
     return out
@@ -113,20 +120,8 @@ def kv_capacity_from_exposition(text: str, source: str = "<text>") -> int | None
     Raises:
         TelemetryFormatError: unparsable text.
     """
-    try:
-        from prometheus_client.parser import text_string_to_metric_families
-    except ImportError:  # pragma: no cover - the gateway extra brings it
-        raise MissingExtraError("prometheus_client", "gateway") from None
-    sizes = []
-    try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == CACHE_INFO:
-                    blocks, size = s.labels.get("num_gpu_blocks", ""), s.labels.get("block_size", "")
-                    if blocks.isdigit() and size.isdigit() and int(blocks) * int(size) > 0:
-                        sizes.append(int(blocks) * int(size))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise TelemetryFormatError(f"not Prometheus exposition text: {exc}", source=source) from None
+    sizes: list[int] = []
+    _families(text, source, sizes)
     return min(sizes, default=None)
 
 
@@ -195,12 +190,17 @@ def _readings(text: str, source: str, max_num_seqs: int | None) -> list[Reading]
 
 
 def _each_reading(
-    text: str, source: str, max_num_seqs: int | None, counts: dict[str, float] | None = None
+    text: str,
+    source: str,
+    max_num_seqs: int | None,
+    counts: dict[str, float] | None = None,
+    sizes: list[int] | None = None,
 ) -> tuple[list[Reading], list[TelemetryFormatError]]:
     """Each resource judged on its own series: one missing or out of range leaves the others.
-    ``counts`` gets the running and waiting series' values (the requests the engine says it has)."""
+    ``counts`` gets the running and waiting series' values (the requests the engine says it has),
+    ``sizes`` the KV cache sizes the text states (one parse for both)."""
     counts = {} if counts is None else counts
-    fams = _families(text, source)
+    fams = _families(text, source, sizes)
     out: list[Reading] = []
     errors: list[TelemetryFormatError] = []
     counts.update({name: max(v for v, _ in fams[name]) for name in (RUNNING, WAITING) if fams.get(name)})
@@ -291,10 +291,13 @@ class MetricsHeadroomSource:
         scraped_at, wall_at = self._clock.now(), self._wall.now()
         # parsed off the loop: a payload near the cap takes a parser tens of milliseconds
         counts: dict[str, float] = {}
-        readings, errors = await asyncio.to_thread(_each_reading, text, self.url, self._max_num_seqs, counts)
+        sizes: list[int] = []  # vLLM states its cache's size once the cache is profiled
+        readings, errors = await asyncio.to_thread(
+            _each_reading, text, self.url, self._max_num_seqs, counts, sizes
+        )
         self.reported = counts
-        if self.kv_capacity is None:  # read until stated: vLLM states it once its cache is profiled
-            self.kv_capacity = await asyncio.to_thread(kv_capacity_from_exposition, text, self.url)
+        if self.kv_capacity is None and sizes:
+            self.kv_capacity = min(sizes)
         fresh = []
         for resource, headroom, stamp in readings:
             if stamp is not None:
