@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from ..enforce.stream import http_error
@@ -39,6 +39,14 @@ class TransportFailure(ConnectionError):
 _LINE = re.compile(r"\r\n|\r|\n")
 _PROXIES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 _MAX_ERROR_BODY = 1 << 16  # bytes of a non-200 answer kept for its error object
+
+
+def _broken(why: str) -> NoReturn:
+    """Raise a framing the engine broke as httpx's ``RemoteProtocolError`` reads (502; its cause a
+    `TransportFailure`: the engine may be dead or not HTTP, so a fleet relocates the request)."""
+    raise DispatchError(
+        f"upstream transport: RemoteProtocolError: {why}", status_hint=502
+    ) from TransportFailure(why)
 
 
 def lean_capable(base_url: str) -> bool:
@@ -99,10 +107,9 @@ class LeanStream:
         except TimeoutError:
             raise DispatchError("upstream timeout: ReadTimeout", status_hint=504) from None
         except asyncio.IncompleteReadError:
-            why = "peer closed connection without sending complete message body"
-            raise DispatchError(
-                f"upstream transport: RemoteProtocolError: {why}", status_hint=502
-            ) from TransportFailure(why)
+            _broken("peer closed connection without sending complete message body")
+        except asyncio.LimitOverrunError:
+            _broken("a header or chunk-size line longer than 64 KiB")
         except (ConnectionError, OSError) as exc:
             raise DispatchError(
                 f"upstream transport: ReadError: {exc}", status_hint=502
@@ -113,7 +120,10 @@ class LeanStream:
         assert self._reader is not None
         raw: bytes = await self._io(self._reader.readuntil(b"\r\n\r\n"))
         lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
+        try:
+            status = int(lines[0].split(" ", 2)[1])
+        except (IndexError, ValueError):
+            _broken(f"malformed status line {lines[0][:80]!r}")
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
@@ -135,7 +145,11 @@ class LeanStream:
         assert reader is not None
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
-                size = int((await self._io(reader.readuntil(b"\r\n"))).split(b";")[0].strip() or b"0", 16)
+                line = await self._io(reader.readuntil(b"\r\n"))
+                try:
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    _broken(f"malformed chunk size {line[:80]!r}")
                 if size == 0:
                     return
                 yield (await self._io(reader.readexactly(size + 2)))[:-2]

@@ -123,3 +123,25 @@ def test_a_header_with_a_line_break_is_never_sent() -> None:
         LeanStream(
             "http://127.0.0.1:1/v1/completions", {}, {"x-request-id": "a\r\nx-evil: 1"}, connect=1, read=1
         )
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (b"garbage\r\n\r\n", "malformed status line"),
+        (b"HTTP/1.1 abc OK\r\n\r\n", "malformed status line"),
+        (SSE + b"zz\r\nhello\r\n", "malformed chunk size"),
+        (b"HTTP/1.1 200 OK\r\nx: " + b"a" * 100_000 + b"\r\n\r\n", "longer than 64 KiB"),
+        (SSE + b"1" * 100_000, "longer than 64 KiB"),
+    ],
+    ids=["no-status", "status-not-a-number", "chunk-size", "huge-header", "endless-chunk-size"],
+)
+async def test_a_broken_framing_is_a_protocol_error_as_httpx_reads_it(reply: bytes, why: str) -> None:
+    """An engine that breaks HTTP's framing fails the dispatch 502 as httpx's RemoteProtocolError
+    would, with a transport cause (a fleet relocates), never a bare ValueError or LimitOverrunError."""
+    async with raw_server(reply) as url:
+        with pytest.raises(DispatchError) as info:
+            await _events(url, read=3.0)
+    assert info.value.status_hint == 502
+    assert str(info.value).startswith("upstream transport: RemoteProtocolError: ") and why in str(info.value)
+    assert isinstance(info.value.__cause__, TransportFailure)
