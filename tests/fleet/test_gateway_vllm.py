@@ -241,7 +241,7 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
                 for u, h in zip((url_a, url_b), halves, strict=True)
             ]
             await asyncio.sleep(0.4 * RUN)
-            await _busy(url_a, url_b)  # e0 holds a request: the kill strands something
+            await _strand(a, url_a, url_b)  # e0 frozen holding a request: the kill strands something
             await asyncio.to_thread(a.kill)
             results = [r for got in await asyncio.gather(*loads) for r in got]
     finally:
@@ -262,17 +262,30 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
         assert main(["check", *map(str, traces), "--contract", str(spec), "--properties", "AF,WF"]) == 0
 
 
-async def _busy(*urls: str) -> None:
-    """Return once some replica has a request in flight on e0 (polled ≤ 15 s)."""
-    series = 'rvguard_engine_in_flight{engine="e0"} '
+async def _strand(engine: Any, *urls: str) -> None:
+    """Return with ``engine`` (e0) frozen (SIGSTOP) while some replica has a request in flight on it,
+    so that request cannot finish before the kill that follows. A request lasts ~0.1 s: e0 polled
+    busy and then killed could have finished it in between (a clean clone saw nothing stranded)."""
     async with httpx.AsyncClient(timeout=5.0) as client:
         for _ in range(300):
-            for u in urls:
-                text = (await client.get(u + "/metrics")).text
-                if any(x.startswith(series) and float(x.split()[-1]) >= 1 for x in text.splitlines()):
+            if await _in_flight(client, urls):
+                engine.signal(signal.SIGSTOP)
+                await asyncio.sleep(0.2)  # what e0 had sent before the freeze reaches the replicas
+                if await _in_flight(client, urls):
                     return
+                engine.signal(signal.SIGCONT)
             await asyncio.sleep(0.05)
-    raise AssertionError("e0 never held a request")
+    raise AssertionError("e0 never held a request across a freeze (polled ≤ 15 s)")
+
+
+async def _in_flight(client: httpx.AsyncClient, urls: tuple[str, ...]) -> bool:
+    """Whether some replica counts a request in flight on e0 (its /metrics)."""
+    series = 'rvguard_engine_in_flight{engine="e0"} '
+    for u in urls:
+        text = (await client.get(u + "/metrics")).text
+        if any(x.startswith(series) and float(x.split()[-1]) >= 1 for x in text.splitlines()):
+            return True
+    return False
 
 
 def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: int) -> int:
