@@ -4,7 +4,8 @@ Why: through httpx (httpcore, h11, anyio), each streamed chunk of the upstream l
 callbacks, a cancel scope and a task-group check; on the gateway's one event loop that was about
 40 % of its CPU a request, and each await of a new request's dispatch waits its turn behind the
 other streams, so the engine's slot idled between requests (docs/performance.md, "The gateway's
-own cost"). This reader does one read and one parse a chunk, on asyncio streams.
+own cost"). This reader does one read and one parse a chunk, on asyncio streams, and gives the
+loop one turn a chunk (a read of buffered bytes never suspends).
 
 It serves `UpstreamDispatcher` only where nothing of httpx is needed: an ``http://`` engine, no
 proxy in the environment, no client injected. Its failures read as the httpx path's do:
@@ -176,3 +177,7 @@ class LeanStream:
                 elif line.startswith("data:"):
                     value = line[5:]
                     data.append(value[1:] if value.startswith(" ") else value)
+            # A read of bytes already buffered returns without suspending: an engine that wrote
+            # 1,500 tokens at once was relayed in one 4 s turn of the loop, every other request,
+            # the client's hang-up and the stall watchdog waiting behind it. One turn a piece.
+            await asyncio.sleep(0)

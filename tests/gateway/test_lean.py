@@ -145,3 +145,34 @@ async def test_a_broken_framing_is_a_protocol_error_as_httpx_reads_it(reply: byt
     assert info.value.status_hint == 502
     assert str(info.value).startswith("upstream transport: RemoteProtocolError: ") and why in str(info.value)
     assert isinstance(info.value.__cause__, TransportFailure)
+
+
+async def test_a_burst_already_in_the_socket_leaves_the_loop_a_turn_a_chunk() -> None:
+    """An engine that wrote every token at once: its chunks are buffered, and a buffered read never
+    suspends. Another task must still run between two chunks (it ran 0 times in 400 on the old
+    reader; a real engine's 1,500-token burst held the gateway's loop for 4 s, its client's hang-up unseen).
+    """
+    n = 400
+    body = b"".join(_chunk(f"data: {i}\n\n".encode()) for i in range(n)) + _chunk(b"")
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async with (
+        raw_server(SSE + body, hold=1.0) as url,
+        LeanStream(url, {"x": 1}, {}, connect=2.0, read=5.0) as s,
+    ):
+        await s.head()
+        await asyncio.sleep(0.2)  # the whole burst is in the socket before the first read
+        ticker = asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        before = turns
+        got = [d async for d in s.events()]
+        during = turns - before
+        ticker.cancel()
+    assert got == [str(i) for i in range(n)]
+    assert during >= n - 1, during
