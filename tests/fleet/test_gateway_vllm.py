@@ -81,13 +81,15 @@ async def _stop_mid_stream(gw: Gateway, engines: list[Any], stream: asyncio.Futu
     A CPU engine writes its tokens faster than the gateway, in the test's own event loop, reads
     them: killed when the gateway had seen its first tokens, it had often written all 1,500 into
     the socket already, and the stream ended whole with nothing to move. Frozen, it writes no
-    more: let it run 20 ms at a time until the gateway has read what it wrote and has some.
+    more: let it run 20 ms at a time until the gateway has read what it wrote and has some (the
+    same count at two looks 0.3 s apart).
     """
     while (got := _engine_tokens(gw)) is None:  # routed and dispatched
         assert not stream.done()
         await asyncio.sleep(0.002)
     doomed = engines[got[0]]
     doomed.signal(signal.SIGSTOP)
+    last = None
     while True:
         await asyncio.sleep(0.3)  # the gateway reads what is in the socket
         got = _engine_tokens(gw)
@@ -95,11 +97,16 @@ async def _stop_mid_stream(gw: Gateway, engines: list[Any], stream: asyncio.Futu
             doomed.signal(signal.SIGCONT)
             return None
         assert got[1] < TOKENS, got
-        if got[1] > 0:
+        if got[1] > 0 and got == last:
+            # the same count twice, 0.3 s apart: the gateway has read what the frozen engine wrote (a
+            # loop stalled 4 s once left the rest of the stream unread at the first look; read after
+            # the kill, it finished the request, which then could not move)
             return doomed
-        doomed.signal(signal.SIGCONT)
-        await asyncio.sleep(0.02)
-        doomed.signal(signal.SIGSTOP)
+        last = got
+        if got[1] == 0:
+            doomed.signal(signal.SIGCONT)
+            await asyncio.sleep(0.02)
+            doomed.signal(signal.SIGSTOP)
 
 
 @pytest.mark.kills_engine
