@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+
+import jsonschema
 
 from rvguard.enforce.dispatchers import MockDispatcher, Response
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.guard_config import GuardConfig
 from rvguard.enforce.request import Request
 from rvguard.enforce.watch import Alert, WatchConfig
-from rvguard.events import Event
+from rvguard.events import Event, event_to_dict
 from rvguard.properties import BUILTIN, TableMonitor
 from rvguard.properties.load import load_properties
 from tests.enforce._harness import make_contract
@@ -61,6 +64,18 @@ def test_a_disagreement_is_an_alert_never_silent() -> None:
     assert (record.t, record.condition, record.extra["detail"]) == (alert.t, "shield", alert.detail)  # type: ignore[attr-defined]
     (v,) = TableMonitor(guard.contract, [CONCURRENCY]).feed_all(trace)
     assert (v.rid, v.t, v.property) == ("r2", alert.t, "TENANT_CONCURRENCY")
+    _assert_declared(event_to_dict(record))
+
+
+def _assert_declared(rec: dict) -> None:
+    """The record validates against specs/trace.schema.json and each of its fields is one the
+    schema's alert branch declares (the schema allows unknown fields, so validation alone would
+    pass an undocumented one)."""
+    schema = json.loads((ROOT / "specs" / "trace.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(rec)
+    (branch,) = [b for b in schema["allOf"] if b["if"]["properties"]["kind"].get("const") == "alert"]
+    declared = {"t", "kind"} | set(branch["then"]["properties"])
+    assert set(rec) <= declared, set(rec) - declared
 
 
 def test_no_tables_no_shield() -> None:
