@@ -9,7 +9,10 @@ does with it:
   a trace says, at the time, which precondition broke (DESIGN §12);
 * ``_floor_room`` judges a floor admission against the floor in force: the contract's, or, while
   the watch fires with ``degrade``, the lowered one — recorded as the alert's ``floor_scale``;
-* ``_backlog`` keeps Q_A (admitted work of floored tenants, not yet ended) for the watch.
+* ``_backlog`` keeps Q_A (admitted work of floored tenants, not yet ended) for the watch;
+* `floor_used` reads the one ledger of floor credit admitted per tenant and window (written by the
+  core's floor admissions and `resume`): the gateway's rate-limit headers and its
+  ``rvguard_floor_credits_used`` gauge read it (`FloorLedger`), so no one keeps a second count.
 
 Pure: no clock, no I/O.
 """
@@ -27,10 +30,18 @@ from ..watch_events import FLOOR_REFUSED, Watch
 from .relief import ReliefMixin
 from .watch import Alert, AssumptionWatch
 
-__all__ = ["FLOOR_REFUSED", "PriorArrival", "WatchMixin"]
+__all__ = ["FLOOR_REFUSED", "FloorLedger", "PriorArrival", "WatchMixin"]
 
 #: a previous run's arrival, for `WatchMixin.resume`: tenant, t, prompt and max tokens, on the floor
 PriorArrival = tuple[str, float, int | None, int | None, bool]
+
+
+class FloorLedger(Protocol):
+    """What a reader of the floor credits used may ask (`DecisionCore` is one): read-only."""
+
+    def floor_used(self, tenant: str, now: float) -> float:
+        """Floor credits ``tenant`` was admitted on in the window holding ``now``."""
+        ...
 
 
 class _Core(Protocol):
@@ -83,6 +94,14 @@ class WatchMixin(ReliefMixin):
                 self._floor_used[tenant] = (k, units + (prev[1] if prev is not None and prev[0] == k else 0))
             counted += 1
         return counted
+
+    def floor_used(self: _Core, tenant: str, now: float) -> float:
+        """Floor credits ``tenant`` was admitted on in the window holding ``now`` (0 in a window it
+        has not spent in yet): the core's own ledger, the float nearest its exact sum of units."""
+        prev = self._floor_used.get(tenant)
+        if prev is None or prev[0] != window_index(now, self._origin, self.contract.window):
+            return 0.0
+        return self._entitlement.units.credits(prev[1])
 
     def observe_arrival_gap(self: _Core, gap: float, now: float) -> None:
         """The runtime saw a request ``gap`` seconds after its first byte (the watch judges it)."""

@@ -16,7 +16,9 @@
 * the upstream refused the gateway's own credentials (401/403/407) — 502, the
   client's key being fine; the engine's 408/429 — 503 (capacity, not the client).
 
-Every answer to a floored tenant carries its ``x-ratelimit-*`` headers (`wire`).
+Every answer to a floored tenant carries its ``x-ratelimit-*`` headers (`wire`), read from the
+decision core's own ledger of the floor credit admitted in the window (`FloorLedger`): the count
+that decides admission is the count the client is told.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from starlette.types import Receive, Scope, Send
 from ..clock import Clock
 from ..contract import Contract, CreditMode
 from ..enforce.guard import Outcome
+from ..enforce.watching import FloorLedger
 from ..errors import DispatchError
 from ..events import CLIENT_ERROR
-from .prometheus import MetricsSink
 from .reasons import ANSWERS, Reason, Retry, classify
 from .upstream import Channel, Chunk
 from .wire import error_body, rate_limit_headers, relayed, retry_headers
@@ -63,12 +65,18 @@ def outcome_of(task: asyncio.Task[Outcome], rid: str) -> Outcome:
 
 
 class Answers:
-    """Builds the HTTP answers of one gateway (see module doc)."""
+    """Builds the HTTP answers of one gateway (see module doc).
 
-    def __init__(self, contract: Contract, clock: Clock, metrics: MetricsSink) -> None:
+    Args:
+        contract: the contract (floors, window, credit mode).
+        clock: the Guard's clock.
+        ledger: the floor credits used per tenant and window (the Guard's `DecisionCore`).
+    """
+
+    def __init__(self, contract: Contract, clock: Clock, ledger: FloorLedger) -> None:
         self._contract = contract
         self._clock = clock
-        self._metrics = metrics
+        self._ledger = ledger
 
     def _next_window(self) -> float:
         now = self._clock.now()
@@ -81,7 +89,7 @@ class Answers:
         if spec is None or not spec.floored or tenant is None:
             return {}
         unit = "tokens" if self._contract.credit is CreditMode.TOKENS else "requests"
-        used = self._metrics.used(tenant, self._clock.now())
+        used = self._ledger.floor_used(tenant, self._clock.now())
         return rate_limit_headers(
             unit=unit, limit=spec.floor, remaining=spec.floor - used, reset=self._next_window()
         )

@@ -135,7 +135,7 @@ class Gateway:
         if self.trace is not None:
             trace = self.trace
             self.metrics.trace_failing.set_function(lambda: float(trace.failing))
-        self.answers = Answers(contract, self.clock, self.metrics)
+        self.answers = Answers(contract, self.clock, self.guard.core)  # the core's credit ledger
         self._ids = itertools.count()
         restart = "" if self.trace is None else self.trace.rid_prefix  # r<segment>- after a restart
         # replicas' rids never collide, whatever their names: a random tag per process

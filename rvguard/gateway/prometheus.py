@@ -22,8 +22,9 @@ From the Guard's events (labels ``tenant``; ``basis`` floor|surplus|demoted):
   that ended, and those of them on time; ``rvguard_floor_refused_total{tenant,reason}``: a floored
   tenant's requests rejected (429);
 * ``rvguard_sojourn_seconds{tenant}``: arrival → completion, with a bucket at each tenant's deadline;
-* ``rvguard_floor_credits_used{tenant}`` (this window), ``rvguard_floor_credits{tenant}`` (B),
-  ``rvguard_window_index``.
+* ``rvguard_floor_credits{tenant}`` (B), ``rvguard_window_index``; and, read at scrape time from
+  the decision core's own ledger (`watch_ledger`: the count admission and the rate-limit headers
+  read), ``rvguard_floor_credits_used{tenant}`` (this window).
 
 From the answers (`observe_answer`; label ``model`` as the upstream names it):
 ``rvguard_time_to_first_token_seconds{tenant,model}``, ``rvguard_upstream_latency_seconds{tenant,model}``
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from ..enforce.core import DecisionCore
     from ..enforce.dispatchers import Response
     from ..enforce.guard import Guard
+    from ..enforce.watching import FloorLedger
 
 __all__ = ["MetricsSink"]
 
@@ -95,13 +97,12 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 2
 class _Live:
     """What the sink keeps of a live request."""
 
-    __slots__ = ("basis", "deadline", "t", "tenant", "weight")
+    __slots__ = ("basis", "deadline", "t", "tenant")
 
-    def __init__(self, tenant: str, t: float, deadline: float, weight: float) -> None:
+    def __init__(self, tenant: str, t: float, deadline: float) -> None:
         self.tenant = tenant
         self.t = t
         self.deadline = deadline
-        self.weight = weight
         self.basis = ""
 
 
@@ -110,6 +111,11 @@ def _counter(registry: CollectorRegistry, name: str, doc: str, labels: list[str]
     from prometheus_client import Counter
 
     return Counter(name, doc, labels, registry=registry)
+
+
+def _reader(ledger: FloorLedger, clock: Clock, tenant: str) -> Callable[[], float]:
+    """Read ``tenant``'s floor credits used in the window holding ``clock.now()``."""
+    return lambda: ledger.floor_used(tenant, clock.now())
 
 
 class _LiveCounters:
@@ -174,7 +180,6 @@ class MetricsSink:
         )
         self.trace_failing = Gauge("rvguard_trace_failing", "1 while trace writes fail", registry=r)
         self._live: dict[str, _Live] = {}
-        self._used: dict[str, float] = {}
         self._k: int | None = None
         self._ended: dict[str, list[int]] = {}  # tenant → [entitled ended, attained]
 
@@ -225,7 +230,7 @@ class MetricsSink:
         self.credits = Gauge("rvguard_floor_credits", "Floor credits per window (B)", t, registry=r)
         for name, tenant in self._contract.tenants.items():
             self.credits.labels(name).set(tenant.floor)
-            self.credits_used.labels(name).set(0)
+            self.credits_used.labels(name).set(0)  # until `watch_ledger` gives it the core's ledger
 
     def _answer_series(self) -> None:
         from prometheus_client import Histogram
@@ -312,9 +317,17 @@ class MetricsSink:
         }
         r.register(_LiveCounters(series))
 
+    def watch_ledger(self, ledger: FloorLedger, clock: Clock) -> None:
+        """``rvguard_floor_credits_used{tenant}`` read at scrape time from ``ledger`` (the core's
+        count of floor credit admitted in the window holding ``clock.now()``): no count of its own."""
+        for name in self._contract.tenants:
+            self.credits_used.labels(name).set_function(_reader(ledger, clock, name))
+
     def watch_guard(self, guard: Guard) -> None:
-        """The core's series (`watch_core`), the Guard's sink failures and learner overruns."""
+        """The core's series (`watch_core`, `watch_ledger`), the Guard's sink failures and learner
+        overruns."""
         self.watch_core(guard.core)
+        self.watch_ledger(guard.core, guard.clock)
         errors = (
             "Events a sink (trace file, metrics) failed to take",
             lambda: float(guard.statistics().sink_errors),
@@ -367,10 +380,6 @@ class MetricsSink:
         if response.output_tokens is not None:
             self.generation_tokens.labels(tenant, model).inc(response.output_tokens)
 
-    def used(self, tenant: str, t: float) -> float:
-        """Floor credits ``tenant`` has used in the window holding ``t``."""
-        return self._used.get(tenant, 0.0) if self._contract.window_index(t) == self._k else 0.0
-
     def __call__(self, event: Event) -> None:
         """Count ``event``."""
         self._roll(event.t)
@@ -385,10 +394,9 @@ class MetricsSink:
             deadline = (
                 event.deadline if event.deadline is not None else event.t + c.tenants[event.tenant].deadline
             )
-            w = c.weight(event.prompt_tokens, event.max_tokens)
-            self._live[event.rid] = _Live(event.tenant, event.t, deadline, w)
+            self._live[event.rid] = _Live(event.tenant, event.t, deadline)
             return
-        live = self._live.get(event.rid) or _Live("unknown", event.t, event.t, 0.0)
+        live = self._live.get(event.rid) or _Live("unknown", event.t, event.t)
         if isinstance(event, Admit):
             self._admit(live, event)
         elif isinstance(event, Reject):
@@ -405,9 +413,6 @@ class MetricsSink:
     def _admit(self, live: _Live, event: Admit) -> None:
         live.basis = event.basis.value
         self.admitted.labels(live.tenant, live.basis).inc()
-        if event.basis is Basis.FLOOR:
-            self._used[live.tenant] = self._used.get(live.tenant, 0.0) + live.weight
-            self.credits_used.labels(live.tenant).set(self._used[live.tenant])
 
     def _terminal(self, event: Complete | Drop | Fail, live: _Live) -> None:
         tenant, basis = live.tenant, live.basis
@@ -434,12 +439,8 @@ class MetricsSink:
             self.attainment.labels(tenant).set(counts[1] / counts[0])
 
     def _roll(self, t: float) -> None:
-        """A new window: every tenant's used credits start again from 0."""
+        """A new window: its index."""
         k = self._contract.window_index(t)
-        if k == self._k:
-            return
-        self._k = k
-        self.window.set(k)
-        self._used.clear()
-        for name in self._contract.tenants:
-            self.credits_used.labels(name).set(0)
+        if k != self._k:
+            self._k = k
+            self.window.set(k)

@@ -168,14 +168,12 @@ async def test_one_sample_holds_surplus_no_longer_than_the_hold_limit() -> None:
 
 
 def test_the_gateway_answers_a_stale_hold_503_with_a_retry_signal() -> None:
-    from prometheus_client import CollectorRegistry
-
+    from rvguard.enforce.core import DecisionCore
     from rvguard.enforce.guard import Outcome
     from rvguard.gateway.answers import Answers
-    from rvguard.gateway.prometheus import MetricsSink
 
     c = make_contract(slots=1)
-    answers = Answers(c, ManualClock(0.0), MetricsSink(c, CollectorRegistry()))
+    answers = Answers(c, ManualClock(0.0), DecisionCore(c))
     status, body, headers = answers.failure(Outcome("o", "failed", REDLINE_STALE))
     assert (status, body["error"]["code"]) == (503, REDLINE_STALE)
     assert headers["x-should-retry"] == "true" and headers["retry-after"] == "1"

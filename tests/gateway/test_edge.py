@@ -141,7 +141,8 @@ async def test_client_mistakes_cost_no_credit_and_leave_no_trace(
         r = await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
         metrics = (await client.get(url + "/metrics")).text
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.json()
-    assert read_trace(tmp_path / "t.jsonl") == [] and up.bodies == [] and gw.metrics.used("assured", 0.0) == 0
+    assert read_trace(tmp_path / "t.jsonl") == [] and up.bodies == []
+    assert gw.guard.core.floor_used("assured", 0.0) == 0
     assert 'rvguard_invalid_requests_total{code="' in metrics
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.outcome import Outcome
 from rvguard.errors import DispatchError, EnforcementError
 from rvguard.gateway.answers import Answers
-from rvguard.gateway.prometheus import MetricsSink
 from rvguard.gateway.reasons import ANSWERS, Reason, classify
 
 from ._support import contract
@@ -25,10 +25,8 @@ class _Clock:
 
 
 def _answers() -> Answers:
-    from prometheus_client import CollectorRegistry
-
     c = contract()
-    return Answers(c, _Clock(), MetricsSink(c, CollectorRegistry()))  # type: ignore[arg-type]
+    return Answers(c, _Clock(), DecisionCore(c))  # type: ignore[arg-type]
 
 
 def _up(hint: int, error: Any = None) -> DispatchError:
