@@ -8,6 +8,10 @@ the reason in the trace names what went wrong; a stream that breaks after a
 200 (a malformed chunk, an ``error`` chunk, no ``[DONE]``) fails the request
 too. It opens one connection per request (`fresh_connections`, shared with
 the gateway).
+
+A dispatcher computes no output cap: the Guard caps each request once, from the core's facts
+(``RequestFacts.capped_tokens``, the value its ``arrive`` records), and a dispatcher sends the
+request's ``max_tokens`` as it is (`decided_cap`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..errors import DispatchError, MissingExtraError
+from ..errors import DispatchError, EnforcementError, MissingExtraError
 from .request import Request
 from .stream import Assembly, http_error, parse_chunk, sse_chunks, sse_data
 
@@ -34,6 +38,7 @@ __all__ = [
     "MockDispatcher",
     "Response",
     "VLLMDispatcher",
+    "decided_cap",
     "failure_reason",
     "fresh_connections",
     "parse_chunk",
@@ -96,6 +101,21 @@ class MockDispatcher:
 Endpoint = Literal["completions", "chat"]
 
 
+def decided_cap(request: Request) -> int:
+    """The output tokens the Guard decided for ``request``: its ``max_tokens``, which the Guard set
+    from the core's facts (or, after a relocation, the budget left). A dispatcher sends it as it is.
+
+    Raises:
+        EnforcementError: ``max_tokens`` is unset: the request was not decided by a Guard (500).
+    """
+    if request.max_tokens is None:
+        raise EnforcementError(
+            f"request {request.rid!r} has no output cap: a Guard caps every request it dispatches",
+            status_hint=500,
+        )
+    return request.max_tokens
+
+
 def fresh_connections() -> httpx.Limits:
     """httpx limits that open one connection per request and keep none idle.
 
@@ -116,7 +136,7 @@ def fresh_connections() -> httpx.Limits:
 class VLLMDispatcher:
     """vLLM's OpenAI-compatible API over httpx, streaming, with the guard's cap and tier.
 
-    Sends ``max_tokens = min(requested, output_cap)`` and vLLM's ``priority``
+    Sends ``max_tokens`` as the Guard capped it (`decided_cap`) and vLLM's ``priority``
     = the true tenant's tier (lower first, as ``--scheduling-policy priority``
     expects), streams with ``stream_options.include_usage`` to time the first
     token and the completion on the client side.
@@ -124,7 +144,7 @@ class VLLMDispatcher:
     Args:
         base_url: e.g. ``http://127.0.0.1:8000``.
         model: the served model name.
-        contract: gives the output cap and the tenants' tiers.
+        contract: gives the tenants' tiers.
         endpoint: ``completions`` (``payload["prompt"]``) or ``chat`` (``payload["messages"]``).
         connect_timeout, read_timeout: seconds.
         client: an ``httpx.AsyncClient`` to reuse (else one is created and owned,
@@ -169,10 +189,10 @@ class VLLMDispatcher:
             await self._client.aclose()
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request`` (cap and priority forced here, not by the caller)."""
+        """The JSON body for ``request``: the Guard's cap, and the true tier as the priority."""
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": self._contract.capped_tokens(request.max_tokens),
+            "max_tokens": decided_cap(request),
             "priority": self._contract.tier_of(request.tenant),
             "stream": True,
             "stream_options": {"include_usage": True},

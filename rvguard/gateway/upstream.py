@@ -8,8 +8,9 @@ still owns the slot and the outcome (its task calls ``dispatch``; a
 cancellation closes the upstream stream, which makes vLLM abort the
 sequence), and each chunk is also put on the request's `Channel`, if the
 gateway registered one. The fields the floor depends on are forced here, not
-taken from the client: ``max_tokens`` (the contract's cap), ``priority`` (the
-true tenant's tier), ``n = 1`` and a streamed upstream call.
+taken from the client: ``max_tokens`` (the cap the Guard decided once, from the core's facts:
+`rvguard.enforce.dispatchers.decided_cap`), ``priority`` (the true tenant's tier), ``n = 1`` and a
+streamed upstream call.
 
 The stream is read by `rvguard.gateway.lean` for a plain-HTTP engine with no proxy and no injected
 client (a fraction of httpx's cost a chunk), else by httpx and `rvguard.enforce.stream` (the same
@@ -37,7 +38,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatchers import Response, fresh_connections
+from ..enforce.dispatchers import Response, decided_cap, fresh_connections
 from ..enforce.request import Request
 from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
@@ -222,11 +223,12 @@ class UpstreamDispatcher:
             await self.client.aclose()
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The upstream body: the client's, with cap, tier, n and streaming forced."""
+        """The upstream body: the client's, with the Guard's cap (`decided_cap`), tier, n and
+        streaming forced."""
         client_body: Mapping[str, Any] = request.payload.get("body") or {}
         return forced_body(
             client_body,
-            max_tokens=self._contract.capped_tokens(request.max_tokens),
+            max_tokens=decided_cap(request),
             priority=self._contract.tier_of(request.tenant) if self.send_priority else None,
         )
 

@@ -28,7 +28,8 @@ from rvguard.enforce.dispatchers import (
 )
 from rvguard.enforce.guard import Guard
 from rvguard.enforce.request import Request
-from rvguard.events import Event
+from rvguard.errors import EnforcementError
+from rvguard.events import Arrive, Event
 
 from ._harness import make_contract
 
@@ -133,14 +134,14 @@ def vllm(server: Server, **kw: Any) -> VLLMDispatcher:
     return VLLMDispatcher(server.url, model="m", contract=contract, **kw)
 
 
-async def test_streaming_completion_caps_tokens_sends_tier_and_times(server: Server) -> None:
+async def test_streaming_completion_sends_the_cap_tier_and_times(server: Server) -> None:
     d = vllm(server)
     try:
-        resp = await d.dispatch(Request("r", "opp", 0.0, max_tokens=500, payload={"prompt": "ok"}))
+        resp = await d.dispatch(Request("r", "opp", 0.0, max_tokens=16, payload={"prompt": "ok"}))
     finally:
         await d.aclose()
     body = server.bodies[0]
-    assert body["max_tokens"] == 16  # capped
+    assert body["max_tokens"] == 16  # as the Guard capped it
     assert body["priority"] == 1  # the true tier of "opp"
     assert body["stream_options"] == {"include_usage": True}
     assert (resp.text, resp.output_tokens, resp.prompt_tokens) == ("tok " * 4, 4, 3)
@@ -167,7 +168,7 @@ async def test_failures_raise_with_status(server: Server, mode: str, status: int
     d = vllm(server, read_timeout=0.2)
     try:
         with pytest.raises(DispatchError) as err:
-            await d.dispatch(Request("r", "opp", 0.0, payload={"prompt": mode}))
+            await d.dispatch(Request("r", "opp", 0.0, max_tokens=4, payload={"prompt": mode}))
     finally:
         await d.aclose()
     assert err.value.status_hint == status
@@ -185,6 +186,32 @@ async def test_guard_over_vllm_turns_failures_into_fail_events(server: Server) -
     assert [o.status for o in outs] == ["completed", "failed", "failed"]
     assert outs[1].reason.startswith("DispatchError: http 500")
     assert guard.core.in_flight == 0
+
+
+@pytest.mark.parametrize("asked", [None, 3, 500])
+async def test_the_engine_is_sent_the_cap_the_core_traced(server: Server, asked: int | None) -> None:
+    """The cap is computed once, by the core's facts: the dispatcher computes none of its own. Before,
+    a dispatcher whose contract capped at 4 sent 4 while the trace's arrive said 16."""
+    contract = make_contract(floor=10, output_cap=16)
+    d = VLLMDispatcher(server.url, model="m", contract=make_contract(output_cap=4))
+    trace: list[Event] = []
+    async with Guard(contract, d, sinks=[trace.append]) as guard:
+        out = await guard.submit(Request("r", "assured", 0.0, max_tokens=asked, payload={"prompt": "ok"}))
+    await d.aclose()
+    decided = guard.core.facts("assured", None, asked).capped_tokens
+    arrive = next(e for e in trace if isinstance(e, Arrive))
+    assert out.status == "completed" and decided == (16 if asked is None or asked > 16 else asked)
+    assert [b["max_tokens"] for b in server.bodies] == [decided] and arrive.max_tokens == decided
+
+
+async def test_a_request_no_guard_capped_is_refused_before_any_call(server: Server) -> None:
+    d = vllm(server)
+    try:
+        with pytest.raises(EnforcementError, match="no output cap") as err:
+            await d.dispatch(Request("r", "opp", 0.0, payload={"prompt": "ok"}))
+    finally:
+        await d.aclose()
+    assert err.value.status_hint == 500 and server.bodies == []
 
 
 def test_bad_endpoint_is_refused() -> None:
@@ -213,7 +240,7 @@ async def test_issue_one_connection_per_request(server: Server) -> None:
     try:
         for i, mode in enumerate(["429", "500", "ok"]):  # an error answer is read whole: reusable
             with contextlib.suppress(DispatchError):
-                await d.dispatch(Request(f"r{i}", "opp", 0.0, payload={"prompt": mode}))
+                await d.dispatch(Request(f"r{i}", "opp", 0.0, max_tokens=4, payload={"prompt": mode}))
     finally:
         await d.aclose()
     assert server.connections == 3
@@ -244,7 +271,7 @@ async def test_issue_a_broken_stream_after_200_fails_the_request(
     d = vllm(server)
     try:
         with pytest.raises(DispatchError, match=re.escape(text)) as err:
-            await d.dispatch(Request("r", "opp", 0.0, payload={"prompt": mode}))
+            await d.dispatch(Request("r", "opp", 0.0, max_tokens=4, payload={"prompt": mode}))
     finally:
         await d.aclose()
     assert err.value.status_hint == status

@@ -83,6 +83,7 @@ async def test_completion_is_proxied_with_cap_tier_and_one_sequence(tmp_path: Pa
     events = assert_sound(trace, c, gw)
     assert [e["kind"] for e in events] == ["arrive", "admit", "dispatch", "complete"]
     assert events[0]["tenant"] == "assured" and events[1]["basis"] == "floor"
+    assert events[0]["max_tokens"] == sent["max_tokens"]  # the engine is sent the cap the core traced
     assert r.headers["x-rvguard-rid"] == events[0]["rid"]
 
 
