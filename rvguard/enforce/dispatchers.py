@@ -9,6 +9,12 @@ the reason in the trace names what went wrong; a stream that breaks after a
 too. It opens one connection per request (`fresh_connections`, shared with
 the gateway).
 
+A dispatcher that relays the stream as it comes is a `StreamingDispatcher`: the same one method,
+with a keyword-only ``stream`` (`Stream`: a callback for each chunk, one for the tokens generated so
+far). The Guard gives it one per request — the caller's chunk callback (``Guard.submit(on_chunk=)``,
+the gateway's channel to its client) and relief's progress — so nothing is written into a
+dispatcher from outside; a plain `Dispatcher` is called with the request alone.
+
 A dispatcher computes no output cap: the Guard caps each request once, from the core's facts
 (``RequestFacts.capped_tokens``, the value its ``arrive`` records), and a dispatcher sends the
 request's ``max_tokens`` as it is (`decided_cap`).
@@ -20,7 +26,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
@@ -37,10 +43,13 @@ __all__ = [
     "Dispatcher",
     "MockDispatcher",
     "Response",
+    "Stream",
+    "StreamingDispatcher",
     "VLLMDispatcher",
     "decided_cap",
     "failure_reason",
     "fresh_connections",
+    "is_streaming",
     "parse_chunk",
     "sse_data",
 ]
@@ -69,6 +78,44 @@ class Dispatcher(Protocol):
     async def dispatch(self, request: Request) -> Response:
         """Serve ``request``; raise on failure (never swallow)."""
         ...
+
+
+#: told one streamed event: its raw JSON text, and whether it carries only usage
+ChunkSink = Callable[[str, bool], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """What a `StreamingDispatcher` tells, in order, as one request's stream comes.
+
+    Attributes:
+        chunk: each streamed event (its JSON text, usage only or not): the caller's, e.g. the
+            gateway's channel to a streaming client; ``None``: nobody reads the chunks.
+        tokens: the output tokens generated so far, after each chunk that carries some (relief's S);
+            ``None``: nobody counts them.
+    """
+
+    chunk: ChunkSink | None = None
+    tokens: Callable[[int], None] | None = None
+
+
+class StreamingDispatcher(Protocol):
+    """A `Dispatcher` that can report the stream as it comes (`Stream`)."""
+
+    async def dispatch(self, request: Request, *, stream: Stream | None = None) -> Response:
+        """Serve ``request``, telling ``stream`` (if any) each chunk; raise on failure (never swallow)."""
+        ...
+
+
+def is_streaming(dispatcher: Dispatcher) -> TypeGuard[StreamingDispatcher]:
+    """True when ``dispatcher.dispatch`` takes the keyword-only ``stream`` of `StreamingDispatcher`
+    (read from its signature, once: the Guard asks when it is built)."""
+    try:
+        params = inspect.signature(dispatcher.dispatch).parameters
+    except (TypeError, ValueError):  # a callable without a readable signature: a plain dispatcher
+        return False
+    param = params.get("stream")
+    return param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
 
 
 class CallableDispatcher:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ..clock import Clock, MonotonicClock
@@ -53,7 +53,7 @@ from ..events import Complete, Dispatch, Drop, Event, Fail, Reject, is_client_er
 from .alertlog import warn_alerts
 from .bounded import BoundedLearner
 from .core import DecisionCore
-from .dispatchers import Dispatcher, Response, failure_reason
+from .dispatchers import ChunkSink, Dispatcher, Response, Stream, failure_reason, is_streaming
 from .gate import tables_hook
 from .guard_config import GuardConfig
 from .headroom import HeadroomSource
@@ -114,6 +114,7 @@ class _Call:
         "busy",
         "dispatched",
         "error",
+        "on_chunk",
         "outcome",
         "request",
         "response",
@@ -124,9 +125,10 @@ class _Call:
         "wake",
     )
 
-    def __init__(self, request: Request, task: asyncio.Task[Any] | None) -> None:
+    def __init__(self, request: Request, task: asyncio.Task[Any] | None, on_chunk: ChunkSink | None) -> None:
         self.request = request
         self.task = task  # the submitter's task: the dispatch runs in it
+        self.on_chunk = on_chunk  # the caller's reader of the streamed chunks
         self.wake: asyncio.Future[None] | None = None  # set while waiting for a slot
         self.dispatched = False
         self.busy = False  # inside an await the Guard does not own (the dispatcher)
@@ -188,6 +190,7 @@ class Guard:
         self.shield = tables_hook(self.core, config.properties, config.watch, shadow=config.shadow)
         self.preemption = Preemption(self.core, grace=config.preempt_grace, retry_after=config.retry_after)
         self._dispatcher = dispatcher
+        self._streaming = dispatcher if is_streaming(dispatcher) else None  # takes a `Stream`
         self._asker = BoundedLearner(learner if learner is not None else AdmitAll(), config.learner_timeout)
         self._sinks = list(sinks)
         self._clock: Clock = clock if clock is not None else MonotonicClock()
@@ -232,11 +235,15 @@ class Guard:
         """The Guard's clock (every event's time is read from it)."""
         return self._clock
 
-    async def submit(self, request: Request, identity: Identity | None = None) -> Outcome:
+    async def submit(
+        self, request: Request, identity: Identity | None = None, *, on_chunk: ChunkSink | None = None
+    ) -> Outcome:
         """Run ``request`` through the guard and wait for its outcome; the dispatch runs here.
+        ``on_chunk`` is told each streamed chunk as it comes (a `StreamingDispatcher`'s `Stream`).
 
         Raises:
-            EnforcementError: the guard is closed (503), or the core refuses the
+            EnforcementError: the guard is closed (503), ``on_chunk`` with a dispatcher that does
+                not stream (500), or the core refuses the
                 request (unknown tenant 403, a rid seen before 409, a bad deadline 400).
             SinkError: a sink raised on one of this request's events; the request
                 was decided and finished regardless (``err.outcome``).
@@ -244,6 +251,8 @@ class Guard:
         """
         if not self._open:
             raise EnforcementError("the guard is not open (use 'async with')", status_hint=503)
+        if on_chunk is not None and self._streaming is None:
+            raise EnforcementError("on_chunk needs a dispatcher that streams (StreamingDispatcher)")
         self._submitted += 1
         now = self._clock.now()
         bound = self._bind(request, identity, now)
@@ -261,7 +270,7 @@ class Guard:
         else:  # arrival stamped now; the learner asked later, only if its answer can matter
             events = self.core.receive(request, now)
             waits = len(events) == 1  # the arrive alone: the decision is the learner's
-        call = self._calls[request.rid] = _Call(request, asyncio.current_task())  # after the core took it
+        call = self._calls[request.rid] = _Call(request, asyncio.current_task(), on_chunk)  # the core took it
         self._handle(events)
         return await self._run(call, view if waits else None)
 
@@ -449,10 +458,10 @@ class Guard:
         call.busy = True
         try:
             if self._timeout is None:
-                response = await self._dispatcher.dispatch(call.request)
+                response = await self._backend(call)
             else:
                 async with asyncio.timeout(self._timeout):
-                    response = await self._dispatcher.dispatch(call.request)
+                    response = await self._backend(call)
         except asyncio.CancelledError as exc:
             if task is None or task.cancelling() > before:
                 raise  # the caller's or the Guard's cancel: _run decides
@@ -468,6 +477,17 @@ class Guard:
         finally:
             call.busy = False
             self._calling -= 1
+
+    def _backend(self, call: _Call) -> Awaitable[Response]:
+        """The dispatcher's call: with a `Stream` when it streams and someone reads the stream (the
+        caller's chunks, relief's S), else with the request alone."""
+        streaming = self._streaming
+        if streaming is None:
+            return self._dispatcher.dispatch(call.request)
+        tokens = None if self.headroom is None else self.headroom.counter(call.request.rid)
+        if call.on_chunk is None and tokens is None:
+            return streaming.dispatch(call.request)
+        return streaming.dispatch(call.request, stream=Stream(call.on_chunk, tokens))
 
     def _finished(self, call: _Call, exc: BaseException | None, reason: str) -> None:
         """The dispatch ended: complete or fail it unless the Guard already ended it (shutdown)."""

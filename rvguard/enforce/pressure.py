@@ -51,7 +51,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import EnforcementError, SpecError, TelemetryError
@@ -186,6 +188,13 @@ class HeadroomLoop:
         than ``config.hold_bound``. An emergency channel, when set, still decides evictions."""
         self.relief = config
         self._core.ration(config)
+
+    def counter(self, rid: str) -> Callable[[int], None] | None:
+        """``rid``'s tokens-generated callback (a streaming dispatch's `Stream.tokens`) while relief
+        ranks by S (an emergency channel, or rationed relief); ``None`` when nothing reads S."""
+        if self.emergency is None and self.relief is None:
+            return None
+        return functools.partial(self.progress, rid)
 
     def progress(self, rid: str, generated: int) -> None:
         """``rid`` has generated ``generated`` tokens so far (its S for the rationed preemption and

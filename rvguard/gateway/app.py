@@ -13,11 +13,12 @@ controls costs more than its credentials allow:
    and checked (`edge`): a client's mistake is a 400 (413, 408) that spends no
    credit and leaves no trace event;
 4. with token credits, the prompt is counted by the upstream (``/tokenize``);
-5. the Guard decides (the learner proposes); its task calls `UpstreamDispatcher`,
-   which streams from the upstream and relays each chunk on the request's
-   `Channel`; `answers.PendingAnswer` answers while watching for the client's
-   disconnect (which cancels the request: the Guard fails it ``cancelled``,
-   frees its slot and closes the upstream stream).
+5. the Guard decides (the learner proposes); its task calls `UpstreamDispatcher`
+   with the request's `Stream` (`Guard.submit`'s ``on_chunk``: the request's
+   `Channel`), which relays each chunk as it comes; `answers.PendingAnswer`
+   answers while watching for the client's disconnect (which cancels the
+   request: the Guard fails it ``cancelled``, frees its slot and closes the
+   upstream stream).
 
 Every request that reached the Guard has exactly one terminal event in the
 trace (`trace.TraceFile`, which also records the request id and trace context
@@ -48,6 +49,7 @@ from starlette.types import ASGIApp
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract, CreditMode
+from ..enforce.dispatchers import ChunkSink
 from ..enforce.guard import Guard, Outcome
 from ..enforce.guard_config import GuardConfig
 from ..enforce.headroom import MetricsHeadroomSource
@@ -69,7 +71,7 @@ from .replica import GatewayPool, register_fleet_series
 from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
 from .settings import GatewaySettings
 from .trace import TraceFile, existing_trace, resume_window
-from .upstream import END, Channel, UpstreamDispatcher
+from .upstream import END, Channel
 from .wire import ForwardedContext, error_body, error_response, relayed
 
 __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
@@ -155,14 +157,10 @@ class Gateway:
 
     def _relief(self, settings: GatewaySettings) -> None:
         """Rationed relief when the settings ask (the fewest preempted, gradual restores, a hold
-        bound), and the streamed tokens as each request's S for relief's ranking."""
+        bound); the Guard hands each dispatch relief's S counter (`Guard.submit`'s `Stream`)."""
         loop = self.guard.headroom
-        if loop is None:
-            return
-        if settings.relief is not None:
+        if loop is not None and settings.relief is not None:
             loop.ration_with(settings.relief)
-        if (loop.emergency or loop.relief) and isinstance(self.dispatcher, UpstreamDispatcher):
-            self.dispatcher.progress = loop.progress  # S(t) grows with each streamed token
 
     def _guard(self, slots: int, sinks: list[Any]) -> Guard:
         """The Guard: ΣC_e slots over several engines; the shared credit pool, if any."""
@@ -455,17 +453,18 @@ class Gateway:
             notes = {"request_id": ctx.request_id, "traceparent": ctx.traceparent}
             self.trace.annotate(rid, notes if gap is None else {**notes, "arrival_gap": gap})
         channel = Channel()
-        if body.get("stream") is True:
-            self.dispatcher.channels[rid] = channel
-        task = asyncio.ensure_future(self._decide(request, ctx, tenant))
+        on_chunk = channel.chunk if body.get("stream") is True else None  # the dispatch's `Stream`
+        task = asyncio.ensure_future(self._decide(request, ctx, tenant, on_chunk))
         task.add_done_callback(note.settle)  # before the answer resumes: its outcome for the access line
         task.add_done_callback(lambda t: self._finished(t, channel))
         self._tasks[task] = rid
         return PendingAnswer(self.answers, task, channel, body, rid=rid, tenant=tenant)
 
-    async def _decide(self, request: Request, ctx: ForwardedContext, tenant: str) -> Outcome:
+    async def _decide(
+        self, request: Request, ctx: ForwardedContext, tenant: str, on_chunk: ChunkSink | None
+    ) -> Outcome:
         try:
-            outcome = await self.guard.submit(request)
+            outcome = await self.guard.submit(request, on_chunk=on_chunk)
         except SinkError as err:  # the trace failed (logged there); the request was decided all the same
             outcome = (
                 err.outcome
@@ -480,7 +479,6 @@ class Gateway:
     def _finished(self, task: asyncio.Task[Outcome], channel: Channel) -> None:
         channel.put(END)
         rid = self._tasks.pop(task, "")
-        self.dispatcher.channels.pop(rid, None)
         if self.trace is not None:
             self.trace.forget(rid)
         if task.cancelled():

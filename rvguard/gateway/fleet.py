@@ -40,7 +40,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..clock import Clock
-from ..enforce.dispatchers import Response
+from ..enforce.dispatchers import Response, Stream
 from ..enforce.request import Request
 from ..errors import DispatchError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject
@@ -48,7 +48,7 @@ from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continua
 from ..fleet.router import Route, Router
 from .engines import Engine
 from .lean import TransportFailure
-from .upstream import PATHS, Channel, Chunk, Endpoint, UpstreamDispatcher
+from .upstream import PATHS, Endpoint, UpstreamDispatcher
 
 if TYPE_CHECKING:
     from ..contract import Contract
@@ -94,44 +94,50 @@ class FleetStatistics:
     relocating: int
 
 
-class _Relay(Channel):
-    """Where an engine's client puts a relocatable request's chunks: fed to its `Progress` and
-    passed on to the client's channel as one stream, in order (after a move, rendered from ids)."""
+class _Relay:
+    """What an engine's dispatch of a relocatable request is told (`Stream`, its `stream`): each
+    chunk fed to its `Progress` and passed on to the caller's stream as one stream, in order (after
+    a move, rendered from ids), with the tokens generated so far across every engine."""
 
-    __slots__ = ("_pump", "_queue", "client", "keep_ids", "progress", "render")
+    __slots__ = ("_pump", "_queue", "client", "engine", "keep_ids", "progress", "render", "stream", "tokens")
 
-    def __init__(self, progress: Progress, client: Channel | None, *, keep_ids: bool) -> None:
-        super().__init__()
+    def __init__(self, progress: Progress, outer: Stream | None, *, keep_ids: bool) -> None:
         self.progress = progress
-        self.client = client
+        self.client = None if outer is None else outer.chunk  # the caller's reader of the chunks
+        self.tokens = None if outer is None else outer.tokens
         self.keep_ids = keep_ids
+        self.engine = ""  # the engine it runs on now
         self.render: Render | None = None
+        self.stream = Stream(self.chunk)  # what each engine's dispatch tells
         self._queue: list[tuple[dict[str, Any], bool]] = []
         self._pump: asyncio.Task[None] | None = None
 
-    def put(self, item: Chunk | object) -> None:
-        """One chunk from the engine's client (`END` is the gateway's, never sent here)."""
-        if not isinstance(item, Chunk):
-            return
-        chunk = json.loads(item.data)
+    def chunk(self, data: str, usage_only: bool) -> None:
+        """One chunk from the engine's dispatch."""
+        chunk = json.loads(data)
         if not self.progress.relocated:
-            self.progress.feed(chunk)
-            self._send(self.progress.outgoing(chunk, keep_ids=self.keep_ids), item.usage_only)
+            self._feed(chunk)
+            self._send(self.progress.outgoing(chunk, keep_ids=self.keep_ids), usage_only)
         elif self.client is None:
-            self.progress.feed(chunk)  # no stream to render: the final answer is rendered once
+            self._feed(chunk)  # no stream to render: the final answer is rendered once
         else:
-            self._queue.append((chunk, item.usage_only))
+            self._queue.append((chunk, usage_only))
             if self._pump is None or self._pump.done():
                 self._pump = asyncio.ensure_future(self._drain_queue())
 
+    def _feed(self, chunk: dict[str, Any]) -> None:
+        self.progress.feed(chunk)
+        if self.tokens is not None and chunk.get("choices"):
+            self.tokens(len(self.progress.output_ids))
+
     def _send(self, chunk: dict[str, Any], usage_only: bool) -> None:
         if self.client is not None:
-            self.client.put(Chunk(json.dumps(chunk, ensure_ascii=False), usage_only))
+            self.client(json.dumps(chunk, ensure_ascii=False), usage_only)
 
     async def _drain_queue(self) -> None:
         while self._queue:
             chunk, usage_only = self._queue.pop(0)
-            self.progress.feed(chunk)
+            self._feed(chunk)
             assert self.render is not None
             text = await self.render(list(self.progress.output_ids))
             self._send(self.progress.outgoing(chunk, keep_ids=self.keep_ids, rendered=text), usage_only)
@@ -220,7 +226,7 @@ class FleetDispatcher:
         self.hooks = hooks
         self._reserved: dict[str, Engine] = {}  # routed at the dispatch event, not yet dispatched
         self.late_routes = 0  # dispatches that waited for a slot: routed after their dispatch event
-        self.channels: dict[str, Channel] = {}
+        self._relays: dict[str, _Relay] = {}  # relocatable requests in flight (`relayed`)
         self.siloed = False
         self.siloed_reason = ""
         self.relocated = 0
@@ -252,41 +258,43 @@ class FleetDispatcher:
             await e.dispatcher.aclose()
 
     # -- dispatch ----------------------------------------------------------------------
-    async def dispatch(self, request: Request) -> Response:
-        """Route ``request``, serve it; relocate it once its engine dies, if it may move."""
+    async def dispatch(self, request: Request, *, stream: Stream | None = None) -> Response:
+        """Route ``request``, serve it, telling ``stream`` its chunks as one stream
+        (`StreamingDispatcher`); relocate it once its engine dies, if it may move."""
         body: Mapping[str, Any] = request.payload.get("body") or {}
         endpoint = str(request.payload.get("endpoint", "completions"))
         why = relocatable(PATHS.get(endpoint, endpoint), body) if self.relocation.k > 0 else "off"
         if why:
-            return await self._plain(request)
-        return await self._movable(request, body)
+            return await self._plain(request, stream)
+        return await self._movable(request, body, stream)
 
-    async def _plain(self, request: Request) -> Response:
+    def relayed(self) -> list[tuple[str, str, int]]:
+        """``(rid, engine, output tokens received)`` of each relocatable request in flight."""
+        return [(rid, r.engine, len(r.progress.output_ids)) for rid, r in self._relays.items() if r.engine]
+
+    async def _plain(self, request: Request, stream: Stream | None) -> Response:
         engine = await self._take(request.rid)
-        channel = self.channels.get(request.rid)
-        if channel is not None:
-            engine.dispatcher.channels[request.rid] = channel
         try:
-            return await engine.dispatcher.dispatch(request)
+            return await engine.dispatcher.dispatch(request, stream=stream)
         except DispatchError as err:
             if _transport(err):
                 engine.down(str(err))
             raise
         finally:
-            self._release(engine, request.rid)
+            self._release(engine)
 
-    async def _movable(self, request: Request, body: Mapping[str, Any]) -> Response:
+    async def _movable(self, request: Request, body: Mapping[str, Any], stream: Stream | None) -> Response:
         rid = request.rid
-        relay = _Relay(Progress(), self.channels.get(rid), keep_ids=bool(body.get("return_token_ids")))
+        relay = self._relays[rid] = _Relay(Progress(), stream, keep_ids=bool(body.get("return_token_ids")))
         current = _with_body(request, {**body, "return_token_ids": True})
         moves, holding, came_from = 0, False, ""
         try:
             while True:
                 engine = await self._take(rid, came_from=came_from)
                 relay.render = self._renderer(engine, body.get("model"))
-                engine.dispatcher.channels[rid] = relay
+                relay.engine = engine.name
                 try:
-                    resp = await engine.dispatcher.dispatch(current)
+                    resp = await engine.dispatcher.dispatch(current, stream=relay.stream)
                     await relay.drain()
                     return await relay.final(resp)
                 except DispatchError as err:
@@ -303,9 +311,10 @@ class FleetDispatcher:
                     moves += 1
                     came_from = engine.name
                 finally:
-                    self._release(engine, rid)
+                    self._release(engine)
         finally:
             relay.close()
+            self._relays.pop(rid, None)
             if holding:
                 self.relocation.release()
 
@@ -404,9 +413,8 @@ class FleetDispatcher:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
 
-    def _release(self, engine: Engine, rid: str) -> None:
+    def _release(self, engine: Engine) -> None:
         engine.in_flight -= 1
-        engine.dispatcher.channels.pop(rid, None)
         self.wake()
 
     def wake(self) -> None:

@@ -3,11 +3,11 @@
 `rvguard.enforce.VLLMDispatcher` builds its own body and keeps the stream to
 itself; a gateway must instead forward the *client's* body (sampling
 parameters included) and relay the streamed chunks to the client as they
-come. `UpstreamDispatcher` does that without changing the Guard: the Guard
-still owns the slot and the outcome (its task calls ``dispatch``; a
-cancellation closes the upstream stream, which makes vLLM abort the
-sequence), and each chunk is also put on the request's `Channel`, if the
-gateway registered one. The fields the floor depends on are forced here, not
+come. `UpstreamDispatcher` is a `rvguard.enforce.dispatchers.StreamingDispatcher`: the Guard
+still owns the slot and the outcome (its task calls ``dispatch``; a cancellation closes the
+upstream stream, which makes vLLM abort the sequence), and hands each dispatch the request's
+`Stream`: each chunk goes to its ``chunk`` (the gateway's `Channel` to a streaming client) and the
+tokens generated so far to its ``tokens`` (relief's S). The fields the floor depends on are forced here, not
 taken from the client: ``max_tokens`` (the cap the Guard decided once, from the core's facts:
 `rvguard.enforce.dispatchers.decided_cap`), ``priority`` (the true tenant's tier), ``n = 1`` and a
 streamed upstream call.
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
-from ..enforce.dispatchers import Response, decided_cap, fresh_connections
+from ..enforce.dispatchers import Response, Stream, decided_cap, fresh_connections
 from ..enforce.request import Request
 from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
@@ -99,6 +99,10 @@ class Channel:
     def put(self, item: Chunk | _End) -> None:
         """Queue a chunk (or `END`)."""
         self._q.put_nowait(item)
+
+    def chunk(self, data: str, usage_only: bool) -> None:
+        """Queue one streamed event (a `Stream.chunk` callback: the Guard hands it to the dispatch)."""
+        self._q.put_nowait(Chunk(data, usage_only))
 
     async def get(self) -> Chunk | _End:
         """The next chunk, or `END`."""
@@ -210,10 +214,7 @@ class UpstreamDispatcher:
         self._auth: Mapping[str, str] = MappingProxyType(
             {"authorization": f"Bearer {api_key}"} if api_key else {}
         )
-        self.channels: dict[str, Channel] = {}
         self._closing: set[asyncio.Task[None]] = set()  # finished streams' connections being closed
-        #: told ``(rid, tokens generated so far)`` as each chunk arrives (the emergency channel's S)
-        self.progress: Callable[[str, int], None] | None = None
 
     async def aclose(self) -> None:
         """Close the HTTP client if this dispatcher created it."""
@@ -235,13 +236,14 @@ class UpstreamDispatcher:
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         return {**(extra or {}), **self._auth}
 
-    async def dispatch(self, request: Request) -> Response:
-        """Serve ``request`` upstream; raise `DispatchError` (502/504/upstream status) on failure."""
+    async def dispatch(self, request: Request, *, stream: Stream | None = None) -> Response:
+        """Serve ``request`` upstream, telling ``stream`` each chunk and the tokens generated so far
+        (`StreamingDispatcher`); raise `DispatchError` (502/504/upstream status) on failure."""
         httpx = self._httpx
         url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
         headers = self._headers(request.payload.get("headers"))
         if self._lean:
-            return await self._dispatch_lean(request, url, headers)
+            return await self._dispatch_lean(request, url, headers, stream)
         sent = self.client.build_request("POST", url, json=self.body(request), headers=headers)
         start = self._clock.now()
         try:
@@ -249,7 +251,7 @@ class UpstreamDispatcher:
             try:
                 if resp.status_code != 200:
                     raise http_error(resp.status_code, await resp.aread())
-                answer = await self._relay(request.rid, sse_chunks(resp), resp.status_code, start)
+                answer = await self._relay(stream, sse_chunks(resp), resp.status_code, start)
             except BaseException:
                 await resp.aclose()
                 raise
@@ -260,14 +262,16 @@ class UpstreamDispatcher:
         self._close_later(resp)  # the answer is whole at [DONE]: the Guard frees the slot before the close
         return answer
 
-    async def _dispatch_lean(self, request: Request, url: str, headers: Mapping[str, str]) -> Response:
+    async def _dispatch_lean(
+        self, request: Request, url: str, headers: Mapping[str, str], stream: Stream | None
+    ) -> Response:
         """`dispatch` through `lean.LeanStream` (a plain-HTTP engine, no proxy, no client injected)."""
         connect, read = self._timeouts
-        stream = LeanStream(url, self.body(request), headers, connect=connect, read=read)
+        lean = LeanStream(url, self.body(request), headers, connect=connect, read=read)
         start = self._clock.now()
-        async with stream:
-            await stream.head()
-            return await self._relay(request.rid, data_chunks(stream.events()), 200, start)
+        async with lean:
+            await lean.head()
+            return await self._relay(stream, data_chunks(lean.events()), 200, start)
 
     def _close_later(self, resp: httpx.Response) -> None:
         """Close a finished stream's connection in the background (the next dispatch need not wait)."""
@@ -276,20 +280,24 @@ class UpstreamDispatcher:
         task.add_done_callback(_closed(self._closing))
 
     async def _relay(
-        self, rid: str, chunks: AsyncIterator[tuple[str, Mapping[str, Any]]], status: int, start: float
+        self,
+        stream: Stream | None,
+        chunks: AsyncIterator[tuple[str, Mapping[str, Any]]],
+        status: int,
+        start: float,
     ) -> Response:
         answer = Assembly()
         first: float | None = None
         generated = 0
+        told, counter = (None, None) if stream is None else (stream.chunk, stream.tokens)
         async for data, chunk in chunks:  # malformed, {"error": …}, no [DONE]: DispatchError
             if answer.add(chunk) and first is None:
                 first = self._clock.now() - start
-            if self.progress is not None and chunk.get("choices"):
+            if counter is not None and chunk.get("choices"):
                 generated += _tokens(chunk)
-                self.progress(rid, generated)
-            channel = self.channels.get(rid)
-            if channel is not None:
-                channel.put(Chunk(data, not chunk.get("choices")))
+                counter(generated)
+            if told is not None:
+                told(data, not chunk.get("choices"))
         usage = answer.usage
         return Response(
             text=answer.text,

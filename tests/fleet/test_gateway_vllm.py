@@ -67,11 +67,9 @@ async def _text(client: httpx.AsyncClient, url: str, headers: dict[str, str], se
 def _engine_tokens(gw: Gateway) -> tuple[int, int] | None:
     """(engine index, output tokens it has sent the gateway) of the one relocatable stream in flight."""
     assert gw.fleet is not None
-    for i, e in enumerate(gw.fleet.engines):
-        for channel in e.dispatcher.channels.values():
-            progress = getattr(channel, "progress", None)
-            if progress is not None:
-                return i, len(progress.output_ids)
+    names = [e.name for e in gw.fleet.engines]
+    for _rid, engine, tokens in gw.fleet.relayed():
+        return names.index(engine), tokens
     return None
 
 

@@ -198,9 +198,13 @@ async def test_engine_killed_mid_stream_relocates(tmp_path: Path) -> None:
             while min(map(len, seen)) < 2:  # every stream is under way: the engines' ids have come
                 await asyncio.sleep(0.01)
             assert ups[0].active and ups[1].active
+            assert gw.fleet is not None
+            relayed = gw.fleet.relayed()  # (rid, engine, tokens received) of each stream in flight
+            assert len(relayed) == 6 and {e for _, e, _ in relayed} == {"e0", "e1"}
+            assert all(n >= 1 for _, _, n in relayed)
             await ups[0].kill()
             texts = await asyncio.gather(*streams)
-            assert gw.fleet is not None
+            assert gw.fleet.relayed() == []
             metrics = (await client.get(url + "/metrics")).text
             after = await _complete(client, url, "sk-opp")  # served by the live engine
             assert after.status_code == 200
@@ -495,3 +499,30 @@ async def test_a_dispatch_that_waits_for_a_slot_is_routed_late_and_traced(tmp_pa
     assert all(e["engine"] == "e1" for e in events if e["kind"] == "route")
     report = check_trace(str(tmp_path / "t.jsonl"), gw.guard.contract)
     assert report.holds and "FR" in report.properties
+
+
+async def test_a_relayed_stream_counts_the_whole_output_across_a_move() -> None:
+    """The relay of a relocatable request tells its caller's `Stream` one stream: the chunks, and
+    the tokens generated so far counted across engines (the next engine's own count restarts)."""
+    import json
+
+    from rvguard.enforce.dispatchers import Stream
+    from rvguard.fleet.relocate import Progress
+    from rvguard.gateway.fleet import _Relay
+
+    chunks: list[str] = []
+    counts: list[int] = []
+    relay = _Relay(Progress(), Stream(lambda data, usage: chunks.append(data), counts.append), keep_ids=False)
+
+    async def render(ids: list[int]) -> str:
+        return "".join(f"t{i} " for i in ids)
+
+    relay.render = render
+    first = {"id": "x", "choices": [{"text": "t1 ", "token_ids": [1], "prompt_token_ids": [9]}]}
+    relay.stream.chunk(json.dumps(first), False)  # the first engine, as its dispatch tells it
+    relay.stream.chunk(json.dumps({"choices": [{"text": "t2 ", "token_ids": [2]}]}), False)
+    relay.progress.moved()
+    relay.stream.chunk(json.dumps({"choices": [{"text": "garbled", "token_ids": [3]}]}), False)
+    await relay.drain()
+    assert counts == [1, 2, 3]
+    assert [json.loads(c)["choices"][0]["text"] for c in chunks] == ["t1 ", "t2 ", "t3 "]

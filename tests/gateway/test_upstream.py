@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rvguard.enforce.dispatchers import DispatchError
+from rvguard.enforce.dispatchers import DispatchError, Stream
 from rvguard.enforce.request import Request
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.gateway.upstream import END, Channel, Chunk, UpstreamDispatcher, forced_body
@@ -45,9 +45,9 @@ def req(prompt: str, tenant: str = "opportunistic", max_tokens: int | None = 4) 
 async def test_relays_chunks_and_builds_the_response() -> None:
     async with FakeUpstream() as up:
         d = UpstreamDispatcher(up.url, contract=contract())
-        ch = Channel()
-        d.channels["r1"] = ch
-        resp = await d.dispatch(req("hi", tenant="assured", max_tokens=96))  # as the Guard caps it
+        ch, counts = Channel(), []
+        stream = Stream(ch.chunk, counts.append)
+        resp = await d.dispatch(req("hi", tenant="assured", max_tokens=96), stream=stream)  # capped
         await d.aclose()
     assert up.bodies[0]["max_tokens"] == 96 and up.bodies[0]["priority"] == 0
     assert resp.output_tokens == 96 and resp.text.startswith("t0 t1 ")
@@ -58,6 +58,7 @@ async def test_relays_chunks_and_builds_the_response() -> None:
         items.append(await ch.get())
     assert all(isinstance(i, Chunk) for i in items) and len(items) == 97
     assert [i.usage_only for i in items if isinstance(i, Chunk)].count(True) == 1
+    assert counts == list(range(1, 97))  # the tokens generated so far, after each chunk with one
     ch.put(END)
     assert await ch.get() is END
 
