@@ -111,6 +111,8 @@ class _BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
+        note = Path(self.build_lib) / "rvguard" / NOTE
+        note.unlink(missing_ok=True)  # left by an earlier build in the same build directory
         if WHY_PURE and not self.editable_mode:
             _write_note(Path(self.build_lib), WHY_PURE[0])
 
