@@ -86,8 +86,9 @@ test-parts: lint typecheck engine litellm promtool redis unit-fast unit-engine
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
-# The optional compiled build of the hot paths (mypyc; needs a C compiler) in build/compiled, beside
-# the editable install, which keeps running the .py sources; RVGUARD_PURE=1 runs it pure.
+# The compiled build of the hot paths (mypyc; needs a C compiler), which `pip install .` installs, in
+# build/compiled beside the editable install, which keeps running the .py sources (with the venv's
+# mypy: no build isolation; strict: no fallback to pure Python); RVGUARD_PURE=1 runs it pure.
 compiled: $(STAMP)
 	rm -rf build/compiled build/lib.* build/temp.*
 	RVGUARD_COMPILE=strict $(PY) -m pip install -q --no-build-isolation --no-deps --target build/compiled .

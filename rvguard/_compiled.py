@@ -1,12 +1,13 @@
-"""The optional compiled build (issue 16): which modules mypyc compiles, and how to run without them.
+"""The compiled build (issues 16, 30): which modules mypyc compiles, and how to run without them.
 
 Why: the hot paths (the online monitor's engine, the decision core, the simulator's loop) are
 plain, ``mypy --strict`` Python; mypyc compiles the same source into extension modules that sit
-next to the ``.py`` files in a *non-editable* install built with ``RVGUARD_COMPILE=1`` (see
-``setup.py``). One source, two ways to run it: with ``RVGUARD_PURE=1`` in the environment
-``rvguard`` puts `PureFinder` first on ``sys.meta_path``, so every ``rvguard`` module is loaded
-from its ``.py`` source even where an extension module shadows it. An editable install (``pip
-install -e``, as ``make test`` uses) never compiles, so edits to the sources always take effect.
+next to the ``.py`` files in every *non-editable* install made where a C compiler works (``pip
+install .``; ``RVGUARD_COMPILE=0`` builds pure Python: see ``setup.py``). One source, two ways to
+run it: with ``RVGUARD_PURE=1`` in the environment ``rvguard`` puts `PureFinder` first on
+``sys.meta_path``, so every ``rvguard`` module is loaded from its ``.py`` source even where an
+extension module shadows it. An editable install (``pip install -e``, as ``make test`` uses) never
+compiles, so edits to the sources always take effect.
 
 Stdlib only: imported by ``rvguard/__init__.py`` before anything else.
 """
@@ -21,7 +22,11 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["COMPILED", "PureFinder", "build", "compiled_modules", "force_pure"]
+__all__ = ["COMPILED", "NOTE", "PureFinder", "build", "compiled_modules", "force_pure"]
+
+#: the file that a non-editable pure build leaves beside this module, saying why it did not compile
+#: (written by ``setup.py``; absent from a source checkout and from a compiled install)
+NOTE = "_pure_build.txt"
 
 #: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
 #: The event records (`events`), `Request` and `LoadView` are native classes there, each with its
@@ -89,7 +94,8 @@ def force_pure() -> None:
 
 def build() -> str:
     """Which build runs: ``compiled (N modules)`` when the listed modules load from extension
-    modules, else ``pure Python`` (with the reason when ``RVGUARD_PURE`` forced it)."""
+    modules, else ``pure Python``, with the reason when ``RVGUARD_PURE`` forced it or when the
+    install did not compile (``setup.py`` leaves its reason in `NOTE` beside this module)."""
     import importlib.util
 
     if any(isinstance(f, PureFinder) for f in sys.meta_path):
@@ -100,7 +106,13 @@ def build() -> str:
         name = path.removesuffix(".py").replace("/", ".")
         spec = importlib.util.find_spec(name)
         compiled += spec is not None and (spec.origin or "").endswith(suffixes)
-    return f"compiled ({compiled} modules)" if compiled else "pure Python"
+    if compiled:
+        return f"compiled ({compiled} modules)"
+    note = os.path.join(os.path.dirname(__file__), NOTE)
+    if os.path.isfile(note):
+        with open(note, encoding="utf-8") as file:
+            return f"pure Python (not compiled at install: {file.read().strip()})"
+    return "pure Python"
 
 
 def compiled_modules() -> list[str]:

@@ -1,9 +1,10 @@
 """Packaging: the sdist holds the source tree and runs its tests; its wheel runs the README's commands.
 
-The wheel test builds the sdist, the wheel from that sdist, installs the wheel (with the ``smt``
-and ``sim`` extras, from the pip cache and the registries) into a fresh virtual environment
-without pip of its own, and runs the README's "installed" lines from a directory outside the
-checkout. About half a minute of CPU.
+The wheel tests build the sdist, the wheel from that sdist *without a C compiler* (``CC=/bin/false``:
+the fallback to pure Python, which the build finds at once; tests/test_compiled.py builds the
+default, compiled wheel), install the wheel (with the ``smt`` and ``sim`` extras, from the pip
+cache and the registries) into a fresh virtual environment without pip of its own, and run the
+README's "installed" lines from a directory outside the checkout. About half a minute of CPU.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import re
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
+
+from rvguard import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ("rvguard", "tests", "specs", "proofs", "examples", "benchmarks", "deploy", "docs", "scripts", ".ci")
@@ -73,23 +77,17 @@ def _readme_lines() -> list[tuple[str, int]]:
     return out
 
 
-def test_the_wheel_runs_the_readme_commands(sdist: Path, tmp_path: Path) -> None:
-    wheels, venv, elsewhere = tmp_path / "wheels", tmp_path / "venv", tmp_path / "elsewhere"
-    built = _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(sdist),
-        ]
-    )
+@pytest.fixture(scope="module")
+def installed(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A fresh venv with the sdist's wheel, built where no C compiler works, and the environment
+    that puts its ``bin`` first; the wheel is beside the venv."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    wheels, venv = tmp / "wheels", tmp / "venv"
+    env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_COMPILE", "RVGUARD_PURE")}
+    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation"]
+    built = _run([*argv, "-w", str(wheels), str(sdist)], env={**env, "CC": "/bin/false"})
     assert built.returncode == 0, built.stderr
+    assert "rvguard build: no working C compiler (/bin/false: " in built.stdout + built.stderr
     [wheel] = wheels.glob("rvguard-*.whl")
     assert _run([sys.executable, "-m", "venv", "--without-pip", str(venv)]).returncode == 0
     python = venv / "bin" / "python"
@@ -97,10 +95,34 @@ def test_the_wheel_runs_the_readme_commands(sdist: Path, tmp_path: Path) -> None
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", f"{wheel}[smt,sim]"]
     )
     assert installed.returncode == 0, installed.stderr
-    elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    origin = _run([str(python), "-c", "import rvguard; print(rvguard.__file__)"], cwd=elsewhere, env=env)
+    return venv, env
+
+
+def test_without_a_c_compiler_the_wheel_is_pure_and_says_why(
+    installed: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    venv, env = installed
+    [wheel] = (venv.parent / "wheels").glob("rvguard-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert [n for n in archive.namelist() if n.endswith(".so")] == []
+    done = _run(["rvguard", "--version"], cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    why = "no working C compiler (/bin/false: cannot compile a file that includes Python.h)"
+    assert done.stdout.strip() == f"rvguard {__version__} (pure Python (not compiled at install: {why}))"
+
+
+def test_the_wheel_runs_the_readme_commands(installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    venv, env = installed
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    origin = _run(
+        [str(venv / "bin" / "python"), "-c", "import rvguard; print(rvguard.__file__)"],
+        cwd=elsewhere,
+        env=env,
+    )
     assert origin.stdout.strip().startswith(str(venv)), origin
     lines = _readme_lines()
     assert len(lines) >= 6 and all(c.startswith("rvguard ") for c, _ in lines)
