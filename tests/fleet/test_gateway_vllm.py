@@ -270,27 +270,34 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
 async def _strand(engine: Any, *urls: str) -> None:
     """Return with ``engine`` (e0) frozen (SIGSTOP) while some replica has a request in flight on it,
     so that request cannot finish before the kill that follows. A request lasts ~0.1 s: e0 polled
-    busy and then killed could have finished it in between (a clean clone saw nothing stranded)."""
+    busy and then killed could have finished it in between (a clean clone saw nothing stranded);
+    frozen, it may still finish from what it wrote before the freeze, which the replicas read a
+    chunk a turn (twice, 0.2 s after the freeze, a replica still counted a request that then
+    completed). So the replicas' count on e0 must be the same, and not 0, at two looks 0.5 s apart."""
     async with httpx.AsyncClient(timeout=5.0) as client:
-        for _ in range(300):
+        for _ in range(100):
             if await _in_flight(client, urls):
                 engine.signal(signal.SIGSTOP)
-                await asyncio.sleep(0.2)  # what e0 had sent before the freeze reaches the replicas
-                if await _in_flight(client, urls):
+                last = -1
+                while (now := await _in_flight(client, urls)) and now != last:
+                    last = now
+                    await asyncio.sleep(0.5)  # what e0 sent before the freeze reaches the replicas
+                if now:
                     return
                 engine.signal(signal.SIGCONT)
             await asyncio.sleep(0.05)
-    raise AssertionError("e0 never held a request across a freeze (polled ≤ 15 s)")
+    raise AssertionError("e0 never held a request across a freeze (polled 100 times)")
 
 
-async def _in_flight(client: httpx.AsyncClient, urls: tuple[str, ...]) -> bool:
-    """Whether some replica counts a request in flight on e0 (its /metrics)."""
+async def _in_flight(client: httpx.AsyncClient, urls: tuple[str, ...]) -> int:
+    """How many requests the replicas count in flight on e0 (their /metrics)."""
     series = 'rvguard_engine_in_flight{engine="e0"} '
-    for u in urls:
-        text = (await client.get(u + "/metrics")).text
-        if any(x.startswith(series) and float(x.split()[-1]) >= 1 for x in text.splitlines()):
-            return True
-    return False
+    return sum(
+        int(float(x.split()[-1]))
+        for u in urls
+        for x in (await client.get(u + "/metrics")).text.splitlines()
+        if x.startswith(series)
+    )
 
 
 def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: int) -> int:

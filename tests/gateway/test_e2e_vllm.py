@@ -422,11 +422,11 @@ async def test_engine_killed_mid_run_and_restarted(engine: Engine, tmp_path: Pat
         assert gw.guard.statistics().live == 0 and gw.guard.statistics().in_flight == 0
         engine.start()  # same port: the gateway's upstream URL still holds
         async with httpx.AsyncClient(timeout=60.0) as client:
-            body = {"model": engine.model, "prompt": "x", "max_tokens": 4}
+            body = {"model": engine.model, "prompt": "x", "max_tokens": 4}  # the engine warmed by start()
             after = await client.post(url + "/v1/completions", json=body, headers=auth("sk-opp"))
     statuses = {r.status for r in results}
     assert statuses <= {200, 429, 502} and 502 in statuses
-    assert after.status_code == 200
+    assert after.status_code == 200, after.text
     counts = terminal_counts(read_trace(trace))
     assert len(counts) == len(shots) + 1 and set(counts.values()) == {1}
     assert check_trace(str(trace), c, properties=["AF", "DR", "WF"]).violations == []
