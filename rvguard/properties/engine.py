@@ -41,7 +41,7 @@ from ..events import Admit, Arrive, Basis, Event, Fail
 from ..exact import window_index
 from ..facts import FactsCache
 from ..lifecycle import CODE, N_KINDS, NODE_CODES, TERMINAL_CODES
-from .guards import Bool, compile_expr
+from .guards import SOURCE_DEPTH, Bool, Expr, Not, Source, Update, compile_expr, depth
 from .table import CONTRACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
 
 __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
@@ -52,54 +52,83 @@ Getter = Callable[["Ctx"], Any]
 class Inst:
     """One request: its facts, its location and request counters per table, its events so far."""
 
-    __slots__ = ("events", "facts", "locs", "rid", "tenant", "vars", "window")
+    __slots__ = ("events", "facts", "locs", "rid", "tenant", "tw", "vars", "window")
 
     def __init__(
-        self, rid: str, tenant: str, window: int, facts: dict[str, float] | None, locs: list[int]
+        self,
+        rid: str,
+        tenant: str,
+        window: int,
+        facts: dict[str, float] | None,
+        locs: list[int],
+        counters: bool = True,
     ) -> None:
         self.rid = rid
         self.tenant = tenant
         self.window = window
+        self.tw = (tenant, window)  # the key of its tenant-window counters
         self.facts = facts  # None: the request never arrived (only protocol tables judge it)
         self.locs = locs
-        self.vars: list[dict[str, float]] = [{} for _ in locs]
+        #: request counters per table (``counters`` false: no table has any, none are made)
+        self.vars: list[dict[str, float]] = [{} for _ in locs] if counters else []
         self.events: list[Event] = []
+
+
+#: a table's counters: one dict per counter, by key (a tenant, a tenant and window, or its name)
+Store = list[dict[Any, float]]
+_UNSET: Store = []  # `Ctx.store` until a table's is set (never written)
 
 
 class Ctx:
     """What a guard reads: the event, its time and the request's instance."""
 
-    __slots__ = ("ev", "inst", "store", "t")
+    __slots__ = ("bad", "ev", "inst", "store", "t")
 
     def __init__(self, ev: Event, inst: Inst) -> None:
         self.ev = ev
         self.t = ev.t
         self.inst = inst
-        #: the counters of the table being stepped (set before each table's guards run)
-        self.store: dict[tuple[Any, ...], float] = {}
+        #: the counters of the table being stepped (set before each table's guards and updates run)
+        self.store: Store = _UNSET
+        #: whether `Product.plan` chose an edge into some table's bad location
+        self.bad = False
 
 
-def _basis(which: Basis) -> Getter:
-    return lambda c: 1.0 if isinstance(c.ev, Admit) and c.ev.basis is which else 0.0
+def _basis(which: Basis) -> Callable[[Source], str]:
+    return lambda s: (
+        f"(1.0 if {s.bind(isinstance)}(c.ev, {s.bind(Admit)}) and c.ev.basis is {s.bind(which)} else 0.0)"
+    )
 
 
-def _floor_credit(c: Ctx) -> float:
-    facts = c.inst.facts
-    return facts["weight"] if facts and isinstance(c.ev, Admit) and c.ev.basis is Basis.FLOOR else 0.0
+def _floor_credit(s: Source) -> str:
+    admit, floor = s.bind(Admit), s.bind(Basis.FLOOR)
+    on_floor = f"{s.bind(isinstance)}(c.ev, {admit}) and c.ev.basis is {floor}"
+    return f"(c.inst.facts[{s.bind('weight')}] if c.inst.facts and {on_floor} else 0.0)"
 
 
-def _preempted(c: Ctx) -> float:
-    return 1.0 if isinstance(c.ev, Fail) and c.ev.reason in GUARD_ENDS else 0.0
+def _preempted(s: Source) -> str:
+    ends = s.bind(GUARD_ENDS)
+    return f"(1.0 if {s.bind(isinstance)}(c.ev, {s.bind(Fail)}) and c.ev.reason in {ends} else 0.0)"
 
 
-_EVENT_GETTERS: dict[str, Getter] = {
-    "t": lambda c: c.t,
+#: the event's names as `Source` fragments (written in place in a compiled guard or update)
+_EVENT_SOURCES: dict[str, Callable[[Source], str]] = {
+    "t": lambda s: "c.t",
     "floor_basis": _basis(Basis.FLOOR),
     "surplus_basis": _basis(Basis.SURPLUS),
     "demoted_basis": _basis(Basis.DEMOTED),
     "floor_credit": _floor_credit,
     "preempted": _preempted,
 }
+
+
+def _event_getter(name: str) -> Getter:
+    src = Source(lambda n, s: n)  # the fragments name nothing of a table
+    return src.function("c", "return " + _EVENT_SOURCES[name](src))
+
+
+#: the same as getters (the closures of a guard too deep for one expression read them)
+_EVENT_GETTERS: dict[str, Getter] = {name: _event_getter(name) for name in _EVENT_SOURCES}
 
 
 def facts_of(
@@ -138,9 +167,10 @@ def _static_facts(cache: FactsCache, f: Any, ev: Arrive) -> dict[str, float]:
 
 
 class BoundEdge:
-    """An edge with its guard and updates compiled; ``target`` a location index."""
+    """An edge with its guard and updates compiled; ``target`` a location index. ``guard`` None:
+    taken whenever it is tried; ``take`` sets its counters (None: it has no updates)."""
 
-    __slots__ = ("bad", "edge", "guard", "target", "updates")
+    __slots__ = ("bad", "edge", "guard", "take", "target")
 
     def __init__(
         self,
@@ -148,13 +178,13 @@ class BoundEdge:
         target: int,
         bad: bool,
         guard: Getter | None,
-        updates: tuple[tuple[Getter, Callable[[Ctx, float], None]], ...],
+        take: Callable[[Ctx], None] | None,
     ) -> None:
         self.edge = edge
         self.target = target
         self.bad = bad
         self.guard = guard
-        self.updates = updates
+        self.take = take
 
 
 #: compiled edges by (table, contract, position): binding WF's ninety edges costs a millisecond
@@ -172,7 +202,8 @@ class BoundTable:
         self.index = {loc: i for i, loc in enumerate(table.locations)}
         self.initial = self.index[table.initial]
         self.bad = self.index[table.bad]
-        self.store: dict[tuple[Any, ...], float] = {}
+        self.store: Store = [{} for _ in table.counters]
+        self._slots = {c.name: i for i, c in enumerate(table.counters)}  # each counter's dict in `store`
         self._constants: dict[str, float] = {
             "slots": contract.slots,
             "reserve": contract.reserve,
@@ -197,14 +228,73 @@ class BoundTable:
         edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
         for e in table.edges:
             slot = self.index[e.source] * N_KINDS + CODE[e.kind]
-            edges[slot] = (*(edges[slot] or ()), self._bind(e))
+            earlier = edges[slot] or ()
+            edges[slot] = (*earlier, self._bind(e, earlier))
         return edges
 
-    def _bind(self, e: Edge) -> BoundEdge:
+    def _bind(self, e: Edge, earlier: tuple[BoundEdge, ...]) -> BoundEdge:
+        """``e`` compiled; ``earlier``: the edges tried before it (same location and kind). Its guard
+        is None (always) when it is ``true``, or ``not (g)`` after an edge guarded by g: when ``e``
+        is tried, g was false (AF's, RB's, CAP's and PR's second edges)."""
         target = self.index[e.target]
-        ups = tuple((compile_expr(u.value, self.lookup), self._setter(u.name, u.op)) for u in e.updates)
-        guard = None if e.guard == Bool(True) else compile_expr(e.guard, self.lookup)  # None: always
-        return BoundEdge(e, target, target == self.bad, guard, ups)
+        g = e.guard
+        always = g == Bool(True) or (isinstance(g, Not) and any(b.edge.guard == g.arg for b in earlier))
+        guard = None if always else self._guard(g)
+        take = self._updates(e.updates) if e.updates else None
+        return BoundEdge(e, target, target == self.bad, guard, take)
+
+    def _guard(self, g: Expr) -> Getter:
+        """``g`` as one function (`Source`); a guard too deep to write as one expression as closures."""
+        if depth(g) > SOURCE_DEPTH:
+            return compile_expr(g, self.lookup)
+        src = Source(self._name_source)
+        return src.function("c", "return " + src.expr(g))
+
+    def _updates(self, updates: tuple[Update, ...]) -> Callable[[Ctx], None]:
+        """The edge's updates as one function: every right-hand side is read, then all are set."""
+        if max(depth(u.value) for u in updates) > SOURCE_DEPTH:
+            pairs = tuple((compile_expr(u.value, self.lookup), self._setter(u.name, u.op)) for u in updates)
+
+            def take(c: Ctx) -> None:
+                values = [value(c) for value, _ in pairs]
+                for (_, setter), v in zip(pairs, values, strict=True):
+                    setter(c, v)
+
+            return take
+        src = Source(self._name_source)
+        lines = [f"x{i} = {src.expr(u.value)}" for i, u in enumerate(updates)]
+        lines += [self._set_source(u, f"x{i}", src) for i, u in enumerate(updates)]
+        return src.function("c", "\n".join(lines))
+
+    def _name_source(self, name: str, src: Source) -> str:
+        """``name``'s fragment in a `Source` (what `lookup`'s getter returns, read in place)."""
+        event = _EVENT_SOURCES.get(name)
+        if event is not None:
+            return event(src)
+        if name in self._constants:
+            return src.bind(self._constants[name])
+        counter = self.table.counter(name)
+        if counter is None:
+            return f"c.inst.facts[{src.bind(name)}]"
+        init = src.bind(counter.initial)
+        if counter.scope is Scope.REQUEST:
+            return f"c.inst.vars[{self.position:d}].get({src.bind(name)}, {init})"
+        key = _key_source(counter.scope, src.bind(name))
+        return f"c.store[{self._slots[name]:d}].get({key}, {init})"
+
+    def _set_source(self, u: Update, value: str, src: Source) -> str:
+        """The statements setting ``u``'s counter to ``value`` (an identifier), as `_setter` does."""
+        counter = self.table.counter(u.name)
+        assert counter is not None
+        name = src.bind(u.name)
+        if counter.scope is Scope.REQUEST:
+            where, key = f"c.inst.vars[{self.position:d}]", name
+        else:
+            where, key = f"c.store[{self._slots[u.name]:d}]", _key_source(counter.scope, name)
+        if u.op == "=":
+            return f"{where}[{key}] = {value}"
+        sign = "+" if u.op == "+=" else "-"
+        return f"o = {where}\nk = {key}\no[k] = o.get(k, {src.bind(counter.initial)}) {sign} {value}"
 
     def lookup(self, name: str) -> Getter:
         """The getter of ``name`` (table-checked: every name is known)."""
@@ -217,24 +307,17 @@ class BoundTable:
         counter = self.table.counter(name)
         if counter is None:
             return lambda c: c.inst.facts[name]  # type: ignore[index]
-        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
+        key, init, pos = _key(counter.scope, name), counter.initial, self.position
         if key is None:
             return lambda c: c.inst.vars[pos].get(name, init)
-        return lambda c: c.store.get(key(c), init)
-
-    def _key(self, name: str, scope: Scope) -> Callable[[Ctx], tuple[Any, ...]] | None:
-        if scope is Scope.REQUEST:
-            return None
-        if scope is Scope.TENANT:
-            return lambda c: (name, c.inst.tenant)
-        if scope is Scope.TENANT_WINDOW:
-            return lambda c: (name, c.inst.tenant, c.inst.window)
-        return lambda c: (name,)
+        slot = self._slots[name]
+        return lambda c: c.store[slot].get(key(c), init)
 
     def _setter(self, name: str, op: str) -> Callable[[Ctx, float], None]:
         counter = self.table.counter(name)
         assert counter is not None
-        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
+        key, init, pos = _key(counter.scope, name), counter.initial, self.position
+        slot = self._slots[name]
         sign = 0.0 if op == "=" else (1.0 if op == "+=" else -1.0)
         if key is None:
 
@@ -245,25 +328,35 @@ class BoundTable:
             return set_request
 
         def set_keyed(c: Ctx, v: float) -> None:
-            k, store = key(c), c.store
+            k, store = key(c), c.store[slot]
             store[k] = v if op == "=" else store.get(k, init) + sign * v
 
         return set_keyed
 
-    def take(self, inst: Inst, ctx: Ctx, be: BoundEdge) -> None:
-        """Take a chosen edge: every right-hand side reads the state before, then all are set."""
-        updates = be.updates
-        if len(updates) == 1:  # the common case: no list of values built
-            value, setter = updates[0]
-            setter(ctx, value(ctx))
-        elif updates:
-            values = [value(ctx) for value, _ in updates]
-            for (_, setter), v in zip(updates, values, strict=True):
-                setter(ctx, v)
-        inst.locs[self.position] = be.target
+
+def _key(scope: Scope, name: str) -> Callable[[Ctx], Any] | None:
+    """The getter of a counter's key in its dict (None: a request counter, kept in the instance)."""
+    if scope is Scope.REQUEST:
+        return None
+    if scope is Scope.TENANT:
+        return lambda c: c.inst.tenant
+    if scope is Scope.TENANT_WINDOW:
+        return lambda c: c.inst.tw
+    return lambda c: name
+
+
+def _key_source(scope: Scope, name: str) -> str:
+    """`_key`'s key as source (``name``: the identifier of the counter's name)."""
+    if scope is Scope.TENANT:
+        return "c.inst.tenant"
+    if scope is Scope.TENANT_WINDOW:
+        return "c.inst.tw"
+    return name
 
 
 Plan = tuple[Inst, Ctx, list[BoundEdge | None]]
+#: a table as `Product.plan` steps it: position, edges by location (for one kind), counters, protocol
+_Step = tuple[int, tuple[tuple[BoundEdge, ...] | None, ...], Store, bool]
 
 
 class Product:
@@ -286,10 +379,29 @@ class Product:
         self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
         #: whether some table keeps a per-tenant-window counter (else an arrival's window is not computed)
         self._windowed = any(c.scope is Scope.TENANT_WINDOW for b in self.tables for c in b.table.counters)
+        #: whether some table keeps request counters (else an instance makes no dict per table)
+        self._counters = any(c.scope is Scope.REQUEST for b in self.tables for c in b.table.counters)
+        self._initial = tuple(b.initial for b in self.tables)
         #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
-        self._reacting: list[tuple[BoundTable, ...]] = [
-            tuple(b for b in self.tables if code in b.codes) for code in range(N_KINDS)
+        #: as (position, edges by location, counters, protocol), unpacked faster than attributes are read
+        self._reacting: list[tuple[_Step, ...]] = [
+            tuple(
+                (
+                    b.position,
+                    tuple(b.edges[loc * N_KINDS + code] for loc in range(len(b.index))),
+                    b.store,
+                    b.protocol,
+                )
+                for b in self.tables
+                if code in b.codes
+            )
+            for code in range(N_KINDS)
         ]
+        #: whether `plan` can skip arrivals (no table has an edge on them: `arrive_by` makes the instance)
+        self.quiet_arrivals = not self._reacting[0]
+        self._ctx: Ctx | None = None  # `step`'s context and edges, reused event after event
+        self._nones: list[BoundEdge | None] = [None] * len(self.tables)
+        self._chosen = list(self._nones)
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -298,40 +410,85 @@ class Product:
             TraceOrderError: ``ev.t`` is before the previous event's time.
             UnknownTenantError: an arrival names a tenant the contract lacks.
         """
-        if ev.t < self.now:
-            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
-        code = ev.code
-        if code in NODE_CODES:
-            return None
-        inst = self.live.get(ev.rid)
+        inst = self._instance(ev)
         if inst is None:
-            inst = self._new(ev)
+            return None
         ctx = Ctx(ev, inst)
         chosen: list[BoundEdge | None] = [None] * len(self.tables)
+        self._choose(ctx, chosen)
+        return inst, ctx, chosen
+
+    def step(self, ev: Event) -> bool:
+        """`plan` and `commit` ``ev`` when no table's chosen edge goes bad (True), on the product's
+        own context and edge list (no plan is built: the shield's common case); else False, and
+        nothing changed (`plan` gives the edges). A kind no table reacts to takes `pass_by`, an
+        arrival none reacts to `arrive_by`, a node event only moves time (all True).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `plan`.
+        """
+        code = ev.code
+        if code not in self.reactive:  # no table has an edge for it: it passes, as planned
+            self.pass_by(ev)
+            return True
+        if code == 0 and self.quiet_arrivals and self.arrive_by(ev):  # a new instance, no plan
+            return True
+        inst = self.live.get(ev.rid)
+        if inst is None or ev.t < self.now:  # `_instance` checks the order, makes the instance
+            inst = self._instance(ev)
+            if inst is None:
+                self.advance(ev.t)
+                return True
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._ctx = Ctx(ev, inst)
+        else:
+            ctx.ev, ctx.t, ctx.inst, ctx.bad = ev, ev.t, inst, False
+        chosen = self._chosen
+        self._choose(ctx, chosen)
+        ok = not ctx.bad
+        if ok:
+            self._take(inst, ctx, chosen)
+        chosen[:] = self._nones
+        return ok
+
+    def _instance(self, ev: Event) -> Inst | None:
+        """``ev``'s request instance (new when not live; not kept until committed), None for a node event."""
+        if ev.t < self.now:
+            raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
+        if ev.code in NODE_CODES:
+            return None
+        inst = self.live.get(ev.rid)
+        return self._new(ev) if inst is None else inst
+
+    def _choose(self, ctx: Ctx, chosen: list[BoundEdge | None]) -> None:
+        """Each reacting table's first edge whose guard holds, into ``chosen`` (``ctx.bad``: one goes bad)."""
+        inst = ctx.inst
         locs, judged = inst.locs, inst.facts is not None
-        for b in self._reacting[code]:  # `BoundTable.choose`, inlined: this loop runs for every event
-            if not judged and not b.protocol:
+        for pos, by_loc, store, protocol in self._reacting[ctx.ev.code]:  # the loop every event runs
+            if not judged and not protocol:
                 continue  # a request that never arrived: only protocol tables judge it
-            edges = b.edges[locs[b.position] * N_KINDS + code]
+            edges = by_loc[locs[pos]]
             if edges is not None:
-                ctx.store = b.store
+                ctx.store = store
                 for be in edges:
                     guard = be.guard
                     if guard is None or guard(ctx):
-                        chosen[b.position] = be
+                        chosen[pos] = be
+                        if be.bad:
+                            ctx.bad = True
                         break
-        return inst, ctx, chosen
 
     def _new(self, ev: Event) -> Inst:
         ended = self._finished.get(ev.rid)
         if ended is not None:
-            return Inst(ev.rid, "", 0, None, list(ended))
-        locs = [b.initial for b in self.tables]
+            return Inst(ev.rid, "", 0, None, list(ended), self._counters)
+        locs = list(self._initial)
         if isinstance(ev, Arrive):
             facts = facts_of(self.contract, self._facts, ev, self._shapes)
             window = window_index(ev.t, self._origin, self._window) if self._windowed else 0
-            return Inst(ev.rid, ev.tenant, window, facts, locs)
-        return Inst(ev.rid, "", 0, None, locs)
+            return Inst(ev.rid, ev.tenant, window, facts, locs, self._counters)
+        return Inst(ev.rid, "", 0, None, locs, self._counters)
 
     def refused(self, chosen: list[BoundEdge | None]) -> bool:
         """Whether a protocol table refuses the event."""
@@ -339,15 +496,21 @@ class Product:
 
     def commit(self, plan: Plan) -> None:
         """Take the planned edges; the event joins the request's witness."""
-        inst, ctx, chosen = plan
+        self._take(*plan)
+
+    def _take(self, inst: Inst, ctx: Ctx, chosen: list[BoundEdge | None]) -> None:
         if ctx.t > self.now:
             self.now = ctx.t
         code = ctx.ev.code
-        for b in self._reacting[code]:  # a table with no edge on the kind chose none
-            be = chosen[b.position]
+        locs = inst.locs
+        for pos, _, store, _ in self._reacting[code]:  # a table with no edge on the kind chose none
+            be = chosen[pos]
             if be is not None:
-                ctx.store = b.store
-                b.take(inst, ctx, be)
+                take = be.take
+                if take is not None:  # every right-hand side reads the state before, then all are set
+                    ctx.store = store
+                    take(ctx)
+                locs[pos] = be.target
         inst.events.append(ctx.ev)
         if inst.facts is None:
             return
@@ -376,7 +539,7 @@ class Product:
             UnknownTenantError: the arrival names a tenant the contract lacks.
         """
         rid = ev.rid
-        if self._reacting[0] or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
+        if not self.quiet_arrivals or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
             return False
         if ev.t < self.now:
             raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
