@@ -187,8 +187,11 @@ class BoundEdge:
         self.take = take
 
 
-#: compiled edges by (table, contract, position): binding WF's ninety edges costs a millisecond
-_COMPILED: dict[tuple[int, int, int], tuple[PropertyTable, Contract, list[tuple[BoundEdge, ...] | None]]] = {}
+#: a table's choice for one kind: the edge taken from a location (its guards in place), None: no edge
+Chooser = Callable[[Ctx, int], BoundEdge | None]
+_Compiled = tuple[list[tuple[BoundEdge, ...] | None], list[Chooser | None]]
+#: compiled edges by (table, contract, position): binding WF's ninety edges costs milliseconds
+_COMPILED: dict[tuple[int, int, int], tuple[PropertyTable, Contract, _Compiled]] = {}
 
 
 class BoundTable:
@@ -217,20 +220,38 @@ class BoundTable:
             if len(_COMPILED) >= 256:
                 _COMPILED.clear()  # bounded: a process judging many contracts recompiles
             cached = _COMPILED[key] = (table, contract, self._compile())
-        self.edges = cached[2]
+        self.edges, self.choosers = cached[2]
         #: the kind codes some edge of this table reacts to
         self.codes = frozenset(CODE[e.kind] for e in table.edges)
 
-    def _compile(self) -> list[tuple[BoundEdge, ...] | None]:
-        """The edges by ``location * N_KINDS + code``, guards and updates compiled (state-free closures:
-        they read the counters through the context, so one compilation serves every product)."""
+    def _compile(self) -> _Compiled:
+        """The edges by ``location * N_KINDS + code``, guards and updates compiled, and a chooser by
+        kind code (state-free: they read the counters through the context, so one compilation serves
+        every product)."""
         table = self.table
         edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
         for e in table.edges:
             slot = self.index[e.source] * N_KINDS + CODE[e.kind]
             earlier = edges[slot] or ()
             edges[slot] = (*earlier, self._bind(e, earlier))
-        return edges
+        return edges, [self._chooser(edges, code) for code in range(N_KINDS)]
+
+    def _chooser(self, edges: list[tuple[BoundEdge, ...] | None], code: int) -> Chooser | None:
+        """One function choosing this table's edge for kind ``code`` from a location: each location's
+        edges tried in order, their guards written in place (None: no edge on the kind)."""
+        src = Source(self._name_source)
+        lines: list[str] = []
+        for loc in range(len(self.index)):
+            tried = edges[loc * N_KINDS + code] or ()
+            lines += [f"if loc == {loc:d}:"] if tried else []
+            for be in tried:
+                if be.guard is None:  # taken whenever tried: the edges after it never are
+                    lines.append(f"    return {src.bind(be)}")
+                    break
+                deep = depth(be.edge.guard) > SOURCE_DEPTH  # a closure (`_guard`), called
+                test = f"{src.bind(be.guard)}(c)" if deep else src.expr(be.edge.guard)
+                lines.append(f"    if {test}:\n        return {src.bind(be)}")
+        return src.function("c, loc", "\n".join([*lines, "return None"])) if lines else None
 
     def _bind(self, e: Edge, earlier: tuple[BoundEdge, ...]) -> BoundEdge:
         """``e`` compiled; ``earlier``: the edges tried before it (same location and kind). Its guard
@@ -355,8 +376,8 @@ def _key_source(scope: Scope, name: str) -> str:
 
 
 Plan = tuple[Inst, Ctx, list[BoundEdge | None]]
-#: a table as `Product.plan` steps it: position, edges by location (for one kind), counters, protocol
-_Step = tuple[int, tuple[tuple[BoundEdge, ...] | None, ...], Store, bool]
+#: a table as `Product.plan` steps it: position, its chooser (for one kind), counters, protocol
+_Step = tuple[int, Chooser, Store, bool]
 
 
 class Product:
@@ -383,17 +404,12 @@ class Product:
         self._counters = any(c.scope is Scope.REQUEST for b in self.tables for c in b.table.counters)
         self._initial = tuple(b.initial for b in self.tables)
         #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
-        #: as (position, edges by location, counters, protocol), unpacked faster than attributes are read
+        #: as (position, chooser, counters, protocol), unpacked faster than attributes are read
         self._reacting: list[tuple[_Step, ...]] = [
             tuple(
-                (
-                    b.position,
-                    tuple(b.edges[loc * N_KINDS + code] for loc in range(len(b.index))),
-                    b.store,
-                    b.protocol,
-                )
+                (b.position, choose, b.store, b.protocol)
                 for b in self.tables
-                if code in b.codes
+                if (choose := b.choosers[code]) is not None  # a chooser: some edge on the kind
             )
             for code in range(N_KINDS)
         ]
@@ -465,19 +481,15 @@ class Product:
         """Each reacting table's first edge whose guard holds, into ``chosen`` (``ctx.bad``: one goes bad)."""
         inst = ctx.inst
         locs, judged = inst.locs, inst.facts is not None
-        for pos, by_loc, store, protocol in self._reacting[ctx.ev.code]:  # the loop every event runs
+        for pos, choose, store, protocol in self._reacting[ctx.ev.code]:  # the loop every event runs
             if not judged and not protocol:
                 continue  # a request that never arrived: only protocol tables judge it
-            edges = by_loc[locs[pos]]
-            if edges is not None:
-                ctx.store = store
-                for be in edges:
-                    guard = be.guard
-                    if guard is None or guard(ctx):
-                        chosen[pos] = be
-                        if be.bad:
-                            ctx.bad = True
-                        break
+            ctx.store = store
+            be = choose(ctx, locs[pos])
+            if be is not None:
+                chosen[pos] = be
+                if be.bad:
+                    ctx.bad = True
 
     def _new(self, ev: Event) -> Inst:
         ended = self._finished.get(ev.rid)

@@ -1,6 +1,7 @@
-"""The product's compiled tables (`rvguard.properties.engine`): each guard and each edge's updates
-compiled once to one function that names nothing of the table, the closures kept for guards too deep
-for one expression, and the second of two complementary edges taken without its guard."""
+"""The product's compiled tables (`rvguard.properties.engine`): each guard, each edge's updates and
+each kind's choice of edge compiled once to one function that names nothing of the table, the
+closures kept for guards too deep for one expression, and the second of two complementary edges
+taken without its guard."""
 
 from __future__ import annotations
 
@@ -33,10 +34,9 @@ def test_compiled_functions_name_nothing_of_the_table() -> None:
     compiled = 0
     for table in _tables():
         bound = BoundTable(table, small_contract(), 0)
-        for be in (be for edges in bound.edges for be in edges or ()):
-            for fn in (be.guard, be.take):
-                if fn is None:
-                    continue
+        functions = [f for be in (be for e in bound.edges for be in e or ()) for f in (be.guard, be.take)]
+        for fn in [*functions, *bound.choosers]:
+            if fn is not None:
                 code = fn.__code__
                 assert code.co_filename == "<rvguard.properties guard>"
                 assert {n for n in code.co_names if not BOUND.fullmatch(n)} <= ATTRIBUTES, table.name
