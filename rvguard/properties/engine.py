@@ -49,6 +49,9 @@ __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
 Getter = Callable[["Ctx"], Any]
 
 
+_NO_VARS: list[dict[str, float]] = []  # `Inst.vars` when no table has request counters (never written)
+
+
 class Inst:
     """One request: its facts, its location and request counters per table, its events so far."""
 
@@ -70,7 +73,7 @@ class Inst:
         self.facts = facts  # None: the request never arrived (only protocol tables judge it)
         self.locs = locs
         #: request counters per table (``counters`` false: no table has any, none are made)
-        self.vars: list[dict[str, float]] = [{} for _ in locs] if counters else []
+        self.vars: list[dict[str, float]] = [{} for _ in locs] if counters else _NO_VARS
         self.events: list[Event] = []
 
 
@@ -135,21 +138,23 @@ def facts_of(
     contract: Contract,
     cache: FactsCache,
     ev: Arrive,
-    shapes: dict[tuple[Any, ...], dict[str, float]] | None = None,
+    shapes: dict[tuple[Any, ...], tuple[Any, dict[str, float]]] | None = None,
 ) -> dict[str, float]:
     """A request's facts (`rvguard.properties.table.FACT_NAMES`) from its arrival; ``shapes`` keeps
-    the facts that depend only on the request's tenant and sizes, by shape (a `Product` passes its own).
+    the request facts and the facts that depend only on the request's tenant and sizes, by shape (a
+    `Product` passes its own).
 
     Raises:
         UnknownTenantError: the tenant is not in the contract.
     """
-    f = cache(ev.tenant, ev.prompt_tokens, ev.max_tokens)
     key = (ev.tenant, ev.prompt_tokens, ev.max_tokens)
-    static = None if shapes is None else shapes.get(key)
-    if static is None:
-        static = _static_facts(cache, f, ev)
+    shape = None if shapes is None else shapes.get(key)
+    if shape is None:
+        f = cache(ev.tenant, ev.prompt_tokens, ev.max_tokens)
+        shape = (f, _static_facts(cache, f, ev))
         if shapes is not None and len(shapes) < 4096:
-            shapes[key] = static
+            shapes[key] = shape
+    f, static = shape
     return {"arrival": ev.t, "deadline": f.deadline(ev.t, ev.deadline), **static}
 
 
@@ -389,7 +394,7 @@ class Product:
         self.contract = contract
         self.tables = [BoundTable(t, contract, i) for i, t in enumerate(tables)]
         self._facts = FactsCache(contract)
-        self._shapes: dict[tuple[Any, ...], dict[str, float]] = {}  # `facts_of`'s, by request shape
+        self._shapes: dict[tuple[Any, ...], tuple[Any, dict[str, float]]] = {}  # `facts_of`'s, by shape
         self._origin, self._window = contract.epoch, contract.window
         self.live: dict[str, Inst] = {}
         self._finished: dict[str, list[int]] = {}
