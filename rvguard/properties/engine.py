@@ -234,6 +234,7 @@ class BoundTable:
         kind code (state-free: they read the counters through the context, so one compilation serves
         every product)."""
         table = self.table
+        self._source = Source(self._name_source)  # one for the table: its functions share their globals
         edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
         for e in table.edges:
             slot = self.index[e.source] * N_KINDS + CODE[e.kind]
@@ -244,7 +245,7 @@ class BoundTable:
     def _chooser(self, edges: list[tuple[BoundEdge, ...] | None], code: int) -> Chooser | None:
         """One function choosing this table's edge for kind ``code`` from a location: each location's
         edges tried in order, their guards written in place (None: no edge on the kind)."""
-        src = Source(self._name_source)
+        src = self._source
         lines: list[str] = []
         for loc in range(len(self.index)):
             tried = edges[loc * N_KINDS + code] or ()
@@ -273,7 +274,7 @@ class BoundTable:
         """``g`` as one function (`Source`); a guard too deep to write as one expression as closures."""
         if depth(g) > SOURCE_DEPTH:
             return compile_expr(g, self.lookup)
-        src = Source(self._name_source)
+        src = self._source
         return src.function("c", "return " + src.expr(g))
 
     def _updates(self, updates: tuple[Update, ...]) -> Callable[[Ctx], None]:
@@ -287,7 +288,7 @@ class BoundTable:
                     setter(c, v)
 
             return take
-        src = Source(self._name_source)
+        src = self._source
         lines = [f"x{i} = {src.expr(u.value)}" for i, u in enumerate(updates)]
         lines += [self._set_source(u, f"x{i}", src) for i, u in enumerate(updates)]
         return src.function("c", "\n".join(lines))

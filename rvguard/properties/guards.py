@@ -422,12 +422,15 @@ class Source:
     """
 
     def __init__(self, name_source: Callable[[str, Source], str]) -> None:
-        self.env: dict[str, Any] = {}
+        #: the globals of every function compiled here (one dict: a table's functions share it)
+        self.env: dict[str, Any] = {"__builtins__": {}}
         self._name_source = name_source
+        self._bound = 0
 
     def bind(self, value: Any) -> str:
         """An identifier the compiled code reads ``value`` by."""
-        ident = f"v{len(self.env)}"
+        ident = f"v{self._bound}"
+        self._bound += 1
         self.env[ident] = value
         return ident
 
@@ -451,9 +454,8 @@ class Source:
     def function(self, params: str, body: str) -> Callable[..., Any]:
         """``def f(params): body`` compiled with the bound values as its globals (no builtins)."""
         text = f"def f({params}):\n    " + body.replace("\n", "\n    ")
-        scope: dict[str, Any] = {"__builtins__": {}, **self.env}
-        exec(compile(text, "<rvguard.properties guard>", "exec"), scope)
-        return scope["f"]  # type: ignore[no-any-return]
+        exec(compile(text, "<rvguard.properties guard>", "exec"), self.env)
+        return self.env.pop("f")  # type: ignore[no-any-return]
 
 
 def evaluate(node: Expr | Term, env: Callable[[str], Any]) -> Any:
