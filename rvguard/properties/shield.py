@@ -40,7 +40,8 @@ from ..contract import Contract
 from ..errors import TraceFormatError
 from ..events import Event, event_from_dict
 from ..verdict import Violation
-from .engine import BoundEdge, BoundTable, Plan, Product
+from .bound import BoundEdge, BoundTable
+from .engine import Plan, Product
 from .monitor import violation
 from .table import PropertyTable, Remedy, RemedyAction
 

@@ -1,97 +1,56 @@
-"""The product's compiled tables (`rvguard.properties.engine`): each guard, each edge's updates and
-each kind's choice of edge compiled once to one function that names nothing of the table, the
-closures kept for guards too deep for one expression, and the second of two complementary edges
-taken without its guard."""
+"""The product (`rvguard.properties.engine`): `Product.step`, the shield's one-call fast path, does
+what `Product.plan` and `Product.commit` do."""
 
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
+from typing import Any
 
-from rvguard.lifecycle import CODE, N_KINDS
-from rvguard.properties import BUILTIN, TableMonitor
-from rvguard.properties.engine import BoundTable
-from rvguard.properties.guards import SOURCE_DEPTH, Not, depth
+from rvguard.events import Event
+from rvguard.properties import BUILTIN
+from rvguard.properties.engine import Product
 from rvguard.properties.load import load_properties
-from rvguard.properties.table import Counter, PropertyTable, Scope, edge
 from tests.monitors.strategies import small_contract
 
 from ._traces import random_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "properties"
-#: what a compiled function may name: the context's attributes, dict.get, and its bound values
-ATTRIBUTES = {"t", "ev", "inst", "store", "facts", "vars", "tenant", "tw", "get", "basis", "reason"}
-BOUND = re.compile(r"v\d+")
+TABLES = [
+    *(BUILTIN[k] for k in ("AF", "DR", "RB", "CAP", "PR", "SF")),
+    *(t for f in sorted(EXAMPLES.glob("*.yaml")) for t in load_properties(f)),
+]
 
 
-def _tables() -> list[PropertyTable]:
-    return [*BUILTIN.values(), *(t for f in sorted(EXAMPLES.glob("*.yaml")) for t in load_properties(f))]
+def _state(p: Product) -> Any:
+    live = {rid: (list(i.locs), [e.kind for e in i.events], i.vars) for rid, i in p.live.items()}
+    return [b.store for b in p.tables], live, dict(p._finished), p.now
 
 
-def test_compiled_functions_name_nothing_of_the_table() -> None:
-    """The generated source holds no name, number or text of the table: each is a bound value."""
-    compiled = 0
-    for table in _tables():
-        bound = BoundTable(table, small_contract(), 0)
-        functions = [f for be in (be for e in bound.edges for be in e or ()) for f in (be.guard, be.take)]
-        for fn in [*functions, *bound.choosers]:
-            if fn is not None:
-                code = fn.__code__
-                assert code.co_filename == "<rvguard.properties guard>"
-                assert {n for n in code.co_names if not BOUND.fullmatch(n)} <= ATTRIBUTES, table.name
-                assert not [c for c in code.co_consts if isinstance(c, str)], table.name
-                compiled += 1
-    assert compiled > 50
+def _planned(p: Product, ev: Event) -> bool:
+    """Plan and commit as the shield's slow path would: False (nothing changed) when a table goes bad."""
+    plan = p.plan(ev)
+    if plan is None:
+        p.advance(ev.t)
+        return True
+    if any(be is not None and be.bad for be in plan[2]):
+        return False
+    p.commit(plan)
+    return True
 
 
-def test_the_complement_of_an_earlier_guard_is_not_evaluated() -> None:
-    """AF's arrival edges are ``g`` then ``not (g)``: the second is taken whenever it is tried."""
-    af = BoundTable(BUILTIN["AF"], small_contract(), 0)
-    first, second = af.edges[af.index["NEW"] * N_KINDS + CODE["arrive"]] or ()
-    assert isinstance(second.edge.guard, Not) and second.edge.guard.arg == first.edge.guard
-    assert first.guard is not None and second.guard is None
-
-
-def _limit(name: str, room: str, step: str) -> PropertyTable:
-    """CAP written with the guard ``room`` and the update ``n += step``."""
-    return PropertyTable(
-        name=name,
-        description="requests in flight within the slots",
-        locations=("NEW", "QUEUED", "RUNNING", "OVER", "DONE"),
-        initial="NEW",
-        bad="OVER",
-        counters=(Counter("n", Scope.SHARED),),
-        edges=(
-            edge("NEW", "admit", "QUEUED"),
-            edge("QUEUED", "dispatch", "RUNNING", room, [f"n += {step}"]),
-            edge("QUEUED", "dispatch", "OVER", f"not ({room})", [f"n += {step}"], "delay"),
-            *(
-                edge(s, k, "DONE", updates=["n -= 1"])
-                for s in ("RUNNING", "OVER")
-                for k in ("complete", "fail")
-            ),
-        ),
-    )
-
-
-def test_a_guard_too_deep_for_one_expression_runs_as_closures_with_the_same_verdicts() -> None:
-    zeros = " + 0" * (SOURCE_DEPTH + 4)
-    shallow = _limit("SHALLOW", "n + 1 <= slots", "1")
-    deep = _limit("DEEP", f"n{zeros} + 1 <= slots", f"1{zeros}")
-    bound = BoundTable(deep, small_contract(), 0)
-    (be, _) = bound.edges[bound.index["QUEUED"] * N_KINDS + CODE["dispatch"]] or ()
-    assert depth(be.edge.guard) > SOURCE_DEPTH and be.guard is not None and be.take is not None
-    assert be.guard.__code__.co_filename != "<rvguard.properties guard>"  # closures
-    assert be.take.__code__.co_filename != "<rvguard.properties guard>"
-    rng = random.Random(5)
-    found = 0
-    for _ in range(300):
-        monitor = TableMonitor(small_contract(), [shallow, deep])
-        verdicts = monitor.feed_all(random_trace(rng, steps=40, odd=0.0))
-        by_name = {
-            n: [(v.rid, v.t, v.witness) for v in verdicts if v.property == n] for n in ("SHALLOW", "DEEP")
-        }
-        assert by_name["SHALLOW"] == by_name["DEEP"]
-        found += len(by_name["DEEP"])
-    assert found > 20  # the traces did overfill the slots
+def test_step_is_plan_then_commit() -> None:
+    """On random traces (some events breaking the protocol, some tables going bad) each event moves
+    both products alike: the same answer, then the same counters, instances, ends and time."""
+    rng = random.Random(3)
+    refused = 0
+    for i in range(400):
+        contract = small_contract(reserve=i % 2)
+        tables = rng.sample(TABLES, rng.randint(1, len(TABLES)))
+        stepped, planned = Product(contract, tables), Product(contract, tables)
+        for ev in random_trace(rng, steps=40, odd=0.05):
+            ok = stepped.step(ev)
+            assert ok == _planned(planned, ev)
+            refused += not ok
+            assert _state(stepped) == _state(planned)
+    assert refused > 100  # tables did go bad
