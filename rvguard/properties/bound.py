@@ -25,7 +25,8 @@ pure.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..contract import Contract
@@ -34,7 +35,7 @@ from ..lifecycle import CODE, N_KINDS
 from .guards import SOURCE_DEPTH, Bool, Expr, Not, Source, Update, compile_expr, depth
 from .table import CONTRACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
 
-__all__ = ["BoundEdge", "BoundTable", "Chooser", "Ctx", "Getter", "Inst", "Store"]
+__all__ = ["BoundEdge", "BoundTable", "Chooser", "Ctx", "Getter", "Inst", "Stepper", "Store", "stepper"]
 
 Getter = Callable[["Ctx"], Any]
 
@@ -145,6 +146,8 @@ class BoundEdge:
 
 #: a table's choice for one kind: the edge taken from a location (its guards in place), None: no edge
 Chooser = Callable[["Ctx", int], "BoundEdge | None"]
+#: `stepper`'s function: the context and the request's locations; False when a table goes bad
+Stepper = Callable[["Ctx", list[int]], bool]
 _Compiled = tuple[list[tuple[BoundEdge, ...] | None], list[Chooser | None]]
 #: compiled edges by (table, contract, position): binding WF's ninety edges costs milliseconds
 _COMPILED: dict[tuple[int, int, int], tuple[PropertyTable, Contract, _Compiled]] = {}
@@ -209,6 +212,38 @@ class BoundTable:
                 test = f"{src.bind(be.guard)}(c)" if deep else src.expr(be.edge.guard)
                 lines.append(f"    if {test}:\n        return {src.bind(be)}")
         return src.function("c, loc", "\n".join([*lines, "return None"])) if lines else None
+
+    def step_source(self, code: int, src: Source) -> tuple[list[str], list[str]]:
+        """`stepper`'s source for this table and kind ``code``: the lines choosing the edge (its
+        number in ``e<position>``, -1: none; ``bad = True`` when it goes bad), and the lines taking
+        it (its updates written in place, then the request's location)."""
+        pos, chosen, taken, n = self.position, [f"e{self.position} = -1"], [], 0
+        for loc in range(len(self.index)):
+            tried = self.edges[loc * N_KINDS + code] or ()
+            chosen += [f"if locs[{pos:d}] == {loc:d}:"] if tried else []
+            for i, be in enumerate(tried):
+                pick = [f"e{pos} = {n:d}", *(["bad = True"] if be.bad else [])]
+                if be.guard is not None:  # `_chooser`'s test
+                    deep = depth(be.edge.guard) > SOURCE_DEPTH
+                    test = f"{src.bind(be.guard)}(c)" if deep else src.expr(be.edge.guard)
+                    chosen += [f"    {'elif' if i else 'if'} {test}:", *(f"        {x}" for x in pick)]
+                else:  # taken whenever tried: the edges after it never are
+                    chosen += [*(["    else:"] if i else []), *((" " * (8 if i else 4)) + x for x in pick)]
+                taken += [f"{'elif' if n else 'if'} e{pos} == {n:d}:", *self._take_source(be, src)]
+                n += 1
+                if be.guard is None:
+                    break
+        return chosen, taken
+
+    def _take_source(self, be: BoundEdge, src: Source) -> list[str]:
+        """The statements taking ``be`` in a `stepper`, indented once (`_updates`, then the location)."""
+        ups = be.edge.updates
+        if be.take is not None and max(depth(u.value) for u in ups) > SOURCE_DEPTH:
+            lines = [f"{src.bind(be.take)}(c)"]  # the closures, called
+        else:
+            lines = [f"x{i} = {src.expr(u.value)}" for i, u in enumerate(ups)]
+            lines += [x for i, u in enumerate(ups) for x in self._set_source(u, f"x{i}", src).split("\n")]
+        return [f"    {x}" for x in [*lines, f"locs[{self.position:d}] = {be.target:d}"]]
 
     def _bind(self, e: Edge, earlier: tuple[BoundEdge, ...]) -> BoundEdge:
         """``e`` compiled; ``earlier``: the edges tried before it (same location and kind). Its guard
@@ -331,3 +366,38 @@ def _key_source(scope: Scope, name: str) -> str:
     if scope is Scope.TENANT_WINDOW:
         return "c.inst.tw"
     return name
+
+
+#: a product's steppers by (its tables, contract, kind code): compiled once, as `_COMPILED`
+_STEPPERS: dict[tuple[Any, ...], tuple[tuple[PropertyTable, ...], Contract, Stepper]] = {}
+
+
+def stepper(tables: Sequence[BoundTable], contract: Contract, code: int) -> Stepper:
+    """One function stepping every table with an edge on kind ``code`` (`Product.step`'s): each
+    table's edge chosen (guards read the state before the event), then, when none goes bad, every
+    chosen edge taken (updates in place, locations set) and True; False (nothing changed) when
+    one goes bad. The tables' counters are disjoint, so taking them one after another is taking
+    them together."""
+    key = (*((id(b.table), b.position) for b in tables), id(contract), code)  # positions are in the code
+    cached = _STEPPERS.get(key)
+    if (
+        cached is not None
+        and cached[1] is contract
+        and all(map(operator.is_, cached[0], (b.table for b in tables)))
+    ):
+        return cached[2]
+    current: list[BoundTable] = []
+    src = Source(lambda name, s: current[-1]._name_source(name, s))
+    chosen, taken = [], []
+    for b in tables:
+        current.append(b)
+        c, t = b.step_source(code, src)
+        chosen += c
+        taken += t
+    fn: Stepper = src.function(
+        "c, locs", "\n".join(["bad = False", *chosen, "if bad:", "    return False", *taken, "return True"])
+    )
+    if len(_STEPPERS) >= 256:
+        _STEPPERS.clear()
+    _STEPPERS[key] = (tuple(b.table for b in tables), contract, fn)
+    return fn

@@ -43,7 +43,7 @@ from ..events import Arrive, Event
 from ..exact import window_index
 from ..facts import FactsCache
 from ..lifecycle import N_KINDS, NODE_CODES, TERMINAL_CODES
-from .bound import BoundEdge, BoundTable, Chooser, Ctx, Inst
+from .bound import BoundEdge, BoundTable, Chooser, Ctx, Inst, Stepper, stepper
 from .table import PropertyTable, Scope
 
 __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
@@ -131,6 +131,7 @@ class Product:
         self._ctx.stores, self._ctx.bad = self._stores, False
         self._nones: list[BoundEdge | None] = [None] * len(self.tables)
         self._chosen = list(self._nones)
+        self._steppers: list[Stepper | None] = [None] * N_KINDS  # `step`'s, by kind code
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -160,19 +161,19 @@ class Product:
         code = ev.code
         if inst is None or code not in self.reactive or ev.t < self.now:
             return self._step(ev)
-        ctx, chosen, locs = self._ctx, self._chosen, inst.locs
-        ctx.ev, ctx.t, ctx.inst, ctx.bad = ev, ev.t, inst, False
-        for pos, choose, _ in self._reacting[code]:  # `_choose`, inlined: every event runs it
-            be = choose(ctx, locs[pos])
-            if be is not None:
-                chosen[pos] = be
-                if be.bad:
-                    ctx.bad = True
-        ok = not ctx.bad
-        if ok:
-            self._take(inst, ctx, chosen)
-        chosen[:] = self._nones
-        return ok
+        step = self._steppers[code] or self._stepper(code)
+        ctx = self._ctx
+        ctx.ev, ctx.t, ctx.inst = ev, ev.t, inst
+        if not step(ctx, inst.locs):  # a table goes bad: nothing changed
+            return False
+        self._after(inst, ev)
+        return True
+
+    def _stepper(self, code: int) -> Stepper:
+        """The compiled step of kind ``code`` (`rvguard.properties.bound.stepper`), at its first event."""
+        tables = [self.tables[p] for p, _, _ in self._reacting[code]]
+        step = self._steppers[code] = stepper(tables, self.contract, code)
+        return step
 
     def _step(self, ev: Event) -> bool:
         """`step` for an event of a request not live (an arrival, an event after the end or before
@@ -187,7 +188,14 @@ class Product:
         if inst is None:
             self.advance(ev.t)
             return True
-        ctx, chosen = self._ctx, self._chosen
+        if inst.facts is not None:  # arrived (a new instance): judged by every table, the compiled step
+            ctx = self._ctx
+            ctx.ev, ctx.t, ctx.inst = ev, ev.t, inst
+            if not (self._steppers[code] or self._stepper(code))(ctx, inst.locs):
+                return False
+            self._after(inst, ev)
+            return True
+        ctx, chosen = self._ctx, self._chosen  # only protocol tables judge it
         ctx.ev, ctx.t, ctx.inst, ctx.bad = ev, ev.t, inst, False
         self._choose(ctx, chosen)
         ok = not ctx.bad
@@ -238,18 +246,22 @@ class Product:
         self._take(*plan)
 
     def _take(self, inst: Inst, ctx: Ctx, chosen: list[BoundEdge | None]) -> None:
-        if ctx.t > self.now:
-            self.now = ctx.t
-        code = ctx.ev.code
         locs = inst.locs
-        for pos, _, _ in self._reacting[code]:  # a table with no edge on the kind chose none
+        for pos, _, _ in self._reacting[ctx.ev.code]:  # a table with no edge on the kind chose none
             be = chosen[pos]
             if be is not None:
                 take = be.take
                 if take is not None:  # every right-hand side reads the state before, then all are set
                     take(ctx)
                 locs[pos] = be.target
-        inst.events.append(ctx.ev)
+        self._after(inst, ctx.ev)
+
+    def _after(self, inst: Inst, ev: Event) -> None:
+        """The event taken: time moves, the event joins the witness, an arrival goes live, an end leaves."""
+        if ev.t > self.now:
+            self.now = ev.t
+        inst.events.append(ev)
+        code = ev.code
         if inst.facts is None:
             return
         if code == 0 and inst.rid not in self.live and inst.rid not in self._finished:

@@ -1,7 +1,7 @@
-"""The compiled tables (`rvguard.properties.bound`): each guard, each edge's updates and
-each kind's choice of edge compiled once to one function that names nothing of the table, the
-closures kept for guards too deep for one expression, and the second of two complementary edges
-taken without its guard."""
+"""The compiled tables (`rvguard.properties.bound`): each guard, each edge's updates, each kind's
+choice of edge and each kind's step compiled once to one function that names nothing of the table,
+the closures kept for guards too deep for one expression, and the second of two complementary
+edges taken without its guard."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rvguard.lifecycle import CODE, N_KINDS
 from rvguard.properties import BUILTIN, TableMonitor
-from rvguard.properties.bound import BoundTable
+from rvguard.properties.bound import BoundTable, stepper
 from rvguard.properties.guards import SOURCE_DEPTH, Not, depth
 from rvguard.properties.load import load_properties
 from rvguard.properties.table import Counter, PropertyTable, Scope, edge
@@ -35,7 +35,8 @@ def test_compiled_functions_name_nothing_of_the_table() -> None:
     for table in _tables():
         bound = BoundTable(table, small_contract(), 0)
         functions = [f for be in (be for e in bound.edges for be in e or ()) for f in (be.guard, be.take)]
-        for fn in [*functions, *bound.choosers]:
+        steppers = [stepper([bound], small_contract(), code) for code in bound.codes]
+        for fn in [*functions, *bound.choosers, *steppers]:
             if fn is not None:
                 code = fn.__code__
                 assert code.co_filename == "<rvguard.properties guard>"

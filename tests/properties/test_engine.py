@@ -14,11 +14,13 @@ from rvguard.properties.load import load_properties
 from tests.monitors.strategies import small_contract
 
 from ._traces import random_trace
+from .test_bound import SOURCE_DEPTH, _limit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "properties"
 TABLES = [
     *(BUILTIN[k] for k in ("AF", "DR", "RB", "CAP", "PR", "SF")),
     *(t for f in sorted(EXAMPLES.glob("*.yaml")) for t in load_properties(f)),
+    _limit("DEEP", "n" + " + 0" * (SOURCE_DEPTH + 4) + " + 1 <= slots", "1" + " + 0" * (SOURCE_DEPTH + 4)),
 ]
 
 
