@@ -56,7 +56,7 @@ class ShieldHook:
 
     def observe(self, events: Iterable[Event]) -> None:
         """Show the core's events to the shield; alert on each disagreement and each violation."""
-        passes = self.shield.passes
+        passes = self.shield.product.step  # `Shield.passes`, one call fewer an event
         for ev in events:
             if not passes(ev):  # the common case passes: committed, nothing to report
                 self._disagree(ev)

@@ -2,12 +2,11 @@
 
 Theory of operation
 -------------------
-`BoundTable` resolves every name of a table once (a fact, a parameter, a
-counter of some scope) and compiles each guard and update to a closure
-(`rvguard.properties.guards.compile_expr`); ``edges[loc * N_KINDS + code]``
-is the tuple of edges to try. `Product` holds the bound tables, one
-instance per live request (its location in each table, its request
-counters, its events so far) and each table's other counters.
+Each table is bound once (`rvguard.properties.bound.BoundTable`: names
+resolved, guards, updates and each kind's choice of edge compiled to Python
+functions). `Product` holds the bound tables, one instance per live request
+(its location in each table, its request counters, its events so far) and
+each table's other counters.
 
 An event is stepped in two phases: `Product.plan` chooses each table's
 edge (guards read the state before the event) without changing anything;
@@ -16,7 +15,9 @@ appended to the request's witness). The monitor plans and commits every
 event (reporting the edges into bad); the shield plans a controllable
 event, and commits it only if no table goes bad (else its remedy, itself
 planned again). A protocol table's bad edge refuses the event: nothing is
-committed.
+committed. `Product.step` is the shield's common case in one call: plan and
+commit when no table goes bad, on a context and edge list reused event after
+event (no plan built); else nothing changes.
 
 A request's instance is created by its ``arrive`` and moved to a small
 record of final locations at its terminal event (``retain`` of them kept,
@@ -24,103 +25,51 @@ oldest first out; ``None``: all), so that an event after the end is still
 judged by the protocol table. Events of requests that never arrived reach
 only protocol tables.
 
-Cost: O(E) guard calls per event for E edges tried; memory O(live requests
-× tables + counters). This module is pure.
+Cost: one chooser call per table with an edge on the event's kind, one
+update call per chosen edge with updates; memory O(live requests × tables +
+counters). This module is pure.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..contract import Contract
 from ..errors import TraceOrderError
-from ..events import Admit, Arrive, Basis, Event, Fail
+from ..events import Arrive, Event
 from ..exact import window_index
 from ..facts import FactsCache
-from ..lifecycle import CODE, N_KINDS, NODE_CODES, TERMINAL_CODES
-from .guards import Bool, compile_expr
-from .table import CONTRACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
+from ..lifecycle import N_KINDS, NODE_CODES, TERMINAL_CODES
+from .bound import BoundEdge, BoundTable, Chooser, Ctx, Inst, Stepper, stepper
+from .table import PropertyTable, Scope
 
 __all__ = ["BoundEdge", "BoundTable", "Ctx", "Inst", "Product", "facts_of"]
-
-Getter = Callable[["Ctx"], Any]
-
-
-class Inst:
-    """One request: its facts, its location and request counters per table, its events so far."""
-
-    __slots__ = ("events", "facts", "locs", "rid", "tenant", "vars", "window")
-
-    def __init__(
-        self, rid: str, tenant: str, window: int, facts: dict[str, float] | None, locs: list[int]
-    ) -> None:
-        self.rid = rid
-        self.tenant = tenant
-        self.window = window
-        self.facts = facts  # None: the request never arrived (only protocol tables judge it)
-        self.locs = locs
-        self.vars: list[dict[str, float]] = [{} for _ in locs]
-        self.events: list[Event] = []
-
-
-class Ctx:
-    """What a guard reads: the event, its time and the request's instance."""
-
-    __slots__ = ("ev", "inst", "store", "t")
-
-    def __init__(self, ev: Event, inst: Inst) -> None:
-        self.ev = ev
-        self.t = ev.t
-        self.inst = inst
-        #: the counters of the table being stepped (set before each table's guards run)
-        self.store: dict[tuple[Any, ...], float] = {}
-
-
-def _basis(which: Basis) -> Getter:
-    return lambda c: 1.0 if isinstance(c.ev, Admit) and c.ev.basis is which else 0.0
-
-
-def _floor_credit(c: Ctx) -> float:
-    facts = c.inst.facts
-    return facts["weight"] if facts and isinstance(c.ev, Admit) and c.ev.basis is Basis.FLOOR else 0.0
-
-
-def _preempted(c: Ctx) -> float:
-    return 1.0 if isinstance(c.ev, Fail) and c.ev.reason in GUARD_ENDS else 0.0
-
-
-_EVENT_GETTERS: dict[str, Getter] = {
-    "t": lambda c: c.t,
-    "floor_basis": _basis(Basis.FLOOR),
-    "surplus_basis": _basis(Basis.SURPLUS),
-    "demoted_basis": _basis(Basis.DEMOTED),
-    "floor_credit": _floor_credit,
-    "preempted": _preempted,
-}
 
 
 def facts_of(
     contract: Contract,
     cache: FactsCache,
     ev: Arrive,
-    shapes: dict[tuple[Any, ...], dict[str, float]] | None = None,
+    shapes: dict[tuple[Any, ...], tuple[Any, dict[str, float]]] | None = None,
 ) -> dict[str, float]:
     """A request's facts (`rvguard.properties.table.FACT_NAMES`) from its arrival; ``shapes`` keeps
-    the facts that depend only on the request's tenant and sizes, by shape (a `Product` passes its own).
+    the request facts and the facts that depend only on the request's tenant and sizes, by shape (a
+    `Product` passes its own).
 
     Raises:
         UnknownTenantError: the tenant is not in the contract.
     """
-    f = cache(ev.tenant, ev.prompt_tokens, ev.max_tokens)
     key = (ev.tenant, ev.prompt_tokens, ev.max_tokens)
-    static = None if shapes is None else shapes.get(key)
-    if static is None:
-        static = _static_facts(cache, f, ev)
+    shape = None if shapes is None else shapes.get(key)
+    if shape is None:
+        f = cache(ev.tenant, ev.prompt_tokens, ev.max_tokens)
+        shape = (f, _static_facts(cache, f, ev))
         if shapes is not None and len(shapes) < 4096:
-            shapes[key] = static
+            shapes[key] = shape
+    f, static = shape
     return {"arrival": ev.t, "deadline": f.deadline(ev.t, ev.deadline), **static}
 
 
@@ -137,133 +86,9 @@ def _static_facts(cache: FactsCache, f: Any, ev: Arrive) -> dict[str, float]:
     }
 
 
-class BoundEdge:
-    """An edge with its guard and updates compiled; ``target`` a location index."""
-
-    __slots__ = ("bad", "edge", "guard", "target", "updates")
-
-    def __init__(
-        self,
-        edge: Edge,
-        target: int,
-        bad: bool,
-        guard: Getter | None,
-        updates: tuple[tuple[Getter, Callable[[Ctx, float], None]], ...],
-    ) -> None:
-        self.edge = edge
-        self.target = target
-        self.bad = bad
-        self.guard = guard
-        self.updates = updates
-
-
-#: compiled edges by (table, contract, position): binding WF's ninety edges costs a millisecond
-_COMPILED: dict[tuple[int, int, int], tuple[PropertyTable, Contract, list[tuple[BoundEdge, ...] | None]]] = {}
-
-
-class BoundTable:
-    """A table bound to a contract: names resolved, guards compiled, its counters' store."""
-
-    def __init__(self, table: PropertyTable, contract: Contract, position: int) -> None:
-        self.table = table
-        self.name = table.name
-        self.position = position
-        self.protocol = table.protocol
-        self.index = {loc: i for i, loc in enumerate(table.locations)}
-        self.initial = self.index[table.initial]
-        self.bad = self.index[table.bad]
-        self.store: dict[tuple[Any, ...], float] = {}
-        self._constants: dict[str, float] = {
-            "slots": contract.slots,
-            "reserve": contract.reserve,
-            "window": contract.window,
-        }
-        self._constants |= {k: float(v) for k, v in table.params.items()}
-        assert set(CONTRACT_NAMES) <= set(self._constants)
-        key = (id(table), id(contract), position)
-        cached = _COMPILED.get(key)
-        if cached is None or cached[0] is not table or cached[1] is not contract:
-            if len(_COMPILED) >= 256:
-                _COMPILED.clear()  # bounded: a process judging many contracts recompiles
-            cached = _COMPILED[key] = (table, contract, self._compile())
-        self.edges = cached[2]
-        #: the kind codes some edge of this table reacts to
-        self.codes = frozenset(CODE[e.kind] for e in table.edges)
-
-    def _compile(self) -> list[tuple[BoundEdge, ...] | None]:
-        """The edges by ``location * N_KINDS + code``, guards and updates compiled (state-free closures:
-        they read the counters through the context, so one compilation serves every product)."""
-        table = self.table
-        edges: list[tuple[BoundEdge, ...] | None] = [None] * (len(table.locations) * N_KINDS)
-        for e in table.edges:
-            slot = self.index[e.source] * N_KINDS + CODE[e.kind]
-            edges[slot] = (*(edges[slot] or ()), self._bind(e))
-        return edges
-
-    def _bind(self, e: Edge) -> BoundEdge:
-        target = self.index[e.target]
-        ups = tuple((compile_expr(u.value, self.lookup), self._setter(u.name, u.op)) for u in e.updates)
-        guard = None if e.guard == Bool(True) else compile_expr(e.guard, self.lookup)  # None: always
-        return BoundEdge(e, target, target == self.bad, guard, ups)
-
-    def lookup(self, name: str) -> Getter:
-        """The getter of ``name`` (table-checked: every name is known)."""
-        getter = _EVENT_GETTERS.get(name)
-        if getter is not None:
-            return getter
-        if name in self._constants:
-            value = self._constants[name]
-            return lambda c: value
-        counter = self.table.counter(name)
-        if counter is None:
-            return lambda c: c.inst.facts[name]  # type: ignore[index]
-        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
-        if key is None:
-            return lambda c: c.inst.vars[pos].get(name, init)
-        return lambda c: c.store.get(key(c), init)
-
-    def _key(self, name: str, scope: Scope) -> Callable[[Ctx], tuple[Any, ...]] | None:
-        if scope is Scope.REQUEST:
-            return None
-        if scope is Scope.TENANT:
-            return lambda c: (name, c.inst.tenant)
-        if scope is Scope.TENANT_WINDOW:
-            return lambda c: (name, c.inst.tenant, c.inst.window)
-        return lambda c: (name,)
-
-    def _setter(self, name: str, op: str) -> Callable[[Ctx, float], None]:
-        counter = self.table.counter(name)
-        assert counter is not None
-        key, init, pos = self._key(name, counter.scope), counter.initial, self.position
-        sign = 0.0 if op == "=" else (1.0 if op == "+=" else -1.0)
-        if key is None:
-
-            def set_request(c: Ctx, v: float) -> None:
-                own = c.inst.vars[pos]
-                own[name] = v if op == "=" else own.get(name, init) + sign * v
-
-            return set_request
-
-        def set_keyed(c: Ctx, v: float) -> None:
-            k, store = key(c), c.store
-            store[k] = v if op == "=" else store.get(k, init) + sign * v
-
-        return set_keyed
-
-    def take(self, inst: Inst, ctx: Ctx, be: BoundEdge) -> None:
-        """Take a chosen edge: every right-hand side reads the state before, then all are set."""
-        updates = be.updates
-        if len(updates) == 1:  # the common case: no list of values built
-            value, setter = updates[0]
-            setter(ctx, value(ctx))
-        elif updates:
-            values = [value(ctx) for value, _ in updates]
-            for (_, setter), v in zip(updates, values, strict=True):
-                setter(ctx, v)
-        inst.locs[self.position] = be.target
-
-
 Plan = tuple[Inst, Ctx, list[BoundEdge | None]]
+#: a table as `Product.plan` steps it: position, its chooser (for one kind), protocol
+_Step = tuple[int, Chooser, bool]
 
 
 class Product:
@@ -275,7 +100,7 @@ class Product:
         self.contract = contract
         self.tables = [BoundTable(t, contract, i) for i, t in enumerate(tables)]
         self._facts = FactsCache(contract)
-        self._shapes: dict[tuple[Any, ...], dict[str, float]] = {}  # `facts_of`'s, by request shape
+        self._shapes: dict[tuple[Any, ...], tuple[Any, dict[str, float]]] = {}  # `facts_of`'s, by shape
         self._origin, self._window = contract.epoch, contract.window
         self.live: dict[str, Inst] = {}
         self._finished: dict[str, list[int]] = {}
@@ -286,10 +111,27 @@ class Product:
         self.reactive = frozenset().union(*(b.codes for b in self.tables), {0}, TERMINAL_CODES)
         #: whether some table keeps a per-tenant-window counter (else an arrival's window is not computed)
         self._windowed = any(c.scope is Scope.TENANT_WINDOW for b in self.tables for c in b.table.counters)
+        #: whether some table keeps request counters (else an instance makes no dict per table)
+        self._counters = any(c.scope is Scope.REQUEST for b in self.tables for c in b.table.counters)
+        self._initial = tuple(b.initial for b in self.tables)
         #: per kind code, the tables with an edge on it (the others are skipped by `plan` and `commit`)
-        self._reacting: list[tuple[BoundTable, ...]] = [
-            tuple(b for b in self.tables if code in b.codes) for code in range(N_KINDS)
+        #: as (position, chooser, protocol), unpacked faster than attributes are read
+        self._reacting: list[tuple[_Step, ...]] = [
+            tuple(
+                (b.position, choose, b.protocol)
+                for b in self.tables
+                if (choose := b.choosers[code]) is not None  # a chooser: some edge on the kind
+            )
+            for code in range(N_KINDS)
         ]
+        #: whether `plan` can skip arrivals (no table has an edge on them: `arrive_by` makes the instance)
+        self.quiet_arrivals = not self._reacting[0]
+        self._ctx = Ctx.__new__(Ctx)  # `step`'s context and edges, reused event after event
+        self._stores = [b.store for b in self.tables]
+        self._ctx.stores, self._ctx.bad = self._stores, False
+        self._nones: list[BoundEdge | None] = [None] * len(self.tables)
+        self._chosen = list(self._nones)
+        self._steppers: list[Stepper | None] = [None] * N_KINDS  # `step`'s, by kind code
 
     def plan(self, ev: Event) -> Plan | None:
         """Each table's chosen edge for ``ev`` (None: the event concerns no request we can judge).
@@ -298,40 +140,102 @@ class Product:
             TraceOrderError: ``ev.t`` is before the previous event's time.
             UnknownTenantError: an arrival names a tenant the contract lacks.
         """
+        inst = self._instance(ev)
+        if inst is None:
+            return None
+        ctx = Ctx(ev, inst, self._stores)
+        chosen: list[BoundEdge | None] = [None] * len(self.tables)
+        self._choose(ctx, chosen)
+        return inst, ctx, chosen
+
+    def step(self, ev: Event) -> bool:
+        """`plan` and `commit` ``ev`` when no table's chosen edge goes bad (True), on the product's
+        own context and edge list (no plan is built: the shield's common case); else False, and
+        nothing changed (`plan` gives the edges). A kind no table reacts to takes `pass_by`, an
+        arrival none reacts to `arrive_by`, a node event only moves time (all True).
+
+        Raises:
+            TraceOrderError, UnknownTenantError: as `plan`.
+        """
+        inst = self.live.get(ev.rid)  # live: arrived, so judged by every table
+        code = ev.code
+        if inst is None or code not in self.reactive or ev.t < self.now:
+            return self._step(ev)
+        step = self._steppers[code] or self._stepper(code)
+        ctx = self._ctx
+        ctx.ev, ctx.t, ctx.inst = ev, ev.t, inst
+        if not step(ctx, inst.locs):  # a table goes bad: nothing changed
+            return False
+        self._after(inst, ev)
+        return True
+
+    def _stepper(self, code: int) -> Stepper:
+        """The compiled step of kind ``code`` (`rvguard.properties.bound.stepper`), at its first event."""
+        tables = [self.tables[p] for p, _, _ in self._reacting[code]]
+        step = self._steppers[code] = stepper(tables, self.contract, code)
+        return step
+
+    def _step(self, ev: Event) -> bool:
+        """`step` for an event of a request not live (an arrival, an event after the end or before
+        the arrival, a node event), of a kind no table reacts to, or out of order."""
+        code = ev.code
+        if code not in self.reactive:  # no table has an edge for it: it passes, as planned
+            self.pass_by(ev)
+            return True
+        if code == 0 and self.quiet_arrivals and self.arrive_by(ev):  # a new instance, no plan
+            return True
+        inst = self._instance(ev)
+        if inst is None:
+            self.advance(ev.t)
+            return True
+        if inst.facts is not None:  # arrived (a new instance): judged by every table, the compiled step
+            ctx = self._ctx
+            ctx.ev, ctx.t, ctx.inst = ev, ev.t, inst
+            if not (self._steppers[code] or self._stepper(code))(ctx, inst.locs):
+                return False
+            self._after(inst, ev)
+            return True
+        ctx, chosen = self._ctx, self._chosen  # only protocol tables judge it
+        ctx.ev, ctx.t, ctx.inst, ctx.bad = ev, ev.t, inst, False
+        self._choose(ctx, chosen)
+        ok = not ctx.bad
+        if ok:
+            self._take(inst, ctx, chosen)
+        chosen[:] = self._nones
+        return ok
+
+    def _instance(self, ev: Event) -> Inst | None:
+        """``ev``'s request instance (new when not live; not kept until committed), None for a node event."""
         if ev.t < self.now:
             raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")
-        code = ev.code
-        if code in NODE_CODES:
+        if ev.code in NODE_CODES:
             return None
         inst = self.live.get(ev.rid)
-        if inst is None:
-            inst = self._new(ev)
-        ctx = Ctx(ev, inst)
-        chosen: list[BoundEdge | None] = [None] * len(self.tables)
+        return self._new(ev) if inst is None else inst
+
+    def _choose(self, ctx: Ctx, chosen: list[BoundEdge | None]) -> None:
+        """Each reacting table's first edge whose guard holds, into ``chosen`` (``ctx.bad``: one goes bad)."""
+        inst = ctx.inst
         locs, judged = inst.locs, inst.facts is not None
-        for b in self._reacting[code]:  # `BoundTable.choose`, inlined: this loop runs for every event
-            if not judged and not b.protocol:
+        for pos, choose, protocol in self._reacting[ctx.ev.code]:
+            if not judged and not protocol:
                 continue  # a request that never arrived: only protocol tables judge it
-            edges = b.edges[locs[b.position] * N_KINDS + code]
-            if edges is not None:
-                ctx.store = b.store
-                for be in edges:
-                    guard = be.guard
-                    if guard is None or guard(ctx):
-                        chosen[b.position] = be
-                        break
-        return inst, ctx, chosen
+            be = choose(ctx, locs[pos])
+            if be is not None:
+                chosen[pos] = be
+                if be.bad:
+                    ctx.bad = True
 
     def _new(self, ev: Event) -> Inst:
         ended = self._finished.get(ev.rid)
         if ended is not None:
-            return Inst(ev.rid, "", 0, None, list(ended))
-        locs = [b.initial for b in self.tables]
+            return Inst(ev.rid, "", 0, None, list(ended), self._counters)
+        locs = list(self._initial)
         if isinstance(ev, Arrive):
             facts = facts_of(self.contract, self._facts, ev, self._shapes)
             window = window_index(ev.t, self._origin, self._window) if self._windowed else 0
-            return Inst(ev.rid, ev.tenant, window, facts, locs)
-        return Inst(ev.rid, "", 0, None, locs)
+            return Inst(ev.rid, ev.tenant, window, facts, locs, self._counters)
+        return Inst(ev.rid, "", 0, None, locs, self._counters)
 
     def refused(self, chosen: list[BoundEdge | None]) -> bool:
         """Whether a protocol table refuses the event."""
@@ -339,16 +243,25 @@ class Product:
 
     def commit(self, plan: Plan) -> None:
         """Take the planned edges; the event joins the request's witness."""
-        inst, ctx, chosen = plan
-        if ctx.t > self.now:
-            self.now = ctx.t
-        code = ctx.ev.code
-        for b in self._reacting[code]:  # a table with no edge on the kind chose none
-            be = chosen[b.position]
+        self._take(*plan)
+
+    def _take(self, inst: Inst, ctx: Ctx, chosen: list[BoundEdge | None]) -> None:
+        locs = inst.locs
+        for pos, _, _ in self._reacting[ctx.ev.code]:  # a table with no edge on the kind chose none
+            be = chosen[pos]
             if be is not None:
-                ctx.store = b.store
-                b.take(inst, ctx, be)
-        inst.events.append(ctx.ev)
+                take = be.take
+                if take is not None:  # every right-hand side reads the state before, then all are set
+                    take(ctx)
+                locs[pos] = be.target
+        self._after(inst, ctx.ev)
+
+    def _after(self, inst: Inst, ev: Event) -> None:
+        """The event taken: time moves, the event joins the witness, an arrival goes live, an end leaves."""
+        if ev.t > self.now:
+            self.now = ev.t
+        inst.events.append(ev)
+        code = ev.code
         if inst.facts is None:
             return
         if code == 0 and inst.rid not in self.live and inst.rid not in self._finished:
@@ -376,7 +289,7 @@ class Product:
             UnknownTenantError: the arrival names a tenant the contract lacks.
         """
         rid = ev.rid
-        if self._reacting[0] or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
+        if not self.quiet_arrivals or not isinstance(ev, Arrive) or rid in self.live or rid in self._finished:
             return False
         if ev.t < self.now:
             raise TraceOrderError(f"time {ev.t!r} is before the previous event's {self.now!r}", field="t")

@@ -38,6 +38,7 @@ from typing import Any, TypeAlias
 from ..errors import SpecError
 
 __all__ = [
+    "SOURCE_DEPTH",
     "Bool",
     "BoolOp",
     "Cmp",
@@ -46,9 +47,11 @@ __all__ = [
     "Neg",
     "Not",
     "Num",
+    "Source",
     "Sum",
     "Update",
     "compile_expr",
+    "depth",
     "evaluate",
     "names",
     "parse_guard",
@@ -387,6 +390,72 @@ def compile_expr(node: Expr | Term, lookup: Callable[[str], Getter]) -> Getter:
     fn = (_ARITH if isinstance(node, Sum) else _CMP)[node.op]
     left, right = compile_expr(node.left, lookup), compile_expr(node.right, lookup)
     return lambda ctx: fn(left(ctx), right(ctx))
+
+
+def depth(node: Expr | Term) -> int:
+    """The nesting depth of ``node`` (a name or a number: 1)."""
+    if isinstance(node, Neg | Not):
+        return 1 + depth(node.arg)
+    if isinstance(node, Sum | Cmp):
+        return 1 + max(depth(node.left), depth(node.right))
+    if isinstance(node, BoolOp):
+        return 1 + max(depth(a) for a in node.args)
+    return 1
+
+
+#: the deepest guard or term `Source` writes as one expression (Python's parser refuses 200 nested
+#: parentheses; deeper ones are compiled to closures, `compile_expr`)
+SOURCE_DEPTH = 48
+
+
+class Source:
+    """Python source evaluating guards and terms on a context ``c``, compiled once to one function.
+
+    A guard compiled by `compile_expr` is a tree of closures, one call per node; here it is one
+    expression, ``floored == 1 and used + weight <= floor`` a single call. ``name_source(name,
+    self)`` gives each name's fragment (``c.t``, a counter's ``c.store.get(...)``). Every value — a
+    number, a name's text, a getter — is bound to an identifier of its own (`bind`: ``v0``, ``v1``,
+    ...): the source holds nothing of the table's text, only these identifiers, ``c`` and its
+    attributes, the operators of the language and parentheses. Evaluation order and results are
+    `compile_expr`'s (left before right; ``and``/``or`` short-circuit; the same operators on the
+    same values).
+    """
+
+    def __init__(self, name_source: Callable[[str, Source], str]) -> None:
+        #: the globals of every function compiled here (one dict: a table's functions share it)
+        self.env: dict[str, Any] = {"__builtins__": {}}
+        self._name_source = name_source
+        self._bound = 0
+
+    def bind(self, value: Any) -> str:
+        """An identifier the compiled code reads ``value`` by."""
+        ident = f"v{self._bound}"
+        self._bound += 1
+        self.env[ident] = value
+        return ident
+
+    def expr(self, node: Expr | Term) -> str:
+        """``node`` as one parenthesised Python expression over ``c``."""
+        if isinstance(node, Num | Bool):
+            return self.bind(node.value)
+        if isinstance(node, Name):
+            return self._name_source(node.name, self)
+        if isinstance(node, Neg):
+            return f"(-{self.expr(node.arg)})"
+        if isinstance(node, Not):
+            return f"(not {self.expr(node.arg)})"
+        if isinstance(node, BoolOp):
+            joint = " and " if node.op == "and" else " or "
+            return "(" + joint.join(self.expr(a) for a in node.args) + ")"
+        if node.op not in (_ARITH if isinstance(node, Sum) else _CMP):  # the language's operators only
+            raise KeyError(node.op)  # as `compile_expr` does
+        return f"({self.expr(node.left)} {node.op} {self.expr(node.right)})"
+
+    def function(self, params: str, body: str) -> Callable[..., Any]:
+        """``def f(params): body`` compiled with the bound values as its globals (no builtins)."""
+        text = f"def f({params}):\n    " + body.replace("\n", "\n    ")
+        exec(compile(text, "<rvguard.properties guard>", "exec"), self.env)
+        return self.env.pop("f")  # type: ignore[no-any-return]
 
 
 def evaluate(node: Expr | Term, env: Callable[[str], Any]) -> Any:

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from ..contract import Contract
 from ..events import Event
 from ..verdict import Violation
-from .engine import BoundEdge, BoundTable, Inst, Product
+from .bound import BoundEdge, BoundTable
+from .engine import Inst, Product
 from .table import PropertyTable
 
 __all__ = ["TableMonitor", "violation"]

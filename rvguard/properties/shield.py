@@ -40,7 +40,8 @@ from ..contract import Contract
 from ..errors import TraceFormatError
 from ..events import Event, event_from_dict
 from ..verdict import Violation
-from .engine import BoundEdge, BoundTable, Plan, Product
+from .bound import BoundEdge, BoundTable
+from .engine import Plan, Product
 from .monitor import violation
 from .table import PropertyTable, Remedy, RemedyAction
 
@@ -124,22 +125,7 @@ class Shield:
         Raises:
             TraceOrderError, UnknownTenantError: as `decide`.
         """
-        product = self.product
-        code = ev.code
-        if code not in product.reactive:  # no table has an edge for it: it passes, as planned
-            product.pass_by(ev)
-            return True
-        if code == 0 and product.arrive_by(ev):  # an arrival no table reacts to: a new instance
-            return True
-        plan = product.plan(ev)
-        if plan is None:
-            product.advance(ev.t)
-            return True
-        for be in plan[2]:
-            if be is not None and be.bad:
-                return False
-        product.commit(plan)
-        return True
+        return self.product.step(ev)
 
     def enforce(self, ev: Event) -> Decision:
         """Live enforcement, one plan per event: a compliant ``ev`` is committed and passes; one that

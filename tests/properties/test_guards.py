@@ -16,6 +16,7 @@ from rvguard.properties.guards import (
     Name,
     Not,
     Num,
+    Source,
     Sum,
     compile_expr,
     evaluate,
@@ -90,13 +91,16 @@ _GUARDS = st.recursive(
 def test_printed_guard_parses_back_and_both_evaluators_agree(
     text: str, points: list[tuple[int, int]]
 ) -> None:
-    """show() is a fixpoint of parsing; the per-event closure and the column evaluator give the same
-    truth on every point (the offline checker relies on it)."""
+    """show() is a fixpoint of parsing; the per-event closure, the per-event `Source` function and the
+    column evaluator give the same truth on every point (the offline checker relies on it)."""
     g = parse_guard(text)
     assert parse_guard(show(g)) == g
     xs = np.array([float(x) for x, _ in points])
     ys = np.array([float(y) for _, y in points])
     columns = np.broadcast_to(evaluate(g, lambda n: xs if n == "x" else ys), xs.shape)
+    src = Source(lambda n, _: "c[0]" if n == "x" else "c[1]")
+    one = src.function("c", "return " + src.expr(g))  # the engine's: one function, not a closure tree
     for i, (x, y) in enumerate(points):
         fn = compile_expr(g, lambda n: (lambda c: c[0]) if n == "x" else (lambda c: c[1]))
         assert bool(fn((float(x), float(y)))) == bool(columns[i])
+        assert bool(one((float(x), float(y)))) == bool(columns[i])
