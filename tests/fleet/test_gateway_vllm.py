@@ -292,12 +292,8 @@ async def _strand(engine: Any, *urls: str) -> None:
 async def _in_flight(client: httpx.AsyncClient, urls: tuple[str, ...]) -> int:
     """How many requests the replicas count in flight on e0 (their /metrics)."""
     series = 'rvguard_engine_in_flight{engine="e0"} '
-    return sum(
-        int(float(x.split()[-1]))
-        for u in urls
-        for x in (await client.get(u + "/metrics")).text.splitlines()
-        if x.startswith(series)
-    )
+    texts = [(await client.get(u + "/metrics")).text for u in urls]
+    return sum(int(float(x.split()[-1])) for t in texts for x in t.splitlines() if x.startswith(series))
 
 
 def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: int) -> int:
