@@ -48,6 +48,7 @@ from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continua
 from ..fleet.router import Route, Router
 from .engines import Engine
 from .lean import TransportFailure
+from .outlier import Outlier, probe
 from .upstream import PATHS, Endpoint, UpstreamDispatcher
 
 if TYPE_CHECKING:
@@ -403,7 +404,7 @@ class FleetDispatcher:
                         extra={"event": "route_late", "rid": rid, "engine": engine.name},
                     )
                 return engine
-            if not any(e.alive for e in self.engines):
+            if not any(e.in_rotation for e in self.engines):
                 raise DispatchError("no engine in rotation: every engine is down", status_hint=502)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -448,7 +449,8 @@ class FleetDispatcher:
 
     # -- the rest of the upstream interface -----------------------------------------------
     async def models(self) -> list[str]:
-        """Probe every engine (``GET /v1/models``): in or out of rotation; the models they serve.
+        """Probe every engine (its health path, ``GET /v1/models``): in or out of rotation; the
+        models they serve. An ejected engine stays out (`rvguard.gateway.outlier.probe`).
 
         Raises:
             DispatchError: no engine answered.
@@ -462,7 +464,7 @@ class FleetDispatcher:
     async def _probe(self, engine: Engine) -> list[str] | None:
         try:
             async with asyncio.timeout(PROBE_S):
-                got = await engine.dispatcher.models()
+                got = await probe(engine.dispatcher)
         except TimeoutError:
             engine.probe_missed(f"probe: no answer in {PROBE_S:g} s")
             self.wake()
@@ -479,7 +481,7 @@ class FleetDispatcher:
         return got
 
     def _serving(self) -> list[Engine]:
-        alive = [e for e in self.engines if e.alive]
+        alive = [e for e in self.engines if e.in_rotation]
         return alive or self.engines
 
     async def count_prompt_tokens(
@@ -534,6 +536,7 @@ def build_dispatcher(
             send_priority=settings.send_priority,
             api_key=settings.upstream_api_key,
         )
+        client.outlier = Outlier(name, settings.outlier, clock)
         clients.append((name, client, settings.engine_slots.get(name, contract.slots)))
     if len(clients) == 1:
         return clients[0][1], clients[0][2]
