@@ -62,7 +62,7 @@ from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .exposition import tenant_aliases, without_tenant_names
-from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
+from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher, upstreams
 from .fleet_trace import FleetTrace
 from .outlier import OutlierLog, watch_outliers
 from .prometheus import MetricsSink
@@ -126,7 +126,9 @@ class Gateway:
         self._binder = ReloadableBinder(settings.keys.binder(contract))  # bound once, on the headers
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
         register_fleet_series(self.metrics.registry, self.fleet, self.credits)
-        watch_outliers(self.dispatcher, self.metrics.registry, OutlierLog(self.trace, self._rerouted))
+        watch_outliers(
+            upstreams(self.dispatcher), self.metrics.registry, OutlierLog(self.trace, self._rerouted)
+        )
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
         if self.fleet is not None:  # routes each dispatch before it is traced
             sinks.insert(0, RouteAtDispatch(self.fleet))

@@ -55,7 +55,14 @@ if TYPE_CHECKING:
     from ..contract import Contract
     from .settings import GatewaySettings
 
-__all__ = ["FleetDispatcher", "FleetHooks", "FleetStatistics", "RouteAtDispatch", "build_dispatcher"]
+__all__ = [
+    "FleetDispatcher",
+    "FleetHooks",
+    "FleetStatistics",
+    "RouteAtDispatch",
+    "build_dispatcher",
+    "upstreams",
+]
 
 log = logging.getLogger("rvguard.gateway")
 #: seconds an engine's probe may take: under the gateway's own probe time-out (2 s), so a hung
@@ -513,6 +520,13 @@ class FleetDispatcher:
 
 def _with_body(request: Request, body: Mapping[str, Any]) -> Request:
     return dataclasses.replace(request, payload={**request.payload, "body": dict(body)})
+
+
+def upstreams(dispatcher: UpstreamDispatcher | FleetDispatcher) -> list[UpstreamDispatcher]:
+    """The upstream clients behind ``dispatcher``: itself, or each engine's."""
+    if isinstance(dispatcher, FleetDispatcher):
+        return [e.dispatcher for e in dispatcher.engines]
+    return [dispatcher]
 
 
 def build_dispatcher(

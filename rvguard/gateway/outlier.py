@@ -43,19 +43,38 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..clock import Clock
 from ..errors import DispatchError, SpecError
 from ..watch_events import UPSTREAM_EJECTED, UPSTREAM_RESTORED, Watch
 
 if TYPE_CHECKING:
-    from .fleet import FleetDispatcher
     from .trace import TraceFile
-    from .upstream import UpstreamDispatcher
+
+
+class Upstream(Protocol):
+    """What an outlier asks of its upstream's client (`rvguard.gateway.upstream.UpstreamDispatcher`)."""
+
+    outlier: Outlier | None
+
+    async def get_json(
+        self, path: str, post: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """GET ``path``, or POST ``post`` to it: the status and the JSON answer."""
+        ...
+
+    async def status_of(self, path: str) -> int:
+        """The status of ``GET path``."""
+        ...
+
+    async def models(self) -> list[str]:
+        """The model ids the upstream lists."""
+        ...
+
 
 __all__ = [
     "EJECT_CAP_S",
@@ -64,6 +83,7 @@ __all__ = [
     "OutlierConfig",
     "OutlierLog",
     "OutlierReport",
+    "Upstream",
     "healthy",
     "probe",
     "trial",
@@ -133,7 +153,7 @@ class Outlier:
         self.ejections = 0  # since start (/metrics)
         self.strikes = 0  # ejections and failed tries since it was last in
         self.retry_at = 0.0
-        self.endpoint = "completions"  # of the last failed request: the trial's
+        self.path = "/v1/completions"  # of the last failed request: the trial's
         self.report: OutlierReport | None = None
         self._trial: asyncio.Task[None] | None = None
 
@@ -144,13 +164,13 @@ class Outlier:
         if self.ejected:
             self._restore("a request succeeded")
 
-    def failed(self, err: DispatchError, endpoint: str) -> None:
+    def failed(self, err: DispatchError, path: str) -> None:
         """A real request to it failed with ``err``: a failure unless the upstream blamed the client."""
         if err.status_hint < 500:  # it answered: the client's mistake (or a limit) is no sign of death
             self.consecutive = 0
             return
         self.consecutive += 1
-        self.endpoint = endpoint
+        self.path = path
         if self.config.after and not self.ejected and self.consecutive >= self.config.after:
             self.strikes = 0
             self._eject(str(err) or type(err).__name__)
@@ -180,7 +200,7 @@ class Outlier:
         """Out, and its time out is over: the next probe that answers tries it."""
         return self.ejected and self.clock.now() >= self.retry_at
 
-    def probed(self, dispatcher: UpstreamDispatcher, models: Sequence[str]) -> None:
+    def probed(self, dispatcher: Upstream, models: Sequence[str]) -> None:
         """A probe of it answered (its health path said 200): try it when due. With a health
         path set, that answer is the try; else a trial completion is sent (in the background)."""
         if not self.due() or (self._trial is not None and not self._trial.done()):
@@ -190,10 +210,10 @@ class Outlier:
         else:
             self._trial = asyncio.ensure_future(self._try(dispatcher, models))
 
-    async def _try(self, dispatcher: UpstreamDispatcher, models: Sequence[str]) -> None:
+    async def _try(self, dispatcher: Upstream, models: Sequence[str]) -> None:
         try:
             async with asyncio.timeout(TRIAL_S):
-                ok, why = await trial(dispatcher, models, self.endpoint)
+                ok, why = await trial(dispatcher, models, self.path)
         except TimeoutError:
             ok, why = False, f"trial: no answer in {TRIAL_S:g} s"
         except DispatchError as err:
@@ -221,23 +241,21 @@ class Outlier:
                 await self._trial
 
 
-async def trial(dispatcher: UpstreamDispatcher, models: Sequence[str], endpoint: str) -> tuple[bool, str]:
-    """One completion of the gateway's own (``max_tokens`` 1): did the upstream serve it?"""
-    from .upstream import PATHS
-
+async def trial(dispatcher: Upstream, models: Sequence[str], path: str) -> tuple[bool, str]:
+    """One completion of the gateway's own (``max_tokens`` 1) on ``path`` (``/v1/completions`` or
+    ``/v1/chat/completions``): did the upstream serve it?"""
     if not models:
         return False, "trial: the upstream lists no model"
     body: dict[str, Any] = {"model": models[0], "max_tokens": 1, "stream": False}
-    if endpoint == "chat":
+    if path.endswith("/chat/completions"):
         body["messages"] = [{"role": "user", "content": "ping"}]
     else:
         body["prompt"] = "ping"
-    path = PATHS.get(endpoint, PATHS["completions"])
     status, _ = await dispatcher.get_json(path, body)
     return status == 200, f"trial: POST {path} answered {status}"
 
 
-async def probe(dispatcher: UpstreamDispatcher) -> list[str]:
+async def probe(dispatcher: Upstream) -> list[str]:
     """One readiness probe of an upstream: its health path (when set) answers 200, then its model
     list; `DispatchError` when either fails. An ejected upstream that is due is tried (`Outlier.probed`)."""
     o = dispatcher.outlier
@@ -249,7 +267,7 @@ async def probe(dispatcher: UpstreamDispatcher) -> list[str]:
     return models
 
 
-async def healthy(dispatcher: UpstreamDispatcher, path: str) -> None:
+async def healthy(dispatcher: Upstream, path: str) -> None:
     """``GET path`` answers 200, or `DispatchError` (502; 504 when it took too long) says what it did."""
     status = await dispatcher.status_of(path)
     if status != 200:
@@ -317,17 +335,9 @@ class _Series:
         yield total
 
 
-def watch_outliers(
-    dispatcher: UpstreamDispatcher | FleetDispatcher, registry: Any, report: OutlierReport
-) -> list[Outlier]:
-    """The outliers of ``dispatcher``'s upstreams (one, or each engine's), each told to ``report``
+def watch_outliers(upstreams: Sequence[Upstream], registry: Any, report: OutlierReport) -> list[Outlier]:
+    """The outliers of ``upstreams`` (a gateway's one, or each engine's), each told to ``report``
     its changes, their series exposed in ``registry``."""
-    from .fleet import FleetDispatcher
-
-    if isinstance(dispatcher, FleetDispatcher):
-        upstreams = [e.dispatcher for e in dispatcher.engines]
-    else:
-        upstreams = [dispatcher]
     outliers = [u.outlier for u in upstreams if u.outlier is not None]
     for o in outliers:
         o.report = report

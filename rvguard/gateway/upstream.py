@@ -43,11 +43,10 @@ from ..enforce.request import Request
 from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
 from .lean import LeanStream, lean_capable
+from .outlier import Outlier
 
 if TYPE_CHECKING:
     import httpx
-
-    from .outlier import Outlier
 
 __all__ = [
     "END",
@@ -247,11 +246,10 @@ class UpstreamDispatcher:
         outcome (not a cancellation) is told to the upstream's `Outlier`, when it has one."""
         if self.outlier is None:
             return await self._dispatch(request, stream)
-        endpoint = str(request.payload.get("endpoint", "completions"))
         try:
             answer = await self._dispatch(request, stream)
         except DispatchError as err:
-            self.outlier.failed(err, endpoint)
+            self.outlier.failed(err, PATHS[str(request.payload.get("endpoint", "completions"))])
             raise
         self.outlier.succeeded()
         return answer
