@@ -412,7 +412,7 @@ class FleetDispatcher:
                     )
                 return engine
             if not any(e.in_rotation for e in self.engines):
-                raise DispatchError("no engine in rotation: every engine is down", status_hint=502)
+                raise DispatchError("no engine in rotation: every engine is down or ejected", status_hint=502)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:

@@ -178,7 +178,8 @@ class Outlier:
     def _eject(self, why: str) -> None:
         self.ejected = True
         self.ejections += 1
-        self.reason = f"{self.consecutive} failed requests in a row, the last: {why}"
+        n = self.consecutive
+        self.reason = f"{n} failed request{'s' if n > 1 else ''} in a row, the last: {why}"
         self._backoff()
         if self.report is not None:
             self.report(self, True)

@@ -297,3 +297,23 @@ async def test_a_health_path_that_is_not_200_makes_the_probe_fail() -> None:
                 await healthy(d, "/health")
         finally:
             await d.aclose()
+
+
+async def test_a_fleet_with_every_engine_ejected_is_not_ready_and_says_which() -> None:
+    async with FakeUpstream() as a, FakeUpstream() as b:
+        s = GatewaySettings(
+            upstream=(f"a={a.url}", f"b={b.url}"),
+            keys=KeysConfig(keys=KEYS, claim_secret=SECRET),
+            probe_interval=0.05,
+            eject_after=1,
+        )
+        async with gateway(_contract(), s) as (_, url), httpx.AsyncClient(timeout=30) as client:
+            await _ready(client, url)
+            a.dead = b.dead = True
+            first = [await _complete(client, url) for _ in range(2)]  # one to each, each ejects its engine
+            r = await client.get(url + "/readyz")
+            last = await client.post(url + "/v1/completions", json=BODY, headers=auth("sk-assured"))
+    assert first == [502, 502] and r.status_code == 503, (first, r.text)
+    message = r.json()["error"]["message"]
+    assert "engine a ejected: 1 failed request in a row" in message and "engine b ejected" in message
+    assert last.status_code == 502 and "every engine is down or ejected" in last.text
