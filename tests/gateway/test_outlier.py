@@ -1,12 +1,12 @@
 """A dead engine that still lists its models: passive detection takes it out; a real answer brings it back.
 
 vLLM whose engine process died (``EngineDeadError``) answers ``GET /v1/models`` 200 and every
-completion 500. The first two tests put the gateway in front of such a server written here
-(`_dead_engine`: a Starlette app, nothing of the gateway's fake) and use only settings that
-main had, so they fail on a gateway whose readiness asks ``/v1/models`` alone: ``/readyz`` stays
-200 and the fleet keeps routing to it. The rest use `FakeUpstream` with ``dead`` set (its
-``/health`` then answers 503) to check the trace record, the log line, the series, the trial that
-brings an engine back, and the health path.
+completion 500. The first test here (and the first of test_readiness) puts the gateway in front
+of such a server written here (`_dead_engine`: a Starlette app, nothing of the gateway's fake) and
+uses only settings that main had, so it fails on a gateway whose readiness asks ``/v1/models``
+alone: the fleet kept routing to it (11 of 24 requests), ``/readyz`` stayed 200. The rest use
+`FakeUpstream` with ``dead`` set (its ``/health`` then answers 503) to check the trace record,
+the log line, the series, the trial that brings an engine back, and the health path.
 """
 
 from __future__ import annotations
@@ -86,26 +86,6 @@ async def _ready(client: httpx.AsyncClient, url: str) -> None:
 async def _complete(client: httpx.AsyncClient, url: str) -> int:
     r = await client.post(url + "/v1/completions", json=BODY, headers=auth("sk-assured"))
     return r.status_code
-
-
-async def test_readyz_answers_503_once_every_completion_fails_though_the_models_answer(
-    tmp_path: Path,
-) -> None:
-    async with (
-        _dead_engine() as (engine, hits),
-        gateway(_contract(), settings(engine, tmp_path / "t.jsonl", probe_interval=0.05)) as (_, url),
-        httpx.AsyncClient(timeout=30) as client,
-    ):
-        await _ready(client, url)
-        statuses = [await _complete(client, url) for _ in range(3)]
-        await asyncio.sleep(0.2)  # several probes, each answered 200 by /v1/models
-        r = await client.get(url + "/readyz")
-        again = await _complete(client, url)  # still forwarded: there is nowhere else
-    assert len(hits) == 4 and all(s >= 500 for s in statuses) and again >= 500, (statuses, again)
-    assert r.status_code == 503, r.text
-    message = r.json()["error"]["message"]
-    assert "upstream (ejected: 3 failed requests in a row" in message and "http 500" in message, message
-    assert r.json()["checks"]["upstream"] is False
 
 
 async def test_a_fleet_stops_placing_on_an_engine_whose_completions_all_fail(tmp_path: Path) -> None:
@@ -297,23 +277,3 @@ async def test_a_health_path_that_is_not_200_makes_the_probe_fail() -> None:
                 await healthy(d, "/health")
         finally:
             await d.aclose()
-
-
-async def test_a_fleet_with_every_engine_ejected_is_not_ready_and_says_which() -> None:
-    async with FakeUpstream() as a, FakeUpstream() as b:
-        s = GatewaySettings(
-            upstream=(f"a={a.url}", f"b={b.url}"),
-            keys=KeysConfig(keys=KEYS, claim_secret=SECRET),
-            probe_interval=0.05,
-            eject_after=1,
-        )
-        async with gateway(_contract(), s) as (_, url), httpx.AsyncClient(timeout=30) as client:
-            await _ready(client, url)
-            a.dead = b.dead = True
-            first = [await _complete(client, url) for _ in range(2)]  # one to each, each ejects its engine
-            r = await client.get(url + "/readyz")
-            last = await client.post(url + "/v1/completions", json=BODY, headers=auth("sk-assured"))
-    assert first == [502, 502] and r.status_code == 503, (first, r.text)
-    message = r.json()["error"]["message"]
-    assert "engine a ejected: 1 failed request in a row" in message and "engine b ejected" in message
-    assert last.status_code == 502 and "every engine is down or ejected" in last.text
