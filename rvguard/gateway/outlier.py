@@ -242,6 +242,12 @@ class Outlier:
                 await self._trial
 
 
+#: the trial's prompt: several tokens, because a fresh vLLM 0.32 CPU engine whose first request had a
+#: one-token prompt lost its worker (EngineDeadError) five times in five here, and a restarted engine
+#: meets the trial first
+TRIAL_PROMPT = "Is the engine serving requests again after its restart?"
+
+
 async def trial(dispatcher: Upstream, models: Sequence[str], path: str) -> tuple[bool, str]:
     """One completion of the gateway's own (``max_tokens`` 1) on ``path`` (``/v1/completions`` or
     ``/v1/chat/completions``): did the upstream serve it?"""
@@ -249,9 +255,9 @@ async def trial(dispatcher: Upstream, models: Sequence[str], path: str) -> tuple
         return False, "trial: the upstream lists no model"
     body: dict[str, Any] = {"model": models[0], "max_tokens": 1, "stream": False}
     if path.endswith("/chat/completions"):
-        body["messages"] = [{"role": "user", "content": "ping"}]
+        body["messages"] = [{"role": "user", "content": TRIAL_PROMPT}]
     else:
-        body["prompt"] = "ping"
+        body["prompt"] = TRIAL_PROMPT
     status, _ = await dispatcher.get_json(path, body)
     return status == 200, f"trial: POST {path} answered {status}"
 

@@ -29,6 +29,7 @@ from rvguard.errors import DispatchError, SpecError
 from rvguard.gateway.app import serving
 from rvguard.gateway.config import KeysConfig
 from rvguard.gateway.fake import FakeUpstream
+from rvguard.gateway.outlier import TRIAL_PROMPT
 from rvguard.gateway.settings import GatewaySettings
 
 from ._support import KEYS, SECRET, auth, contract, gateway, read_trace, settings
@@ -143,7 +144,7 @@ async def test_ejection_and_return_are_traced_logged_and_counted_and_a_trial_bri
                     break
                 await asyncio.sleep(0.05)
             back = (await client.get(url + "/metrics")).text
-            trials = [b for b in engine.bodies if b.get("prompt") == "ping" and b.get("max_tokens") == 1]
+            trials = [b for b in engine.bodies if b.get("prompt") == TRIAL_PROMPT]
             assert await _complete(client, url) == 200
     name = f"127.0.0.1:{engine.port}"
     assert re.search(rf'^rvguard_upstream_ejected\{{engine="{re.escape(name)}"\}} 1\.0$', out, re.M)
