@@ -44,7 +44,7 @@ from .events import Admit, Arrive, Basis, Event, Fail, Reject, Watch, is_client_
 from .facts import FactsCache
 from .lifecycle import ADMIT, ALERT, ARRIVE, COMPLETE, DISPATCH, DROP, FAIL, TERMINAL_CODES
 from .verdict import Violation
-from .watch_events import BACKLOG, CLEAR, FLOOR_LOWERED, FLOOR_REFUSED, SERVICE, SERVICE_LOW, SHIELD
+from .watch_events import BACKLOG, CLEAR, FLOOR_LOWERED, FLOOR_REFUSED, NOT_PRECONDITIONS, SERVICE
 
 __all__ = ["Attributed", "Attribution", "Break"]
 
@@ -156,7 +156,7 @@ class Attribution:
             for condition, since in self._open.items():
                 self.breaks.append(Break(condition, since, ev.t, "watch"))
             self._open.clear()
-        elif ev.condition != SERVICE_LOW and ev.condition != SHIELD:  # L is DR's; a shield's is no SF's
+        elif ev.condition not in NOT_PRECONDITIONS:  # L is DR's; a shield's, an ejection's are no SF's
             since = ev.t if ev.since is None else min(ev.since, ev.t)
             self._open.setdefault(ev.condition, since)
 

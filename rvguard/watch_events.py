@@ -30,9 +30,12 @@ __all__ = [
     "CONDITIONS",
     "FLOOR_LOWERED",
     "FLOOR_REFUSED",
+    "NOT_PRECONDITIONS",
     "SERVICE",
     "SERVICE_LOW",
     "SHIELD",
+    "UPSTREAM_EJECTED",
+    "UPSTREAM_RESTORED",
     "Watch",
     "watch_from_dict",
 ]
@@ -46,8 +49,16 @@ CLEAR = "clear"  # every firing condition holds again
 #: a property table's shield disagreed with an event that went out (shadow, or a built-in guarantee
 #: that comes first) or a table was broken by an event the guard does not decide; no precondition of SF
 SHIELD = "shield"
+#: an upstream answered failures to that many real requests in a row and is out of rotation (or,
+#: restored, back in): the gateway's passive health (`rvguard.gateway.outlier`); no precondition of SF
+UPSTREAM_EJECTED = "upstream-ejected"
+UPSTREAM_RESTORED = "upstream-restored"
 #: the conditions an alert record may name
-CONDITIONS = frozenset({SERVICE, SERVICE_LOW, CAPACITY, BACKLOG, ARRIVAL_GAP, CLEAR, SHIELD})
+CONDITIONS = frozenset(
+    {SERVICE, SERVICE_LOW, CAPACITY, BACKLOG, ARRIVAL_GAP, CLEAR, SHIELD, UPSTREAM_EJECTED, UPSTREAM_RESTORED}
+)
+#: conditions that are no precondition of SF (the checker attributes no miss to them)
+NOT_PRECONDITIONS = frozenset({SERVICE_LOW, SHIELD, UPSTREAM_EJECTED, UPSTREAM_RESTORED})
 
 #: the field an admit or reject of a floor-entitled request carries when it did not get the floor:
 #: why (a shared pool's verdict, or `FLOOR_LOWERED`); `rvguard check` reports the AF violation as a

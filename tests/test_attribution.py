@@ -173,6 +173,25 @@ def test_an_sf_miss_with_every_precondition_held_is_a_guard_fault() -> None:
     assert report.sf_attribution()["guard_fault"] == 1 and not report.attributed
 
 
+def test_an_upstream_ejection_excuses_no_sf_miss() -> None:
+    """The gateway's ``upstream-ejected`` alert (an upstream out for failed requests) is no
+    precondition of SF: a miss during it stays the guard's fault, as with no alert at all."""
+    contract = make_contract(s_max=0.5, deadline=1.0)
+    out = Watch(
+        0.1, "upstream-ejected", 3.0, 3.0, extra=MappingProxyType({"engine": "e0", "detail": "http 500"})
+    )
+    late = [
+        Arrive(0.0, "a", "assured", 1.0),
+        Admit(0.0, "a", Basis.FLOOR),
+        out,
+        Dispatch(0.7, "a"),
+        Complete(1.1, "a"),
+    ]
+    report = check(late, contract)
+    assert [(v.property, v.rid) for v in report.violations] == [("SF", "a")]
+    assert report.sf_attribution()["guard_fault"] == 1 and not report.attributed
+
+
 def test_a_client_hang_up_is_a_client_fault_never_the_guards() -> None:
     contract = make_contract(s_max=0.5, deadline=1.0)
     events = [*_served(0.0, 1.0)[:3], Fail(0.2, "a", "client-error: disconnect")]

@@ -24,9 +24,9 @@ Every request that reached the Guard has exactly one terminal event in the
 trace (`trace.TraceFile`, which also records the request id and trace context
 on ``arrive``) and in ``/metrics`` (`metrics.MetricsSink`). A failing trace
 sink never withholds an answer: it is logged, counted and makes ``/readyz``
-fail. ``/healthz`` is liveness; ``/readyz`` readiness (the upstream answered
-its last probe, the trace is being written). Every error has OpenAI's shape
-(`wire`), unknown routes included.
+fail. ``/healthz`` is liveness; ``/readyz`` readiness (`readiness`: the upstream answered
+its last probe and is not ejected for failed requests, the trace is being written). Every
+error has OpenAI's shape (`wire`), unknown routes included.
 """
 
 from __future__ import annotations
@@ -62,9 +62,11 @@ from .answers import Answers, PendingAnswer
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .exposition import tenant_aliases, without_tenant_names
-from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher
+from .fleet import FleetDispatcher, RouteAtDispatch, build_dispatcher, upstreams
 from .fleet_trace import FleetTrace
+from .outlier import OutlierLog, watch_outliers
 from .prometheus import MetricsSink
+from .readiness import Readiness
 from .reasons import ANSWERS, classify
 from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
@@ -77,8 +79,6 @@ from .wire import ForwardedContext, error_body, error_response, relayed
 __all__ = ["KEEP_ALIVE_S", "Gateway", "GatewaySettings", "TraceFile", "error_body", "serving"]
 
 log = logging.getLogger("rvguard.gateway")
-#: seconds a readiness probe of the upstream may take before the upstream counts as down
-PROBE_TIMEOUT_S = 2.0
 _CLOSE = {"connection": "close"}
 
 
@@ -126,6 +126,9 @@ class Gateway:
         self._binder = ReloadableBinder(settings.keys.binder(contract))  # bound once, on the headers
         self.metrics = MetricsSink(contract, registry if registry is not None else CollectorRegistry())
         register_fleet_series(self.metrics.registry, self.fleet, self.credits)
+        watch_outliers(
+            upstreams(self.dispatcher), self.metrics.registry, OutlierLog(self.trace, self._rerouted)
+        )
         sinks: list[Any] = [self.metrics] if self.trace is None else [self.trace, self.metrics]
         if self.fleet is not None:  # routes each dispatch before it is traced
             sinks.insert(0, RouteAtDispatch(self.fleet))
@@ -144,9 +147,7 @@ class Gateway:
         tag = f"{settings.replica}-{secrets.token_hex(3)}-" if settings.replica else ""
         self._rid_prefix = f"{tag}{restart}g"
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
-        self.models: frozenset[str] = frozenset()
-        self.upstream_up = False
-        self._probed = False
+        self.readiness = Readiness(self.dispatcher, self.metrics)
         self._open = False
         app = Starlette(
             routes=self._routes(),
@@ -154,6 +155,20 @@ class Gateway:
             exception_handlers={HTTPException: self._http_error, Exception: self._crash},
         )
         self.app: ASGIApp = RequestIds(app)
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The model ids the upstream listed at its last probe that answered."""
+        return self.readiness.models
+
+    @property
+    def upstream_up(self) -> bool:
+        """The upstream answered its last probe."""
+        return self.readiness.upstream_up
+
+    def _rerouted(self) -> None:
+        if self.fleet is not None:  # an engine left or came back: waiting dispatches route again
+            self.fleet.wake()
 
     def _relief(self, settings: GatewaySettings) -> None:
         """Rationed relief when the settings ask (the fewest preempted, gradual restores, a hold
@@ -218,7 +233,7 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         self._log_startup()
-        prober = asyncio.ensure_future(self._probe_loop())  # not ready until a probe succeeds
+        prober = asyncio.ensure_future(self.readiness.loop(self.settings.probe_interval))  # ready after one
         loops = [prober]
         if self.credits is not None:  # connect, load the script, check the store before serving;
             await self.credits.warm(self.clock.now)  # then join before each window start
@@ -295,43 +310,8 @@ class Gateway:
             self._binder.current = await reload_binder(source, self.contract, self._binder.current)
 
     # -- readiness -------------------------------------------------------------
-    async def _probe(self) -> None:
-        """Ask the upstream for its models; log when its reachability changes."""
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                self.models = frozenset(await self.dispatcher.models())
-        except (DispatchError, TimeoutError) as err:
-            if self.upstream_up or not self._probed:
-                why = str(err) or "no answer within the probe timeout"
-                log.warning("upstream unreachable: %s", why, extra={"event": "upstream_down"})
-            self.upstream_up = False
-        else:
-            if not self.upstream_up:
-                models = ",".join(sorted(self.models))
-                log.info("upstream reachable", extra={"event": "upstream_up", "models": models})
-            self.upstream_up = True
-        self._probed = True
-        self.metrics.upstream_up.set(float(self.upstream_up))
-
-    async def _probe_loop(self) -> None:
-        while True:
-            await self._probe()
-            await asyncio.sleep(self.settings.probe_interval)
-
     async def _readyz(self, http: HttpRequest) -> Response:
-        checks = {
-            "serving": self._open,
-            "upstream": self.upstream_up,
-            "trace": self.trace is None or not self.trace.failing,
-        }
-        pool = "" if self.credits is None else self.credits.readiness()
-        if self.credits is not None:
-            checks["credits"] = not pool
-        if all(checks.values()):
-            return JSONResponse({"status": "ready", "checks": checks})
-        failing = [n if n != "credits" else f"credits ({pool})" for n, ok in checks.items() if not ok]
-        body = error_body(f"not ready: {', '.join(failing)}", "service_unavailable_error", code="not_ready")
-        return JSONResponse({**body, "checks": checks}, status_code=503)
+        return self.readiness.readyz(self._open, self.trace, self.credits)
 
     async def _healthz(self, http: HttpRequest) -> Response:
         s = self.guard.statistics()

@@ -60,6 +60,7 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-body", type=int, default=4 << 20, help="largest request body in bytes (413 above)")
     p.add_argument("--header-timeout", type=float, default=10.0, help="seconds a request's headers may take")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds a request's body may take (408)")
+    _add_upstream_health(p)
     p.add_argument(
         "--upstream-key-env",
         metavar="VAR",
@@ -69,6 +70,40 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="one line per event")
     p.add_argument("--log-level", choices=_LEVELS, default="info", help="log level (default info)")
     _add_watch(p)
+
+
+def _add_upstream_health(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--upstream-health",
+        metavar="PATH",
+        default="/v1/models",
+        help="path each probe GETs (200: healthy) before the model list: /health for vLLM, whose "
+        "/v1/models answers while its engine is dead (default /v1/models: nothing more; not /health "
+        "for a LiteLLM proxy, which then calls every model)",
+    )
+    p.add_argument(
+        "--eject-after",
+        type=int,
+        default=3,
+        metavar="N",
+        help="failed requests (5xx, transport) in a row that take an upstream out (default 3; 0: never)",
+    )
+    p.add_argument(
+        "--eject-for",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds an ejected upstream stays out before it is tried again (default 10; "
+        "doubled after each failed try)",
+    )
+
+
+def _upstream_health(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "upstream_health": args.upstream_health,
+        "eject_after": args.eject_after,
+        "eject_for": args.eject_for,
+    }
 
 
 def _add_headroom(p: argparse.ArgumentParser) -> None:
@@ -444,7 +479,7 @@ def run_serve(args: argparse.Namespace) -> bool:
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         watch=_watch(args, contract),
-        **_headroom(args, contract) | _properties(args),
+        **_headroom(args, contract) | _properties(args) | _upstream_health(args),
     )
     gateway = Gateway(contract, settings)
     engines = ", ".join(url for _, url in settings.engines)

@@ -22,13 +22,18 @@ it, at three scrapes in a row, is lying (or broken): it is logged and judged on 
 from then on (`Engine.liar`). Whatever a view says, the router never places more than C_e.
 
 An engine leaves rotation when a call to it fails in transport (refused,
-reset, cut mid-stream), when a readiness probe (``GET /v1/models``) fails, or
+reset, cut mid-stream), when a readiness probe (``GET /v1/models``, or the health
+path set: `rvguard.gateway.outlier.OutlierConfig`) fails, or
 when ``PROBE_MISSES`` probes in a row go unanswered in time; it comes back when
-a probe answers. One slow probe is not enough: a CPU engine busy streaming can
-take longer than the probe's time-out to list its models, and taking it out
-then would strand the streams that a relocation would move onto it. A scrape
-that fails changes nothing but the age of the view: a view that grows older
-than the router's staleness bound sends every decision siloed (`rvguard.fleet.router`).
+a probe answers. Apart from that, its `Outlier` (on its dispatcher) ejects it after
+failed requests in a row (5xx answers included: a dead vLLM engine still lists its
+models): ejected, it is out of rotation (`Engine.in_rotation`) until a trial or its
+health path says it serves again, whatever ``/v1/models`` answers. One slow
+probe is not enough: a CPU engine busy streaming can take longer than the
+probe's time-out to list its models, and taking it out then would strand the
+streams that a relocation would move onto it. A scrape that fails changes
+nothing but the age of the view: a view that grows older than the router's
+staleness bound sends every decision siloed (`rvguard.fleet.router`).
 
 Cost: O(1) per view; one scrape per engine per ``interval``.
 """
@@ -61,7 +66,7 @@ class EngineStatistics:
     """One engine's state now (``/metrics`` and tests)."""
 
     name: str
-    alive: bool
+    alive: bool  # in rotation: its probe answers and it is not ejected
     in_flight: int
     slots: int
     telemetry: Telemetry
@@ -116,6 +121,12 @@ class Engine:
         self.liar = False  # its /metrics was found out (`_lies`): headroom from free slots
 
     @property
+    def in_rotation(self) -> bool:
+        """Alive (its probe answers) and not ejected for failed requests."""
+        outlier = self.dispatcher.outlier
+        return self.alive and (outlier is None or not outlier.ejected)
+
+    @property
     def url(self) -> str:
         """The engine's base URL."""
         return self.dispatcher.base_url
@@ -131,7 +142,7 @@ class Engine:
             seen_at = self.redline.last_sample_time(KV_LIMIT.name)
         elif self.telemetry != "slots":
             headroom, seen_at = 0.0, None  # not read yet: no view
-        return EngineView(self.name, headroom, seen_at, self.in_flight, self.slots, self.alive)
+        return EngineView(self.name, headroom, seen_at, self.in_flight, self.slots, self.in_rotation)
 
     async def scrape(self) -> None:
         """One scrape of ``/metrics`` into the redline; decides ``telemetry`` on the first answer."""
@@ -234,7 +245,7 @@ class Engine:
         v = self.view(now)
         return EngineStatistics(
             self.name,
-            self.alive,
+            self.in_rotation,
             self.in_flight,
             self.slots,
             self.telemetry,

@@ -25,6 +25,8 @@ With ``metrics=True``, ``GET /metrics`` exports vLLM's ``vllm:kv_cache_usage_per
 when set, else active / slots), ``vllm:num_requests_running`` (``running_reported`` when set: a
 lying engine) and ``..._waiting``; its status is
 ``metrics_status`` (set it to 503 to make the telemetry fail); without, it answers 404.
+``GET /health`` answers 200, or 503 once ``dead`` is set: a vLLM server whose engine process
+died (``EngineDeadError``), which still lists its models but answers every completion 500.
 
 Chunks have the real shape (``"object": "chat.completion.chunk"``, a role-only
 first delta, ``finish_reason`` on the last). With ``api_key`` set it answers
@@ -57,6 +59,7 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 _HttpRequest = tuple[str, str, dict[str, str], bytes]  # method, path, headers (lower-case names), body
 
@@ -78,6 +81,7 @@ class FakeUpstream:
         self.metrics_status = 200
         self.kv_usage: float | None = None
         self.running_reported: int | None = None  # set: /metrics lies about the running count
+        self.dead = False  # set: its engine died (completions 500, /health 503, /v1/models still 200)
         self.api_key = api_key
         self.headers: list[dict[str, str]] = []
         self.token_delay = token_delay
@@ -162,18 +166,18 @@ class FakeUpstream:
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             err = {"message": "invalid API key", "type": "AuthenticationError", "param": None, "code": 401}
             return await _send_json(writer, 401, {"error": err})
-        if method == "GET" and path == "/v1/models":
-            data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
-            return await _send_json(writer, 200, data)
+        if method == "GET":
+            return await self._get(path, writer)
         if method == "POST" and path == "/tokenize":
             return await self._tokenize(json.loads(raw or b"{}"), writer)
         if method == "POST" and path == "/detokenize":
             ids = json.loads(raw or b"{}").get("tokens") or []
             return await _send_json(writer, 200, {"prompt": "".join(map(_token_text, ids))})
-        if method == "GET" and path == "/metrics" and self.metrics:
-            return await self._metrics(writer)
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+        if self.dead:
+            err = {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": 500}
+            return await _send_json(writer, 500, {"error": err})
         body = json.loads(raw or b"{}")
         self.bodies.append(body)
         self.headers.append(headers)
@@ -196,6 +200,16 @@ class FakeUpstream:
             }
             return await _send_json(writer, status, {"error": err})
         return await self._generate(body, writer, mode)
+
+    async def _get(self, path: str, writer: asyncio.StreamWriter) -> bool:
+        if path == "/v1/models":
+            data = {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            return await _send_json(writer, 200, data)
+        if path == "/health":
+            return await _send_json(writer, 503 if self.dead else 200, {})
+        if path == "/metrics" and self.metrics:
+            return await self._metrics(writer)
+        return await _send_json(writer, 404, {"error": {"message": f"no route GET {path}"}})
 
     async def _tokenize(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
         """vLLM's ``/tokenize``, with whitespace words as tokens (chat: + 2 a message for the template)."""

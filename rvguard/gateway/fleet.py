@@ -48,13 +48,21 @@ from ..fleet.relocate import NotRelocatable, Progress, RelocationSlots, continua
 from ..fleet.router import Route, Router
 from .engines import Engine
 from .lean import TransportFailure
+from .outlier import Outlier, probe
 from .upstream import PATHS, Endpoint, UpstreamDispatcher
 
 if TYPE_CHECKING:
     from ..contract import Contract
     from .settings import GatewaySettings
 
-__all__ = ["FleetDispatcher", "FleetHooks", "FleetStatistics", "RouteAtDispatch", "build_dispatcher"]
+__all__ = [
+    "FleetDispatcher",
+    "FleetHooks",
+    "FleetStatistics",
+    "RouteAtDispatch",
+    "build_dispatcher",
+    "upstreams",
+]
 
 log = logging.getLogger("rvguard.gateway")
 #: seconds an engine's probe may take: under the gateway's own probe time-out (2 s), so a hung
@@ -403,8 +411,8 @@ class FleetDispatcher:
                         extra={"event": "route_late", "rid": rid, "engine": engine.name},
                     )
                 return engine
-            if not any(e.alive for e in self.engines):
-                raise DispatchError("no engine in rotation: every engine is down", status_hint=502)
+            if not any(e.in_rotation for e in self.engines):
+                raise DispatchError("no engine in rotation: every engine is down or ejected", status_hint=502)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -448,7 +456,8 @@ class FleetDispatcher:
 
     # -- the rest of the upstream interface -----------------------------------------------
     async def models(self) -> list[str]:
-        """Probe every engine (``GET /v1/models``): in or out of rotation; the models they serve.
+        """Probe every engine (its health path, ``GET /v1/models``): in or out of rotation; the
+        models they serve. An ejected engine stays out (`rvguard.gateway.outlier.probe`).
 
         Raises:
             DispatchError: no engine answered.
@@ -462,7 +471,7 @@ class FleetDispatcher:
     async def _probe(self, engine: Engine) -> list[str] | None:
         try:
             async with asyncio.timeout(PROBE_S):
-                got = await engine.dispatcher.models()
+                got = await probe(engine.dispatcher)
         except TimeoutError:
             engine.probe_missed(f"probe: no answer in {PROBE_S:g} s")
             self.wake()
@@ -479,7 +488,7 @@ class FleetDispatcher:
         return got
 
     def _serving(self) -> list[Engine]:
-        alive = [e for e in self.engines if e.alive]
+        alive = [e for e in self.engines if e.in_rotation]
         return alive or self.engines
 
     async def count_prompt_tokens(
@@ -513,6 +522,13 @@ def _with_body(request: Request, body: Mapping[str, Any]) -> Request:
     return dataclasses.replace(request, payload={**request.payload, "body": dict(body)})
 
 
+def upstreams(dispatcher: UpstreamDispatcher | FleetDispatcher) -> list[UpstreamDispatcher]:
+    """The upstream clients behind ``dispatcher``: itself, or each engine's."""
+    if isinstance(dispatcher, FleetDispatcher):
+        return [e.dispatcher for e in dispatcher.engines]
+    return [dispatcher]
+
+
 def build_dispatcher(
     contract: Contract,
     settings: GatewaySettings,
@@ -534,6 +550,7 @@ def build_dispatcher(
             send_priority=settings.send_priority,
             api_key=settings.upstream_api_key,
         )
+        client.outlier = Outlier(name, settings.outlier, clock)
         clients.append((name, client, settings.engine_slots.get(name, contract.slots)))
     if len(clients) == 1:
         return clients[0][1], clients[0][2]

@@ -7,7 +7,9 @@ Events: ``startup`` (the configuration), ``refused`` (a request answered with
 an error before or by the Guard: 400/401/404/408/413/429/503), ``upstream_failed``
 (502/504, a client error the upstream refused, an error mid-stream),
 ``sink_error``/``sink_recovered`` (the trace file), ``upstream_down``/``upstream_up``
-(the readiness probe), ``keys_reloaded``, and ``access``: one line per HTTP exchange
+(the readiness probe), ``upstream_ejected``/``upstream_still_ejected``/``upstream_restored``
+(failed requests in a row, `rvguard.gateway.outlier`), ``keys_reloaded``, and ``access``: one line
+per HTTP exchange
 (`rvguard.gateway.access`: request id, tenant, rid, status, latency, outcome and reason;
 probes and scrapes at DEBUG). `configure` installs one handler on the root logger
 (uvicorn's own lines come through it too) and keeps the HTTP client libraries' lines

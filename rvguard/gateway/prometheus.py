@@ -51,7 +51,8 @@ trace's ``alert`` records: ``rvguard_precondition_alerts_total{condition}``),
 ``rvguard_eviction_deadline_warnings_total`` (emergency-eviction plans whose k-bounded, serialized
 relief cannot land before the node's deadline: `rvguard.enforce.emergency`). The gateway adds
 ``rvguard_unauthenticated_total``, ``rvguard_invalid_requests_total{code}`` (refused at the
-edge, before admission), ``rvguard_upstream_up`` and ``rvguard_trace_failing``.
+edge, before admission), ``rvguard_upstream_up`` and ``rvguard_trace_failing`` (and, from
+`rvguard.gateway.outlier`, ``rvguard_upstream_ejected{engine}``, ``rvguard_upstream_ejections_total``).
 """
 
 from __future__ import annotations

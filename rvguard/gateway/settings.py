@@ -20,6 +20,7 @@ from ..enforce.watch import DEFAULT_WATCH, WatchConfig
 from ..errors import SpecError
 from ..properties.table import PropertyTable
 from .config import KeysConfig
+from .outlier import MODELS, OutlierConfig
 from .upstream import upstream_url
 
 if TYPE_CHECKING:
@@ -81,6 +82,12 @@ class GatewaySettings:
         relief: rationed relief (`rvguard.enforce.rationing.ReliefConfig`: the KV cache's tokens and
             the hold bound); needs ``headroom_url``. ``None``: past the hard floor every running
             surplus request is preempted and the redline restores every held one at once.
+        upstream_health: the path each readiness probe asks (``GET``, 200 is healthy) before the
+            model list: ``/health`` for vLLM (non-200 while its engine is dead, when
+            ``/v1/models`` still answers); the default ``/v1/models`` asks nothing more.
+        eject_after: failed requests in a row (5xx, transport) that take an upstream out
+            (`rvguard.gateway.outlier`; 0: never).
+        eject_for: seconds an ejected upstream stays out before it is tried again.
     """
 
     upstream: str | tuple[str, ...]
@@ -121,6 +128,14 @@ class GatewaySettings:
     headroom_interval: float = 1.0
     eviction: EvictionConfig | None = None
     relief: ReliefConfig | None = None
+    upstream_health: str = MODELS
+    eject_after: int = 3
+    eject_for: float = 10.0
+
+    @property
+    def outlier(self) -> OutlierConfig:
+        """When an upstream is ejected, for how long, and its health path."""
+        return OutlierConfig(self.eject_after, self.eject_for, self.upstream_health)
 
     @property
     def engines(self) -> tuple[tuple[str, str], ...]:
@@ -166,6 +181,7 @@ class GatewaySettings:
             )
         self._check_headroom(len(engines))
         self._check_trace()
+        _ = self.outlier  # checks eject_after, eject_for, upstream_health
         if self.credits is not None and self.replica != self.credits.replica:
             raise SpecError("the credit pool's replica id must be the gateway's replica", field="replica")
         seconds = {

@@ -43,6 +43,7 @@ from ..enforce.request import Request
 from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
 from .lean import LeanStream, lean_capable
+from .outlier import Outlier
 
 if TYPE_CHECKING:
     import httpx
@@ -215,9 +216,12 @@ class UpstreamDispatcher:
             {"authorization": f"Bearer {api_key}"} if api_key else {}
         )
         self._closing: set[asyncio.Task[None]] = set()  # finished streams' connections being closed
+        self.outlier: Outlier | None = None  # told each dispatch's outcome (`rvguard.gateway.outlier`)
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this dispatcher created it."""
+        """Close the HTTP client if this dispatcher created it (a trial under way stops first)."""
+        if self.outlier is not None:
+            await self.outlier.aclose()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
         if self._owned:
@@ -238,7 +242,19 @@ class UpstreamDispatcher:
 
     async def dispatch(self, request: Request, *, stream: Stream | None = None) -> Response:
         """Serve ``request`` upstream, telling ``stream`` each chunk and the tokens generated so far
-        (`StreamingDispatcher`); raise `DispatchError` (502/504/upstream status) on failure."""
+        (`StreamingDispatcher`); raise `DispatchError` (502/504/upstream status) on failure. The
+        outcome (not a cancellation) is told to the upstream's `Outlier`, when it has one."""
+        if self.outlier is None:
+            return await self._dispatch(request, stream)
+        try:
+            answer = await self._dispatch(request, stream)
+        except DispatchError as err:
+            self.outlier.failed(err, PATHS[str(request.payload.get("endpoint", "completions"))])
+            raise
+        self.outlier.succeeded()
+        return answer
+
+    async def _dispatch(self, request: Request, stream: Stream | None) -> Response:
         httpx = self._httpx
         url = self.base_url + PATHS[str(request.payload.get("endpoint", "completions"))]
         headers = self._headers(request.payload.get("headers"))
@@ -339,6 +355,18 @@ class UpstreamDispatcher:
         if status != 200 or not isinstance(listed, list):
             raise DispatchError(f"upstream /v1/models answered {status}", status_hint=502)
         return [str(m["id"]) for m in listed if isinstance(m, Mapping) and "id" in m]
+
+    async def status_of(self, path: str) -> int:
+        """The status of ``GET path`` upstream (a health path: its body is not read as JSON);
+        `DispatchError` on transport failure (504: too slow)."""
+        httpx = self._httpx
+        try:
+            resp = await self.client.get(self.base_url + path, headers=self._headers(None))
+        except httpx.TimeoutException as exc:
+            raise DispatchError(f"upstream timeout: {type(exc).__name__}", status_hint=504) from exc
+        except httpx.TransportError as exc:
+            raise DispatchError(f"upstream transport: {type(exc).__name__}: {exc}", status_hint=502) from exc
+        return resp.status_code
 
     async def get_json(
         self, path: str, post: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None

@@ -29,7 +29,14 @@ async def test_the_sdk_retry_of_a_preemption_is_held_not_preempted_again(tmp_pat
     """503 + x-should-retry: true, the SDK retries after retry-after-ms; with the engine still past
     its hard floor the retry is admitted as surplus and held by the redline (never dispatched, so
     never preempted again): one retry, not a storm, and served once the cache frees up."""
+    import httpx
+
     trace = tmp_path / "t.jsonl"
+    seen: list[tuple[int, str | None]] = []  # each answer the SDK got: status, x-should-retry
+
+    async def answered(r: httpx.Response) -> None:
+        seen.append((r.status_code, r.headers.get("x-should-retry")))
+
     async with FakeUpstream(token_delay=0.03, metrics=True) as up:
         s = settings(
             up.url,
@@ -41,7 +48,10 @@ async def test_the_sdk_retry_of_a_preemption_is_held_not_preempted_again(tmp_pat
         )
         async with (
             gateway(contract(), s) as (gw, url),
-            openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-opp", max_retries=5, timeout=30) as sdk,
+            httpx.AsyncClient(event_hooks={"response": [answered]}, timeout=30) as http,
+            openai.AsyncOpenAI(
+                base_url=url + "/v1", api_key="sk-opp", max_retries=5, timeout=30, http_client=http
+            ) as sdk,
         ):
             call = asyncio.ensure_future(sdk.completions.create(**LONG))
             await _until(lambda: bool(gw.guard.running()), "the surplus request to run")
@@ -52,6 +62,7 @@ async def test_the_sdk_retry_of_a_preemption_is_held_not_preempted_again(tmp_pat
             up.kv_usage = 0.0
             answer = await asyncio.wait_for(call, 20.0)
     assert answer.choices[0].text.startswith("t0")
+    assert seen == [(503, "true"), (200, None)]  # the preemption said "retry"; the SDK did, once
     events = read_trace(trace)
     arrivals = [e for e in events if e["kind"] == "arrive"]
     assert len(arrivals) == 2  # the request and one retry: no storm
