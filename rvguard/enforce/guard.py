@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
@@ -54,6 +54,7 @@ from .alertlog import warn_alerts
 from .bounded import BoundedLearner
 from .core import DecisionCore
 from .dispatchers import ChunkSink, Dispatcher, Response, Stream, failure_reason, is_streaming
+from .entry import CreditPool, bind, spend
 from .gate import tables_hook
 from .guard_config import GuardConfig
 from .headroom import HeadroomSource
@@ -82,20 +83,6 @@ DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
 DEFAULT_CONFIG = GuardConfig()
-_POOL_TRIES = 3  # answers that come back in the next window before the arrival is refused ``floor-lowered``
-
-
-class CreditPool(Protocol):
-    """Floor credit shared with other guard replicas (the gateway wraps `rvguard.fleet.credits`)."""
-
-    def window(self, t: float) -> int:
-        """The contract window holding ``t``."""
-        ...
-
-    async def spend(self, rid: str, tenant: str, weight: float, now: float) -> tuple[int, str]:
-        """Spend ``weight`` of ``tenant``'s floor in ``now``'s window: ``(window, "")`` when granted,
-        else ``(window, reason)``; never raises for an unreachable store (it decides alone)."""
-        ...
 
 
 _STATUS: dict[int, Status] = {
@@ -255,7 +242,7 @@ class Guard:
             raise EnforcementError("on_chunk needs a dispatcher that streams (StreamingDispatcher)")
         self._submitted += 1
         now = self._clock.now()
-        bound = self._bind(request, identity, now)
+        bound = bind(request, identity, self._binder, self.core.facts, self.contract, now)
         if bound is None:
             self._unauth += 1
             return Outcome(request.rid, "rejected", "unauthenticated")
@@ -275,25 +262,18 @@ class Guard:
         return await self._run(call, view if waits else None)
 
     async def _spend(self, pool: CreditPool, request: Request) -> Request:
-        """The pool's verdict, for the window the arrival is stamped in: an answer that comes back
-        in the next window is asked again there (the credit is counted where the trace counts it).
+        """The pool's verdict on ``request`` (`entry.spend`), stamped when it came.
 
         Raises:
             EnforcementError: the guard closed meanwhile (503).
         """
         weight = self.core.facts(request.tenant, request.prompt_tokens, request.max_tokens).weight
-        now, reason = request.t, "floor-lowered"
-        for _ in range(_POOL_TRIES):
-            k, verdict = await pool.spend(request.rid, request.tenant, weight, now)
-            now = self._clock.now()
-            if pool.window(now) == k:
-                reason = verdict
-                break
+        request = await spend(pool, request, weight, self._clock)
         if not self._open:
             raise EnforcementError(
                 "the guard closed while the request waited for the credit pool", status_hint=503
             )
-        return request.rebound(tenant=request.tenant, t=now, max_tokens=request.max_tokens, pool=reason)
+        return request
 
     def running(self) -> list[str]:
         """The rids in flight now (dispatched, not ended), in dispatch order."""
@@ -529,17 +509,6 @@ class Guard:
                 call.task.cancel(f"rvguard: {reason}")
 
     # -- events --------------------------------------------------------------------
-    def _bind(self, request: Request, identity: Identity | None, now: float) -> Request | None:
-        tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
-        if tenant is None:
-            return None
-        capped = request.max_tokens  # an unknown tenant is refused by the core (403)
-        if tenant in self.contract.tenants:
-            capped = self.core.facts(tenant, request.prompt_tokens, request.max_tokens).capped_tokens
-        if tenant == request.tenant and request.t == now and request.max_tokens == capped:
-            return request
-        return request.rebound(tenant=tenant, t=now, max_tokens=capped)
-
     def _handle(self, events: list[Event]) -> None:
         """Feed ``events``, then the watch's alerts (logged), to every sink in order; apply them."""
         if alerts := self.core.drain_alerts():

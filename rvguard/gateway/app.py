@@ -48,7 +48,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from ..clock import Clock, MonotonicClock
-from ..contract import Contract, CreditMode
+from ..contract import Contract
 from ..enforce.dispatchers import ChunkSink
 from ..enforce.guard import Guard, Outcome
 from ..enforce.guard_config import GuardConfig
@@ -59,6 +59,7 @@ from ..errors import DispatchError, EnforcementError, SinkError
 from ..fleet.credits import SharedCredits
 from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
+from .arrival import deadline_of, prompt_tokens, request_of
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .exposition import tenant_aliases, without_tenant_names
@@ -377,7 +378,7 @@ class Gateway:
         note.tenant = tenant
         try:
             body = await self._read(http, endpoint)
-            prompt_tokens = await self._prompt_tokens(endpoint, body, tenant, ctx)
+            prompt = await prompt_tokens(self.contract, self.dispatcher, endpoint, body, tenant, ctx)
         except BadRequest as err:
             note.refused(err.code or "invalid")
             self.metrics.invalid.labels(err.code or "invalid").inc()
@@ -391,7 +392,7 @@ class Gateway:
             self._upstream_failed(ctx, tenant, "", 502, str(err))
             message = f"cannot count the prompt's tokens for token credits: {err}"
             return error_response(502, message, "upstream_error", code="tokenize_failed")
-        return self._submit(ctx, tenant, endpoint, body, prompt_tokens, note, self._stamp(http))
+        return self._submit(ctx, tenant, endpoint, body, prompt, note, self._stamp(http))
 
     def _stamp(self, http: HttpRequest) -> float | None:
         """Seconds since the request's first byte was read (None: not known), judged by the watch."""
@@ -416,23 +417,6 @@ class Gateway:
             )
         return body
 
-    async def _prompt_tokens(
-        self, endpoint: Endpoint, body: Mapping[str, Any], tenant: str, ctx: ForwardedContext
-    ) -> int | None:
-        """The prompt's tokens when a request of ``tenant`` spends them (token credits, a floor)."""
-        c = self.contract
-        spec = c.tenants[tenant]
-        if c.credit is not CreditMode.TOKENS or not spec.floored:
-            return None
-        count = None
-        if c.token_weights.prompt > 0:
-            count = await self.dispatcher.count_prompt_tokens(endpoint, body, headers=ctx.headers)
-        if c.weight(count, _max_tokens(body)) <= 0:
-            raise BadRequest(
-                "this request would weigh 0 credits: it must ask for some work", code="zero_weight"
-            )
-        return count
-
     def _submit(
         self,
         ctx: ForwardedContext,
@@ -445,10 +429,8 @@ class Gateway:
     ) -> Response:
         rid = note.rid = f"{self._rid_prefix}{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
-        relative = self.contract.tenants[tenant].deadline
-        # the deadline runs from the first byte, unless the request waited so long it is nearly due
-        deadline = None if gap is None or gap > relative / 2 else self.clock.now() - gap + relative
-        request = Request(rid, tenant, 0.0, deadline, prompt_tokens, _max_tokens(body), payload=payload)
+        deadline = deadline_of(self.contract, self.clock, tenant, gap)
+        request = request_of(rid, tenant, deadline, prompt_tokens, body, payload)
         if self.trace is not None:
             notes = {"request_id": ctx.request_id, "traceparent": ctx.traceparent}
             self.trace.annotate(rid, notes if gap is None else {**notes, "arrival_gap": gap})
@@ -591,8 +573,3 @@ def _fields(ctx: ForwardedContext, tenant: str | None, **more: Any) -> dict[str,
     }
     out.update(more)
     return out
-
-
-def _max_tokens(body: Mapping[str, Any]) -> int | None:
-    v = body.get("max_tokens")
-    return v if v is not None else body.get("max_completion_tokens")
