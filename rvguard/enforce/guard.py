@@ -1,7 +1,8 @@
 """The asyncio runtime around the decision core: slots, clock, sinks, a dispatcher.
 
 `Guard` is a thin driver (STYLE rule 4): every decision comes from the pure
-`DecisionCore`; the Guard binds identity, asks the learner, feeds the
+`DecisionCore`; the Guard takes each request in once (`entry`: bound, stamped,
+capped; `submit` binds, `submit_bound` takes it as it is), asks the learner, feeds the
 resulting events to its sinks and reports each dispatch's end back to the
 core. The dispatch runs *inline*, in the coroutine that called ``submit``
 (no task of the Guard's own): a queued request waits there for its slot,
@@ -50,11 +51,12 @@ from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject, is_client_error
+from ..facts import RequestFacts
 from .alertlog import warn_alerts
 from .bounded import BoundedLearner
 from .core import DecisionCore
 from .dispatchers import ChunkSink, Dispatcher, Response, Stream, failure_reason, is_streaming
-from .entry import CreditPool, bind, spend
+from .entry import BoundRequest, CreditPool, bind, spend
 from .gate import tables_hook
 from .guard_config import GuardConfig
 from .headroom import HeadroomSource
@@ -225,7 +227,8 @@ class Guard:
     async def submit(
         self, request: Request, identity: Identity | None = None, *, on_chunk: ChunkSink | None = None
     ) -> Outcome:
-        """Run ``request`` through the guard and wait for its outcome; the dispatch runs here.
+        """Run ``request`` through the guard and wait for its outcome; the dispatch runs here. The
+        binder binds ``identity`` once, and the request is stamped and capped once (`entry.bind`).
         ``on_chunk`` is told each streamed chunk as it comes (a `StreamingDispatcher`'s `Stream`).
 
         Raises:
@@ -236,38 +239,59 @@ class Guard:
                 was decided and finished regardless (``err.outcome``).
             asyncio.CancelledError: the caller was cancelled (the request is failed first).
         """
+        self._check_submit(on_chunk)
+        bound = bind(request, identity, self._binder, self.core.facts, self.contract, self._clock.now())
+        if bound is None:
+            self._unauth += 1
+            return Outcome(request.rid, "rejected", "unauthenticated")
+        return await self._enter(*bound, on_chunk)
+
+    async def submit_bound(self, bound: BoundRequest, *, on_chunk: ChunkSink | None = None) -> Outcome:
+        """As `submit`, for a request its caller bound and created complete (the gateway): taken as
+        it is, with its facts (`entry`). Make it with `BoundRequest.create` in this step, stamped with
+        `clock` (an arrival before the core's last event raises `TraceOrderError`).
+
+        Raises:
+            EnforcementError: as `submit`, and stamped later than now (500).
+            SinkError, asyncio.CancelledError: as `submit`.
+        """
+        self._check_submit(on_chunk)
+        if bound.request.t > self._clock.now():
+            raise EnforcementError(f"request {bound.request.rid!r} is stamped in the future", status_hint=500)
+        return await self._enter(bound.request, bound.facts, on_chunk)
+
+    def _check_submit(self, on_chunk: ChunkSink | None) -> None:
         if not self._open:
             raise EnforcementError("the guard is not open (use 'async with')", status_hint=503)
         if on_chunk is not None and self._streaming is None:
             raise EnforcementError("on_chunk needs a dispatcher that streams (StreamingDispatcher)")
         self._submitted += 1
-        now = self._clock.now()
-        bound = bind(request, identity, self._binder, self.core.facts, self.contract, now)
-        if bound is None:
-            self._unauth += 1
-            return Outcome(request.rid, "rejected", "unauthenticated")
-        request = bound
-        if self._credits is not None and request.tenant in self._pooled:
-            request = await self._spend(self._credits, request)
-            now = request.t
+
+    async def _enter(
+        self, request: Request, facts: RequestFacts | None, on_chunk: ChunkSink | None
+    ) -> Outcome:
+        """The core takes ``request`` (bound, stamped and capped from ``facts``), after the credit
+        pool if it spends there; the decision and the dispatch follow in this coroutine."""
+        if self._credits is not None and facts is not None and request.tenant in self._pooled:
+            request = await self._spend(self._credits, request, facts.weight)
+        now = request.t
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
-            events = self.core.arrive(request, self._asker.ask_now(request, view), now)
+            events = self.core.arrive(request, self._asker.ask_now(request, view), now, facts)
             waits = False
         else:  # arrival stamped now; the learner asked later, only if its answer can matter
-            events = self.core.receive(request, now)
+            events = self.core.receive(request, now, facts)
             waits = len(events) == 1  # the arrive alone: the decision is the learner's
         call = self._calls[request.rid] = _Call(request, asyncio.current_task(), on_chunk)  # the core took it
         self._handle(events)
         return await self._run(call, view if waits else None)
 
-    async def _spend(self, pool: CreditPool, request: Request) -> Request:
+    async def _spend(self, pool: CreditPool, request: Request, weight: float) -> Request:
         """The pool's verdict on ``request`` (`entry.spend`), stamped when it came.
 
         Raises:
             EnforcementError: the guard closed meanwhile (503).
         """
-        weight = self.core.facts(request.tenant, request.prompt_tokens, request.max_tokens).weight
         request = await spend(pool, request, weight, self._clock)
         if not self._open:
             raise EnforcementError(
