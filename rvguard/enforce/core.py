@@ -258,19 +258,22 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         running = entry is not None and (entry.state is Stage.DISPATCHED or entry.state is Stage.EVICTED)
         return entry.basis if running and entry is not None else None
 
-    def arrive(self, request: Request, proposal: Proposal, now: float) -> list[Event]:
+    def arrive(
+        self, request: Request, proposal: Proposal, now: float, facts: RequestFacts | None = None
+    ) -> list[Event]:
         """Decide on an arrival: its Arrive, then Admit or Reject, then any Dispatch now possible.
 
         ``proposal`` is the learner's, untrusted: anything that is not a
         well-typed `Proposal` is taken as a `LearnerFailure` (see
-        `learners.checked_proposal`).
+        `learners.checked_proposal`). ``facts``: the request's, when its caller has them (the
+        Guard, which capped the request with them: `entry.BoundRequest`), else read here.
 
         Raises:
             EnforcementError: unknown tenant (403), a rid seen before, live or
                 ended (409), or a deadline before ``now`` or not finite (400).
             TraceOrderError: ``now`` earlier than a previous call's.
         """
-        entry = self._entry(request, now)
+        entry = self._entry(request, now, facts)
         proposal = usable_proposal(proposal)
         r, (shown, why) = request, traced_proposal(proposal)
         capped = entry.facts.capped_tokens
@@ -279,13 +282,13 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         decision = self._by_contract(entry, now) or self._by_learner(entry, proposal, now)
         return self._decided(entry, [arrive], decision, now)
 
-    def receive(self, request: Request, now: float) -> list[Event]:
+    def receive(self, request: Request, now: float, facts: RequestFacts | None = None) -> list[Event]:
         """Step one (module doc): the Arrive, and the decision when the contract alone makes it.
 
         Raises:
-            EnforcementError, TraceOrderError: as `arrive`.
+            EnforcementError, TraceOrderError: as `arrive` (``facts``: as there).
         """
-        entry = self._entry(request, now)
+        entry = self._entry(request, now, facts)
         r, capped = request, entry.facts.capped_tokens
         out: list[Event] = [Arrive(now, r.rid, r.tenant, entry.deadline, r.prompt_tokens, capped)]
         self._apply(entry, out[0])
@@ -426,13 +429,14 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
                 status_hint=400,
             )
 
-    def _entry(self, request: Request, now: float) -> _Entry:
+    def _entry(self, request: Request, now: float, facts: RequestFacts | None) -> _Entry:
         """A new request's entry; raises (nothing changed) if it is refused."""
         self._check_time(now)
         if request.tenant not in self.contract.tenants:
             raise EnforcementError(f"unknown tenant {request.tenant!r}", status_hint=403)
         self._check_new(request, now)
-        facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
+        if facts is None:
+            facts = self.facts(request.tenant, request.prompt_tokens, request.max_tokens)
         self._advance(now)
         return _Entry(request, facts, facts.deadline(request.t, request.deadline))
 

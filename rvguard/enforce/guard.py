@@ -1,7 +1,8 @@
 """The asyncio runtime around the decision core: slots, clock, sinks, a dispatcher.
 
 `Guard` is a thin driver (STYLE rule 4): every decision comes from the pure
-`DecisionCore`; the Guard binds identity, asks the learner, feeds the
+`DecisionCore`; the Guard takes each request in once (`entry`: bound, stamped,
+capped; `submit` binds, `submit_bound` takes it as it is), asks the learner, feeds the
 resulting events to its sinks and reports each dispatch's end back to the
 core. The dispatch runs *inline*, in the coroutine that called ``submit``
 (no task of the Guard's own): a queued request waits there for its slot,
@@ -44,16 +45,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..clock import Clock, MonotonicClock
 from ..contract import Contract
 from ..errors import EnforcementError, SinkError
 from ..events import Complete, Dispatch, Drop, Event, Fail, Reject, is_client_error
+from ..facts import RequestFacts
 from .alertlog import warn_alerts
 from .bounded import BoundedLearner
 from .core import DecisionCore
 from .dispatchers import ChunkSink, Dispatcher, Response, Stream, failure_reason, is_streaming
+from .entry import BoundRequest, CreditPool, bind, spend
 from .gate import tables_hook
 from .guard_config import GuardConfig
 from .headroom import HeadroomSource
@@ -82,20 +85,6 @@ DISPATCH = Dispatch.code
 
 Sink = Callable[[Event], object]
 DEFAULT_CONFIG = GuardConfig()
-_POOL_TRIES = 3  # answers that come back in the next window before the arrival is refused ``floor-lowered``
-
-
-class CreditPool(Protocol):
-    """Floor credit shared with other guard replicas (the gateway wraps `rvguard.fleet.credits`)."""
-
-    def window(self, t: float) -> int:
-        """The contract window holding ``t``."""
-        ...
-
-    async def spend(self, rid: str, tenant: str, weight: float, now: float) -> tuple[int, str]:
-        """Spend ``weight`` of ``tenant``'s floor in ``now``'s window: ``(window, "")`` when granted,
-        else ``(window, reason)``; never raises for an unreachable store (it decides alone)."""
-        ...
 
 
 _STATUS: dict[int, Status] = {
@@ -238,7 +227,8 @@ class Guard:
     async def submit(
         self, request: Request, identity: Identity | None = None, *, on_chunk: ChunkSink | None = None
     ) -> Outcome:
-        """Run ``request`` through the guard and wait for its outcome; the dispatch runs here.
+        """Run ``request`` through the guard and wait for its outcome; the dispatch runs here. The
+        binder binds ``identity`` once, and the request is stamped and capped once (`entry.bind`).
         ``on_chunk`` is told each streamed chunk as it comes (a `StreamingDispatcher`'s `Stream`).
 
         Raises:
@@ -249,51 +239,65 @@ class Guard:
                 was decided and finished regardless (``err.outcome``).
             asyncio.CancelledError: the caller was cancelled (the request is failed first).
         """
+        self._check_submit(on_chunk)
+        bound = bind(request, identity, self._binder, self.core.facts, self.contract, self._clock.now())
+        if bound is None:
+            self._unauth += 1
+            return Outcome(request.rid, "rejected", "unauthenticated")
+        return await self._enter(*bound, on_chunk)
+
+    async def submit_bound(self, bound: BoundRequest, *, on_chunk: ChunkSink | None = None) -> Outcome:
+        """As `submit`, for a request its caller bound and created complete (the gateway): taken as
+        it is, with its facts (`entry`). Make it with `BoundRequest.create` in this step, stamped with
+        `clock` (an arrival before the core's last event raises `TraceOrderError`).
+
+        Raises:
+            EnforcementError: as `submit`, and stamped later than now (500).
+            SinkError, asyncio.CancelledError: as `submit`.
+        """
+        self._check_submit(on_chunk)
+        if bound.request.t > self._clock.now():
+            raise EnforcementError(f"request {bound.request.rid!r} is stamped in the future", status_hint=500)
+        return await self._enter(bound.request, bound.facts, on_chunk)
+
+    def _check_submit(self, on_chunk: ChunkSink | None) -> None:
         if not self._open:
             raise EnforcementError("the guard is not open (use 'async with')", status_hint=503)
         if on_chunk is not None and self._streaming is None:
             raise EnforcementError("on_chunk needs a dispatcher that streams (StreamingDispatcher)")
         self._submitted += 1
-        now = self._clock.now()
-        bound = self._bind(request, identity, now)
-        if bound is None:
-            self._unauth += 1
-            return Outcome(request.rid, "rejected", "unauthenticated")
-        request = bound
-        if self._credits is not None and request.tenant in self._pooled:
-            request = await self._spend(self._credits, request)
-            now = request.t
+
+    async def _enter(
+        self, request: Request, facts: RequestFacts | None, on_chunk: ChunkSink | None
+    ) -> Outcome:
+        """The core takes ``request`` (bound, stamped and capped from ``facts``), after the credit
+        pool if it spends there; the decision and the dispatch follow in this coroutine."""
+        if self._credits is not None and facts is not None and request.tenant in self._pooled:
+            request = await self._spend(self._credits, request, facts.weight)
+        now = request.t
         view = LoadView(now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
         if self._asker.inline:  # rvguard's own learners: the proposal rides on the arrive
-            events = self.core.arrive(request, self._asker.ask_now(request, view), now)
+            events = self.core.arrive(request, self._asker.ask_now(request, view), now, facts)
             waits = False
         else:  # arrival stamped now; the learner asked later, only if its answer can matter
-            events = self.core.receive(request, now)
+            events = self.core.receive(request, now, facts)
             waits = len(events) == 1  # the arrive alone: the decision is the learner's
         call = self._calls[request.rid] = _Call(request, asyncio.current_task(), on_chunk)  # the core took it
         self._handle(events)
         return await self._run(call, view if waits else None)
 
-    async def _spend(self, pool: CreditPool, request: Request) -> Request:
-        """The pool's verdict, for the window the arrival is stamped in: an answer that comes back
-        in the next window is asked again there (the credit is counted where the trace counts it).
+    async def _spend(self, pool: CreditPool, request: Request, weight: float) -> Request:
+        """The pool's verdict on ``request`` (`entry.spend`), stamped when it came.
 
         Raises:
             EnforcementError: the guard closed meanwhile (503).
         """
-        weight = self.core.facts(request.tenant, request.prompt_tokens, request.max_tokens).weight
-        now, reason = request.t, "floor-lowered"
-        for _ in range(_POOL_TRIES):
-            k, verdict = await pool.spend(request.rid, request.tenant, weight, now)
-            now = self._clock.now()
-            if pool.window(now) == k:
-                reason = verdict
-                break
+        request = await spend(pool, request, weight, self._clock)
         if not self._open:
             raise EnforcementError(
                 "the guard closed while the request waited for the credit pool", status_hint=503
             )
-        return request.rebound(tenant=request.tenant, t=now, max_tokens=request.max_tokens, pool=reason)
+        return request
 
     def running(self) -> list[str]:
         """The rids in flight now (dispatched, not ended), in dispatch order."""
@@ -529,17 +533,6 @@ class Guard:
                 call.task.cancel(f"rvguard: {reason}")
 
     # -- events --------------------------------------------------------------------
-    def _bind(self, request: Request, identity: Identity | None, now: float) -> Request | None:
-        tenant = request.tenant if self._binder is None else self._binder.bind(identity).tenant
-        if tenant is None:
-            return None
-        capped = request.max_tokens  # an unknown tenant is refused by the core (403)
-        if tenant in self.contract.tenants:
-            capped = self.core.facts(tenant, request.prompt_tokens, request.max_tokens).capped_tokens
-        if tenant == request.tenant and request.t == now and request.max_tokens == capped:
-            return request
-        return request.rebound(tenant=tenant, t=now, max_tokens=capped)
-
     def _handle(self, events: list[Event]) -> None:
         """Feed ``events``, then the watch's alerts (logged), to every sink in order; apply them."""
         if alerts := self.core.drain_alerts():

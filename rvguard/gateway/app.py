@@ -12,8 +12,10 @@ controls costs more than its credentials allow:
 3. the body is read within ``max_body`` and ``body_timeout``, parsed strictly
    and checked (`edge`): a client's mistake is a 400 (413, 408) that spends no
    credit and leaves no trace event;
-4. with token credits, the prompt is counted by the upstream (``/tokenize``);
-5. the Guard decides (the learner proposes); its task calls `UpstreamDispatcher`
+4. with token credits, the prompt is counted by the upstream (``/tokenize``); the request's facts
+   are read once (`arrival`): ``min_tokens`` is checked against their cap;
+5. the request is created complete (`arrival.Arrival.stamped`) and the Guard takes it as it is
+   (`Guard.submit_bound`) and decides (the learner proposes); its task calls `UpstreamDispatcher`
    with the request's `Stream` (`Guard.submit`'s ``on_chunk``: the request's
    `Channel`), which relays each chunk as it comes; `answers.PendingAnswer`
    answers while watching for the client's disconnect (which cancels the
@@ -48,17 +50,18 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from ..clock import Clock, MonotonicClock
-from ..contract import Contract, CreditMode
+from ..contract import Contract
 from ..enforce.dispatchers import ChunkSink
 from ..enforce.guard import Guard, Outcome
 from ..enforce.guard_config import GuardConfig
 from ..enforce.headroom import MetricsHeadroomSource
 from ..enforce.identity import Identity
-from ..enforce.request import Request
 from ..errors import DispatchError, EnforcementError, SinkError
+from ..facts import RequestFacts
 from ..fleet.credits import SharedCredits
 from .access import AccessNote, RequestIds, access_note, context_of
 from .answers import Answers, PendingAnswer
+from .arrival import Arrival, deadline_of, facts_of
 from .config import identity_from_headers
 from .edge import BadRequest, Endpoint, check_body, check_credentials_once, parse_json, read_body
 from .exposition import tenant_aliases, without_tenant_names
@@ -357,7 +360,9 @@ class Gateway:
         note.tenant = tenant
         try:
             body = await self._read(http, endpoint)
-            prompt_tokens = await self._prompt_tokens(endpoint, body, tenant, ctx)
+            facts, prompt = await facts_of(
+                self.guard.core.facts, self.dispatcher, endpoint, body, tenant, ctx
+            )
         except BadRequest as err:
             note.refused(err.code or "invalid")
             self.metrics.invalid.labels(err.code or "invalid").inc()
@@ -371,7 +376,7 @@ class Gateway:
             self._upstream_failed(ctx, tenant, "", 502, str(err))
             message = f"cannot count the prompt's tokens for token credits: {err}"
             return error_response(502, message, "upstream_error", code="tokenize_failed")
-        return self._submit(ctx, tenant, endpoint, body, prompt_tokens, note, self._stamp(http))
+        return self._submit(ctx, facts, endpoint, body, prompt, note, self._stamp(http))
 
     def _stamp(self, http: HttpRequest) -> float | None:
         """Seconds since the request's first byte was read (None: not known), judged by the watch."""
@@ -385,7 +390,7 @@ class Gateway:
     async def _read(self, http: HttpRequest, endpoint: Endpoint) -> dict[str, Any]:
         s = self.settings
         body = parse_json(await read_body(http, max_body=s.max_body, timeout=s.body_timeout))
-        check_body(body, endpoint, output_cap=self.contract.output_cap)
+        check_body(body, endpoint)
         model = body.get("model")
         if model is not None and self.models and model not in self.models:
             raise BadRequest(
@@ -396,27 +401,10 @@ class Gateway:
             )
         return body
 
-    async def _prompt_tokens(
-        self, endpoint: Endpoint, body: Mapping[str, Any], tenant: str, ctx: ForwardedContext
-    ) -> int | None:
-        """The prompt's tokens when a request of ``tenant`` spends them (token credits, a floor)."""
-        c = self.contract
-        spec = c.tenants[tenant]
-        if c.credit is not CreditMode.TOKENS or not spec.floored:
-            return None
-        count = None
-        if c.token_weights.prompt > 0:
-            count = await self.dispatcher.count_prompt_tokens(endpoint, body, headers=ctx.headers)
-        if c.weight(count, _max_tokens(body)) <= 0:
-            raise BadRequest(
-                "this request would weigh 0 credits: it must ask for some work", code="zero_weight"
-            )
-        return count
-
     def _submit(
         self,
         ctx: ForwardedContext,
-        tenant: str,
+        facts: RequestFacts,
         endpoint: Endpoint,
         body: dict[str, Any],
         prompt_tokens: int | None,
@@ -425,35 +413,30 @@ class Gateway:
     ) -> Response:
         rid = note.rid = f"{self._rid_prefix}{next(self._ids)}"
         payload = {"endpoint": endpoint, "body": body, "headers": ctx.headers}
-        relative = self.contract.tenants[tenant].deadline
-        # the deadline runs from the first byte, unless the request waited so long it is nearly due
-        deadline = None if gap is None or gap > relative / 2 else self.clock.now() - gap + relative
-        request = Request(rid, tenant, 0.0, deadline, prompt_tokens, _max_tokens(body), payload=payload)
+        tenant = facts.tenant
+        arrival = Arrival(
+            rid, facts, deadline_of(self.contract, self.clock, tenant, gap), prompt_tokens, payload
+        )
         if self.trace is not None:
             notes = {"request_id": ctx.request_id, "traceparent": ctx.traceparent}
             self.trace.annotate(rid, notes if gap is None else {**notes, "arrival_gap": gap})
         channel = Channel()
         on_chunk = channel.chunk if body.get("stream") is True else None  # the dispatch's `Stream`
-        task = asyncio.ensure_future(self._decide(request, ctx, tenant, on_chunk))
+        task = asyncio.ensure_future(self._decide(arrival, ctx, on_chunk))
         task.add_done_callback(note.settle)  # before the answer resumes: its outcome for the access line
         task.add_done_callback(lambda t: self._finished(t, channel))
         self._tasks[task] = rid
         return PendingAnswer(self.answers, task, channel, body, rid=rid, tenant=tenant)
 
-    async def _decide(
-        self, request: Request, ctx: ForwardedContext, tenant: str, on_chunk: ChunkSink | None
-    ) -> Outcome:
-        try:
-            outcome = await self.guard.submit(request, on_chunk=on_chunk)
+    async def _decide(self, arrival: Arrival, ctx: ForwardedContext, on_chunk: ChunkSink | None) -> Outcome:
+        rid = arrival.rid
+        try:  # the request, created complete here: stamped on the Guard's clock in the step it takes it
+            outcome = await self.guard.submit_bound(arrival.stamped(self.clock.now()), on_chunk=on_chunk)
         except SinkError as err:  # the trace failed (logged there); the request was decided all the same
-            outcome = (
-                err.outcome
-                if err.outcome is not None
-                else Outcome(request.rid, "failed", str(err), error=err)
-            )
+            outcome = err.outcome if err.outcome is not None else Outcome(rid, "failed", str(err), error=err)
         except EnforcementError as err:  # the guard is closed (503), or refused the request
-            outcome = Outcome(request.rid, "failed", str(err), error=err)
-        self._account(outcome, ctx, tenant)
+            outcome = Outcome(rid, "failed", str(err), error=err)
+        self._account(outcome, ctx, arrival.facts.tenant)
         return outcome
 
     def _finished(self, task: asyncio.Task[Outcome], channel: Channel) -> None:
@@ -571,8 +554,3 @@ def _fields(ctx: ForwardedContext, tenant: str | None, **more: Any) -> dict[str,
     }
     out.update(more)
     return out
-
-
-def _max_tokens(body: Mapping[str, Any]) -> int | None:
-    v = body.get("max_tokens")
-    return v if v is not None else body.get("max_completion_tokens")

@@ -16,7 +16,9 @@ its 4xx and is recorded as a ``client-error`` fail (`rvguard.events.CLIENT_ERROR
   so a client cannot spend a floor credit on a request bound to fail.
 * One request is one engine sequence: a batched ``prompt`` (a list of strings
   or of token-id lists) is refused (400), as are ``n``/``best_of`` other than
-  1; ``max_tokens`` is at least 1 and ``min_tokens`` at most the capped output.
+  1; ``max_tokens`` is at least 1 and ``min_tokens`` at most the capped output
+  (`check_min_tokens`, with the cap of the request's facts: `DecisionCore.facts`,
+  read once, once the prompt is counted; the cap rule is not restated here).
 * Credentials once: a request carrying ``Authorization`` (or the signed claim header) more
   than once is refused (400): a front proxy that takes the last one would see a different
   tenant than the gateway, which would take the first.
@@ -44,6 +46,7 @@ __all__ = [
     "Endpoint",
     "check_body",
     "check_credentials_once",
+    "check_min_tokens",
     "parse_json",
     "read_body",
 ]
@@ -219,7 +222,7 @@ _FIELDS: Mapping[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def check_body(body: Mapping[str, Any], endpoint: Endpoint, *, output_cap: int) -> None:
+def check_body(body: Mapping[str, Any], endpoint: Endpoint) -> None:
     """Refuse (`BadRequest` 400) what the engine would refuse as the client's mistake (module doc)."""
     for name, (ok, what) in _FIELDS.items():
         value = body.get(name)
@@ -235,13 +238,15 @@ def check_body(body: Mapping[str, Any], endpoint: Endpoint, *, output_cap: int) 
         _check_messages(body)
         if body.get("logprobs") is not None and not isinstance(body["logprobs"], bool):
             raise BadRequest("'logprobs' must be a boolean", param="logprobs", code="invalid_value")
-    wanted = (
-        body.get("max_tokens") if body.get("max_tokens") is not None else body.get("max_completion_tokens")
-    )
-    cap = output_cap if wanted is None else min(wanted, output_cap)
-    if body.get("min_tokens") is not None and body["min_tokens"] > cap:
+
+
+def check_min_tokens(body: Mapping[str, Any], capped: int) -> None:
+    """Refuse (`BadRequest` 400) a ``min_tokens`` above ``capped``, the output the request may have
+    (its facts' ``capped_tokens``, the ``max_tokens`` the engine gets), which the engine would
+    refuse only after the request had spent its credit."""
+    if body.get("min_tokens") is not None and body["min_tokens"] > capped:
         raise BadRequest(
-            f"'min_tokens' ({body['min_tokens']}) is above the output the request may have ({cap} tokens)",
+            f"'min_tokens' ({body['min_tokens']}) is above the output the request may have ({capped} tokens)",
             param="min_tokens",
             code="invalid_value",
         )

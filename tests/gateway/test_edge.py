@@ -16,7 +16,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from rvguard.check import check_trace
-from rvguard.gateway.edge import MAX_DEPTH, BadRequest, check_body, parse_json
+from rvguard.gateway.edge import MAX_DEPTH, BadRequest, check_body, check_min_tokens, parse_json
 from rvguard.gateway.fake import FakeUpstream
 
 from ._support import auth, contract, gateway, read_trace, settings
@@ -219,7 +219,8 @@ def test_parse_and_check_raise_only_bad_request(raw: bytes) -> None:
     try:
         body = parse_json(raw)
         for endpoint in ("completions", "chat"):
-            check_body(body, endpoint, output_cap=8)  # type: ignore[arg-type]
+            check_body(body, endpoint)
+            check_min_tokens(body, 8)  # the cap of the request's facts, read once the body passed
     except BadRequest as err:
         statuses.append(err.status)
     assert all(400 <= s < 500 for s in statuses)
