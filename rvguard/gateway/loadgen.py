@@ -24,6 +24,7 @@ from typing import Any
 from ..clock import Clock, MonotonicClock
 from ..enforce.dispatchers import sse_data
 from ..io.public import FractionRule, TenantRule, read_public, to_arrivals
+from .server import kernel_wait
 from .upstream import fresh_connections
 
 __all__ = ["Result", "Shot", "replay", "shots_from_trace"]
@@ -44,7 +45,12 @@ class Shot:
 class Result:
     """What one shot got: HTTP status (0 = transport error), times from the start, tokens seen.
 
-    ``rid`` is the gateway's ``x-rvguard-rid`` header (empty when the server sends none).
+    ``sent`` is when the client took the shot up, ``wrote`` when its request's headers had been
+    handed to the kernel (None: never): between the two is the client's own queueing (its event
+    loop, its CPU), which no server can see. ``landed`` is when the answer's last bytes reached
+    the client's kernel (``done`` less their age there, `rvguard.gateway.server.kernel_wait`;
+    None: not known): between it and ``done`` the client was reading late. ``rid`` is the
+    gateway's ``x-rvguard-rid`` header (empty when the server sends none).
     """
 
     shot: Shot
@@ -54,6 +60,8 @@ class Result:
     tokens: int
     error: str = ""
     rid: str = ""
+    wrote: float | None = None
+    landed: float | None = None
 
     @property
     def latency(self) -> float:
@@ -107,22 +115,52 @@ async def _send(
     import httpx
 
     sent = clock.now() - t0
-    tokens = 0
+    tokens, at = 0, _Stamps(clock, t0)
     try:
-        if not shot.stream:
-            resp = await client.post(url, json=body, headers=headers)
-            if resp.status_code == 200:
-                tokens = int((resp.json().get("usage") or {}).get("completion_tokens") or 0)
-            rid = resp.headers.get("x-rvguard-rid", "")
-            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
-        async with client.stream("POST", url, json=body, headers=headers) as resp:
-            if resp.status_code == 200:  # else a JSON error, not a stream
-                async for data in sse_data(resp):
-                    tokens += '"error"' not in data and "[DONE]" not in data
-            rid = resp.headers.get("x-rvguard-rid", "")
-            return Result(shot, resp.status_code, sent, clock.now() - t0, tokens, rid=rid)
+        async with client.stream(
+            "POST", url, json=body, headers=headers, extensions={"trace": at.hook}
+        ) as resp:
+            tokens = await _tokens(resp, shot.stream)
+        rid = resp.headers.get("x-rvguard-rid", "")
+        done = at.read if at.read is not None else clock.now() - t0
+        return Result(shot, resp.status_code, sent, done, tokens, rid=rid, wrote=at.wrote, landed=at.landed)
     except httpx.HTTPError as exc:
-        return Result(shot, 0, sent, clock.now() - t0, tokens, _describe(exc))
+        return Result(shot, 0, sent, clock.now() - t0, tokens, _describe(exc), wrote=at.wrote)
+
+
+class _Stamps:
+    """httpcore's trace hook for one request: when its headers were written, when the answer's
+    last bytes were read, and when they had reached the kernel (their age there at that read)."""
+
+    def __init__(self, clock: Clock, t0: float) -> None:
+        self.clock, self.t0 = clock, t0
+        self.stream: Any = None
+        self.wrote: float | None = None
+        self.read: float | None = None
+        self.landed: float | None = None
+
+    async def hook(self, name: str, info: Mapping[str, Any]) -> None:
+        if name == "connection.connect_tcp.complete":
+            self.stream = info.get("return_value")
+        elif name == "http11.send_request_headers.complete" and self.wrote is None:
+            self.wrote = self.clock.now() - self.t0
+        elif name == "http11.receive_response_body.complete":
+            self.read = self.clock.now() - self.t0
+            self.landed = self.read - kernel_wait(self.stream)
+
+
+async def _tokens(resp: Any, stream: bool) -> int:
+    """Read the whole answer; the completion tokens it carried (0 for an error)."""
+    if resp.status_code != 200:
+        await resp.aread()
+        return 0
+    if not stream:
+        await resp.aread()
+        return int((resp.json().get("usage") or {}).get("completion_tokens") or 0)
+    tokens = 0
+    async for data in sse_data(resp):  # a JSON error inside the stream is no token
+        tokens += '"error"' not in data and "[DONE]" not in data
+    return tokens
 
 
 def _describe(exc: BaseException) -> str:

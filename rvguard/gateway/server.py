@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import json
 import signal
+import socket
+import struct
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import FrameType
@@ -40,6 +42,10 @@ __all__ = [
 #: the scope extension holding ``time.monotonic()`` when the request's first byte was read: the
 #: gateway stamps the arrival from it, not from when its handler ran (a starved loop shows as a gap)
 FIRST_BYTE = "rvguard.first_byte"
+
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # Linux only
+_LAST_DATA_RECV = 52  # offset of ``tcpi_last_data_recv`` (u32, ms) in Linux's ``struct tcp_info``
+_TICK_MS = 10  # the value is counted in kernel ticks (1 to 10 ms): one is taken off, never added
 
 #: seconds an idle client connection is kept open; above clients' own expiry (httpx: 5 s) so a
 #: client never reuses a connection at the instant the server closes it
@@ -73,7 +79,7 @@ class GuardedH11Protocol(H11Protocol):
         """A request's first byte arms the deadline (and is stamped); complete headers disarm it."""
         if self.conn.their_state is h11.IDLE:
             if not self._started:
-                self._first_byte = time.monotonic()
+                self._first_byte = time.monotonic() - kernel_wait(self.transport)
             self._started = True
             self._arm()
         super().data_received(data)
@@ -109,6 +115,28 @@ class GuardedH11Protocol(H11Protocol):
             )
             self.transport.write(head.encode() + _TIMEOUT_BODY)
         self.transport.close()
+
+
+def kernel_wait(transport: Any) -> float:
+    """Seconds the bytes just read had waited in the kernel before this read, from the socket's
+    ``TCP_INFO`` (``tcpi_last_data_recv``, in ms at the kernel's tick), less one tick of 10 ms so it
+    never overstates; 0.0 where it cannot be known (not Linux, not TCP, no transport). Takes
+    anything with asyncio's ``get_extra_info("socket")`` (a transport, httpcore's network stream).
+
+    A starved event loop accepts and reads late while the client's request sits in the kernel: that
+    wait is the client's and invisible to the handler's clock, so the request's arrival is dated
+    back by it (the last segment's age, so never before the first byte came)."""
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is None or _TCP_INFO is None:
+        return 0.0
+    try:
+        info: bytes = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _LAST_DATA_RECV + 4)
+    except (OSError, AttributeError, TypeError):  # not a TCP socket (a Unix one), or a stand-in
+        return 0.0
+    if not isinstance(info, bytes) or len(info) < _LAST_DATA_RECV + 4:
+        return 0.0
+    ms: int = struct.unpack_from("I", info, _LAST_DATA_RECV)[0]
+    return max(0, ms - _TICK_MS) / 1000.0
 
 
 def guarded_protocol(header_timeout: float) -> type[GuardedH11Protocol]:

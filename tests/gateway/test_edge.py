@@ -224,3 +224,31 @@ def test_parse_and_check_raise_only_bad_request(raw: bytes) -> None:
     except BadRequest as err:
         statuses.append(err.status)
     assert all(400 <= s < 500 for s in statuses)
+
+
+def test_the_kernel_wait_is_read_from_tcp_and_is_zero_where_it_cannot_be_known() -> None:
+    import socket
+
+    from rvguard.gateway.server import kernel_wait
+
+    class Transport:
+        def __init__(self, sock: object) -> None:
+            self.sock = sock
+
+        def get_extra_info(self, name: str) -> object:
+            return self.sock if name == "socket" else None
+
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        client = socket.create_connection(srv.getsockname())
+        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        sent = time.monotonic()
+        time.sleep(0.1)
+        conn, _ = srv.accept()
+        with client, conn:
+            waited = kernel_wait(Transport(conn))  # type: ignore[arg-type]
+            elapsed = time.monotonic() - sent
+    assert elapsed - 0.021 <= waited <= elapsed  # one tick (<= 10 ms) off, and one of rounding
+    a, b = socket.socketpair()  # a Unix socket: no TCP_INFO
+    with a, b:
+        assert kernel_wait(Transport(a)) == 0.0  # type: ignore[arg-type]
+    assert kernel_wait(Transport(None)) == 0.0  # type: ignore[arg-type]

@@ -4,7 +4,10 @@ say so, `rvguard check` blames the broken precondition, and ``--degrade`` lowers
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -242,3 +245,37 @@ async def test_every_condition_at_the_boundary_is_traced_and_warned(
         ).status_code == 200
     assert [r["condition"] for r in read_trace(low) if r["kind"] == "alert"] == ["service-low"]
     assert any("precondition service-low" in r.getMessage() for r in caplog.records)
+
+
+async def test_bytes_that_waited_in_the_kernel_for_a_starved_loop_date_the_arrival_back(
+    tmp_path: Path,
+) -> None:
+    """The gateway's loop is blocked while a client's request sits in the kernel, before the gateway
+    reads it: the wait is seen in the socket's ``TCP_INFO`` and recorded as the arrival gap (the
+    handler's clock alone saw nothing: the read and the handler ran back to back)."""
+    trace = tmp_path / "trace.jsonl"
+    blocked = 0.3
+    body = json.dumps({"model": "tiny", "prompt": "x", "max_tokens": 3}).encode()
+    head = (
+        "POST /v1/completions HTTP/1.1\r\nhost: gw\r\nauthorization: Bearer sk-assured\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+
+    def send_while_the_loop_sleeps(url: str, loop: asyncio.AbstractEventLoop, starve: bool) -> bytes:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            if starve:
+                asleep = threading.Event()
+                loop.call_soon_threadsafe(lambda: (asleep.set(), time.sleep(blocked)))
+                asleep.wait(5)
+            sock.sendall(head.encode() + body)  # in the kernel now, whatever the gateway's loop does
+            return b"".join(iter(lambda: sock.recv(65536), b""))
+
+    async with FakeUpstream(model="tiny") as up, gateway(contract(), settings(up.url, trace)) as (_gw, url):
+        loop = asyncio.get_running_loop()
+        for starve in (False, True):
+            answer = await asyncio.to_thread(send_while_the_loop_sleeps, url, loop, starve)
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    fed, starved = [r for r in read_trace(trace) if r["kind"] == "arrive"]
+    assert fed["arrival_gap"] < 0.05
+    assert blocked - 0.03 <= starved["arrival_gap"] <= blocked + 0.05  # kernel ticks: 1 to 10 ms
