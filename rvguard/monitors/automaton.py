@@ -45,9 +45,8 @@ automata of a request into one product state whose moves it caches
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -207,8 +206,6 @@ class TimedAutomaton:
             request and so no instance): how RL learns the freshest sample of each resource.
         bad_is_final: an instance in a bad location reacts to nothing more (False: its
             edges are still taken; the violation is reported once, on entering).
-        clocks: deprecated and ignored (it was never read): a clock exists
-            once an update resets it (`Instance.resets`); passing it warns.
     """
 
     name: str
@@ -219,21 +216,11 @@ class TimedAutomaton:
     transitions: Mapping[tuple[Enum, EventKind], Sequence[Edge]]
     timers: Sequence[Timer] = ()
     strict: bool = False
-    clocks: InitVar[tuple[str, ...] | None] = None
     context: Callable[[Instance], Mapping[str, Any]] | None = None
     strict_detail: Detail | None = None
     shared: Callable[[Contract], dict[str, Any]] | None = None
     bad_is_final: bool = True
     node: Callable[[dict[str, Any], Event], None] | None = None
-
-    def __post_init__(self, clocks: tuple[str, ...] | None) -> None:
-        if clocks is not None:
-            warnings.warn(
-                "TimedAutomaton(clocks=...) is deprecated and ignored: a clock exists once an update "
-                "resets it (Instance.resets)",
-                DeprecationWarning,
-                stacklevel=3,
-            )
 
     def compile(self) -> CompiledAutomaton:
         """Flatten the table into int-indexed lists for the hot path."""

@@ -23,11 +23,6 @@ from .synthesis import PARAMETERS, SynthesisResult, synthesize
 
 __all__ = ["add_arguments", "run"]
 
-DEPRECATED = (
-    "rvguard verify: --no-backlog-assumption is deprecated and has no effect: the closing bound "
-    "(no backlog assumption) is the default; --assume-backlog opts into the refuted assumption"
-)
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``rvguard verify``."""
@@ -51,11 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="check the deadlines under the refuted backlog assumption (at most one window's floor in "
         "the system at an arrival); the verdict then holds only under it",
     )
-    p.add_argument(
-        "--no-backlog-assumption",
-        action="store_true",
-        help="deprecated, no effect: the closing bound (no backlog assumption) is the default",
-    )
 
 
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
@@ -69,10 +59,6 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> bool:
         raise SpecError("give a contract file (SPEC) or --properties FILE", field="spec")
     contract = load_contract(args.spec)
     assume = bool(getattr(args, "assume_backlog", False))
-    if assume and getattr(args, "no_backlog_assumption", False):
-        raise SpecError("--assume-backlog and --no-backlog-assumption contradict each other", field="options")
-    if getattr(args, "no_backlog_assumption", False):
-        print(DEPRECATED, file=sys.stderr)
     options = VerifyOptions(backlog_assumption=assume)
     results = verify_contract(contract, options=options)
     synthesis = None

@@ -87,9 +87,9 @@ def test_update_functions_reset_clocks(marquee: Contract) -> None:
     assert m.advance(10.0) == []
 
 
-def test_clocks_is_deprecated_and_ignored() -> None:
-    """``clocks`` was declared and never read: passing it warns, and the automaton is the same."""
-    with pytest.warns(DeprecationWarning, match=r"clocks=\.\.\.\) is deprecated"):
-        auto = TimedAutomaton("C", "", L, L.NEW, frozenset(), {}, clocks=("x",))
-    assert "clocks" not in {f.name for f in dataclasses.fields(auto)}
-    assert auto == TimedAutomaton("C", "", L, L.NEW, frozenset(), {})
+def test_clocks_is_no_parameter() -> None:
+    """``clocks`` was declared and never read (a clock exists once an update resets it): it is gone,
+    not kept as an ignored, deprecated parameter in a package that never released it."""
+    assert "clocks" not in {f.name for f in dataclasses.fields(TimedAutomaton)}
+    with pytest.raises(TypeError, match="clocks"):
+        TimedAutomaton("C", "", L, L.NEW, frozenset(), {}, clocks=("x",))  # type: ignore[call-arg]

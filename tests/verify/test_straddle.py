@@ -66,7 +66,7 @@ def test_at_rho_one_no_deadline_is_proven() -> None:
     assert by_name(straddle_case(1.0, floor=1), VerifyOptions())["deadline[a]"] is True  # 0.5 + ⌈2/2⌉·0.5
 
 
-@pytest.mark.parametrize("flag", ["--assume-backlog", "--no-backlog-assumption", None])
+@pytest.mark.parametrize("flag", ["--assume-backlog", None])
 def test_the_verdict_line_says_when_it_rests_on_the_assumption(flag: str | None) -> None:
     import contextlib
     import tempfile
@@ -88,4 +88,17 @@ def test_the_verdict_line_says_when_it_rests_on_the_assumption(flag: str | None)
         assert code == 0 and "proven only under the backlog assumption" in head
     else:
         assert code == 1 and "outside the proven region" in head
-    assert ("deprecated" in err.getvalue()) is (flag == "--no-backlog-assumption")
+    assert err.getvalue() == ""
+
+
+def test_the_removed_no_op_flag_is_refused() -> None:
+    """``--no-backlog-assumption`` (a no-op the closing bound made redundant) never shipped in a
+    release: it is an unknown option, not a silent no-op."""
+    import contextlib
+
+    from rvguard.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["verify", "c.yaml", "--no-backlog-assumption"])
+    assert code == 2 and "unrecognized arguments: --no-backlog-assumption" in err.getvalue()
