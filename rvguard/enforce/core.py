@@ -152,6 +152,12 @@ _COUNTERS: tuple[str, ...] = (
 _POOL_WHY: dict[str, str] = {"floor-lowered": "pool-lowered"}
 
 
+def _refusal(entry: _Entry) -> str:
+    """Why an entitled request's floor was refused: the pool's reason, else the declared lowering."""
+    pool = entry.request.pool
+    return _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
+
+
 class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin: one chain (mypyc)
     """Admission, dispatch and doom-sound drop for one contract (see module doc).
 
@@ -317,8 +323,7 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
-            pool = entry.request.pool  # the trace says why the floor was refused (AF)
-            why = _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
+            why = _refusal(entry)  # the trace says why the floor was refused (AF)
             decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
         if self.gate is not None:  # after the floor's own edit: the gate never refuses an entitled one
             decision = self.gate.admission(out, decision, entry.entitled)
@@ -361,6 +366,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
             return []
         self._advance(now)
         end = Reject if entry.state is Stage.ARRIVED else Fail
+        if end is Reject and entry.entitled:  # it waited because its floor was refused: say why (AF)
+            extra = {**extra, FLOOR_REFUSED: _refusal(entry)}
         out: list[Event] = [end(now, rid, reason, extra)]
         self._apply(entry, out[0])
         self._fill(now, out)
