@@ -6,7 +6,8 @@ the shared strategy (tests/monitors/strategies.py, runbook kinds included), its 
 mutations, and a seeded batch of 10,000 generated traces. Per run, each of WF, AF (both sides),
 DR, RB, CAP and PR is compared on 10,200 traces: 10,000 seeded (4 seeds × 2,500) and 100 hypothesis
 examples of each strategy (the profile's default ``max_examples``). AF's upper side and CAP are
-also compared with a brute-force count written here from DESIGN §11's text (2,100 traces).
+also compared with a brute-force count written here from DESIGN §11's text (2,100 traces). One
+hand-written clause has no table and is left out of the comparison: CAP's per engine (C_e).
 """
 
 from __future__ import annotations
@@ -45,12 +46,18 @@ def _without_demoted(vs: Sequence[Violation]) -> list[Violation]:
     return [v for v in vs if v not in demoted]
 
 
+def _without_engine_clause(vs: Sequence[Violation]) -> list[Violation]:
+    """The hand-written violations the tables define: CAP's per-engine clause (at most C_e on each
+    engine a route or relocation names) has no table (the table form has no per-engine scope)."""
+    return [v for v in vs if not (v.property == "CAP" and v.context.get("clause") == "C_e")]
+
+
 def _compare(contract: Contract, trace: list[Event]) -> dict[str, int]:
     hand = Monitor(contract, properties=BOTH)
     hand.feed_all(trace)
     table = TableMonitor(contract, [BUILTIN[n] for n in BOTH])
     table.feed_all(trace)
-    assert _key(table.violations()) == _key(_without_demoted(hand.violations()))
+    assert _key(table.violations()) == _key(_without_engine_clause(_without_demoted(hand.violations())))
     counts: dict[str, int] = defaultdict(int)
     for v in table.violations():
         counts[v.property] += 1
