@@ -121,6 +121,9 @@ class _Encoder:
             if kind is not EventKind.FAIL
             else z3.Or(v("preempted") == 0, v("preempted") == 1)
         )
+        decided = kind in (EventKind.ADMIT, EventKind.REJECT)  # a decision records the floor's refusal
+        refused = v("floor_refused")
+        facts.append(z3.Or(refused == 0, refused == 1) if decided else refused == 0)
         return z3.And(*facts)
 
 

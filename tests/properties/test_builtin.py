@@ -21,10 +21,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rvguard.contract import Contract
-from rvguard.events import Admit, Basis, Dispatch, Event, EventKind
+from rvguard.events import Admit, Arrive, Basis, Dispatch, Event, EventKind, Reject
 from rvguard.monitors import Monitor
 from rvguard.properties import BUILTIN, TableMonitor
+from rvguard.properties.offline import check_columns
 from rvguard.verdict import Violation
+from rvguard.watch_events import FLOOR_REFUSED
 from tests.monitors.strategies import small_contract, wellformed_traces
 
 from ._traces import mutated_traces, random_trace
@@ -38,14 +40,6 @@ def _key(vs: Sequence[Violation]) -> list[tuple[str, str, float, tuple[Event, ..
     return [(v.property, v.rid, v.t, v.witness) for v in vs]
 
 
-def _without_demoted(vs: Sequence[Violation]) -> list[Violation]:
-    """The hand-written violations the tables define: AF's clause for an entitled request admitted
-    as ``demoted`` (the floor refused under ``excess: demote``) is not in the AF table yet."""
-    demoted = [v for v in vs if v.property == "AF" and isinstance(v.witness[-1], Admit)]
-    demoted = [v for v in demoted if v.witness[-1].basis is Basis.DEMOTED]  # type: ignore[attr-defined]
-    return [v for v in vs if v not in demoted]
-
-
 def _without_engine_clause(vs: Sequence[Violation]) -> list[Violation]:
     """The hand-written violations the tables define: CAP's per-engine clause (at most C_e on each
     engine a route or relocation names) has no table (the table form has no per-engine scope)."""
@@ -57,7 +51,7 @@ def _compare(contract: Contract, trace: list[Event]) -> dict[str, int]:
     hand.feed_all(trace)
     table = TableMonitor(contract, [BUILTIN[n] for n in BOTH])
     table.feed_all(trace)
-    assert _key(table.violations()) == _key(_without_engine_clause(_without_demoted(hand.violations())))
+    assert _key(table.violations()) == _key(_without_engine_clause(hand.violations()))
     counts: dict[str, int] = defaultdict(int)
     for v in table.violations():
         counts[v.property] += 1
@@ -130,8 +124,13 @@ def brute_cap(contract: Contract, trace: list[Event]) -> list[tuple[str, float]]
 
 
 def _table(contract: Contract, name: str, trace: list[Event], kind: EventKind) -> list[tuple[str, float]]:
+    """The table's violations at events of ``kind``, in trace order; at an admit, those on the floor
+    basis only (AF's upper side; an entitled request admitted as demoted is its lower side)."""
     mon = TableMonitor(contract, [BUILTIN[name]])
-    return [(v.rid, v.t) for v in mon.feed_all(trace) if v.witness[-1].kind is kind]  # in trace order
+    last = [(v, v.witness[-1]) for v in mon.feed_all(trace)]
+    return [
+        (v.rid, v.t) for v, e in last if e.kind is kind and getattr(e, "basis", Basis.FLOOR) is Basis.FLOOR
+    ]
 
 
 @given(st.sampled_from([0.0, 0.3]), wellformed_traces(runbook=True))
@@ -154,3 +153,25 @@ def test_af_upper_side_and_cap_seeded_batch() -> None:
         seen[0] += len(af)
         seen[1] += len(cap)
     assert min(seen) > 0, seen
+
+
+@pytest.mark.parametrize("declared", [False, True])
+@pytest.mark.parametrize("refusal", ["reject", "demoted"])
+def test_af_declared_exceptions(refusal: str, declared: bool) -> None:
+    """An entitled request rejected, or admitted as demoted, breaks AF unless the decision records a
+    declared refusal of the floor (``floor_refused``: a pool's refusal, a declared lowering): then the
+    table reaches DECLARED, online and offline alike. The hand-written AF reports both; `rvguard
+    check` counts the declared one apart (its attribution)."""
+    contract = small_contract("count")
+    extra = {FLOOR_REFUSED: "pool-exhausted"} if declared else {}
+    decision = (
+        Reject(0.1, "r0", "r", extra) if refusal == "reject" else Admit(0.1, "r0", Basis.DEMOTED, extra)
+    )
+    trace = [Arrive(0.0, "r0", "a", max_tokens=4), decision]
+    online = TableMonitor(contract, [BUILTIN["AF"]]).feed_all(trace)
+    offline = check_columns(contract, [BUILTIN["AF"]], trace)
+    assert offline.paths == {"AF": "vectorised"}
+    assert [(v.rid, v.t) for v in online] == [(v.rid, v.t) for v in offline.violations]
+    assert len(online) == (0 if declared else 1)
+    hand = Monitor(contract, properties=("AF",))
+    assert len(hand.feed_all(trace)) == 1
