@@ -107,7 +107,7 @@ from .transitions import NOT_EMITTED as NOT_EMITTED
 from .transitions import TRANSITIONS as TRANSITIONS
 from .transitions import derive_transitions as derive_transitions
 from .watch import AssumptionWatch, WatchConfig
-from .watching import FLOOR_REFUSED, WatchMixin
+from .watching import FLOOR_REFUSED, WatchMixin, floor_refusal
 
 __all__ = [
     "ACTIONS",
@@ -145,11 +145,6 @@ _COUNTERS: tuple[str, ...] = (
     *("arrived", "admitted_floor", "admitted_surplus", "admitted_demoted", "rejected", "dispatched"),
     *("completed", "dropped", "failed", "uncertain", "max_queue_depth", "demoted", "restored", "evicted"),
 )
-
-
-#: A pool's own lowering (its store away, other replicas' reserves held) traced apart from the
-#: watch's declared lowering, which ``floor-lowered`` alone names in ``floor_refused`` (attribution).
-_POOL_WHY: dict[str, str] = {"floor-lowered": "pool-lowered"}
 
 
 class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin: one chain (mypyc)
@@ -320,8 +315,7 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
 
     def _decided(self, entry: _Entry, out: list[Event], decision: Admit | Reject, now: float) -> list[Event]:
         if entry.entitled and (decision.kind is not EventKind.ADMIT or entry.basis is not Basis.FLOOR):
-            pool = entry.request.pool  # the trace says why the floor was refused (AF)
-            why = _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
+            why = floor_refusal(entry.request.pool)  # the trace says why the floor was refused (AF)
             decision = replace(decision, extra=MappingProxyType({**decision.extra, FLOOR_REFUSED: why}))
         if self.gate is not None:  # after the floor's own edit: the gate never refuses an entitled one
             decision = self.gate.admission(out, decision, entry.entitled)
@@ -364,6 +358,8 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
             return []
         self._advance(now)
         end = Reject if entry.state is Stage.ARRIVED else Fail
+        if end is Reject and entry.entitled:  # it waited because its floor was refused: say why (AF)
+            extra = {**extra, FLOOR_REFUSED: floor_refusal(entry.request.pool)}
         out: list[Event] = [end(now, rid, reason, extra)]
         self._apply(entry, out[0])
         self._fill(now, out)

@@ -30,7 +30,18 @@ from ..watch_events import FLOOR_REFUSED, Watch
 from .relief import ReliefMixin
 from .watch import Alert, AssumptionWatch
 
-__all__ = ["FLOOR_REFUSED", "FloorLedger", "PriorArrival", "WatchMixin"]
+__all__ = ["FLOOR_REFUSED", "FloorLedger", "PriorArrival", "WatchMixin", "floor_refusal"]
+
+#: A pool's own lowering (its store away, other replicas' reserves held) traced apart from the
+#: watch's declared lowering, which ``floor-lowered`` alone names in ``floor_refused`` (attribution).
+_POOL_WHY: dict[str, str] = {"floor-lowered": "pool-lowered"}
+
+
+def floor_refusal(pool: str | None) -> str:
+    """Why an entitled request's floor was refused (its ``floor_refused``): the pool's reason (a
+    pool's own lowering as ``pool-lowered``), else the watch's declared lowering, ``floor-lowered``."""
+    return _POOL_WHY.get(pool, pool) if pool else "floor-lowered"
+
 
 #: a previous run's arrival, for `WatchMixin.resume`: tenant, t, prompt and max tokens, on the floor
 PriorArrival = tuple[str, float, int | None, int | None, bool]

@@ -32,6 +32,7 @@ from typing import Any
 from ..contract import Contract
 from ..events import Admit, Basis, Event, Fail
 from ..lifecycle import CODE, N_KINDS
+from ..watch_events import FLOOR_REFUSED
 from .guards import SOURCE_DEPTH, Bool, Expr, Not, Source, Update, compile_expr, depth
 from .table import CONTRACT_NAMES, GUARD_ENDS, Edge, PropertyTable, Scope
 
@@ -103,6 +104,11 @@ def _preempted(s: Source) -> str:
     return f"(1.0 if {s.bind(isinstance)}(c.ev, {s.bind(Fail)}) and c.ev.reason in {ends} else 0.0)"
 
 
+def floor_refused(ev: Event) -> float:
+    """1.0 when ``ev`` records a declared refusal of the floor (its ``floor_refused`` field), else 0.0."""
+    return 1.0 if FLOOR_REFUSED in getattr(ev, "extra", ()) else 0.0
+
+
 #: the event's names as `Source` fragments (written in place in a compiled guard or update)
 _EVENT_SOURCES: dict[str, Callable[[Source], str]] = {
     "t": lambda s: "c.t",
@@ -111,6 +117,7 @@ _EVENT_SOURCES: dict[str, Callable[[Source], str]] = {
     "demoted_basis": _basis(Basis.DEMOTED),
     "floor_credit": _floor_credit,
     "preempted": _preempted,
+    "floor_refused": lambda s: f"{s.bind(floor_refused)}(c.ev)",
 }
 
 

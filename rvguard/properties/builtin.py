@@ -8,9 +8,12 @@ hand-written monitors (tests/properties holds the two to equal verdicts):
   every other (stage, kind) pair an edge into bad; a protocol table (its bad
   edges refuse the event).
 * AF — both sides: a floor-entitled arrival (its tenant's credit in the
-  arrival's window, itself included, within B) is never rejected (remedy:
-  admit it on the floor); and the floor credit of floor-basis admissions of
-  a tenant's arrivals in one window stays within B (remedy: admit as surplus).
+  arrival's window, itself included, within B) is never rejected nor admitted
+  as ``demoted`` (remedy: admit it on the floor), except where the decision
+  records a declared refusal of the floor (``floor_refused``: a shared pool's
+  refusal, a declared lowering); and the floor credit of floor-basis
+  admissions of a tenant's arrivals in one window stays within B (remedy:
+  admit as surplus).
 * DR — a drop only when doomed, t + L(R) > D(R) (remedy: do not drop).
 * RB — surplus (basis not floor) in flight ≤ C − R (remedy: delay the dispatch).
 * CAP — requests in flight ≤ C (remedy: delay the dispatch).
@@ -62,36 +65,60 @@ _ENTITLED = "floored == 1 and used + weight <= floor"
 _WITHIN = "floor_credit == 0 or granted + floor_credit <= floor"
 #: the floor's room for one more entitled admission (what ``replace: admit floor`` needs)
 _ROOM = "granted + weight <= floor"
+#: a refusal of the floor the guard did not decide alone: the decision records it (a shared pool's
+#: refusal, a declared lowering while the watch fires): AF's declared exceptions
+_DECLARED = "floor_refused == 1"
+_UNDECLARED = f"not ({_DECLARED})"  # its negation as written: `skeleton` sees the pair
+
+
+def _refused(kind: str, guard: str) -> tuple[Edge, ...]:
+    """An entitled request refused the floor by ``kind`` (under ``guard``, a prefix ending in
+    ``and``, or empty): declared, an exception;
+    else bad, admitted on the floor instead where it has room (an entitled arrival's floor always
+    has: the second bad edge never holds on a trace; it states the replace's precondition for Z3)."""
+    # an admission's edges all count its floor credit (0 here: not on the floor), so the group's
+    # increments agree and the offline checker keeps AF's counters as prefix sums (`skeleton`)
+    ups = ["granted += floor_credit"] if kind == "admit" else []
+    return (
+        edge("ENTITLED", kind, "DECLARED", f"{guard}{_DECLARED}", ups),
+        edge("ENTITLED", kind, "BAD", f"{guard}{_UNDECLARED} and {_ROOM}", ups, "replace: admit floor"),
+        edge("ENTITLED", kind, "BAD", f"{guard}{_UNDECLARED} and not ({_ROOM})", ups, "suppress"),
+    )
+
+
+def _upper(src: str, guard: str) -> tuple[Edge, ...]:
+    """AF's upper side at an admission from ``src`` (under ``guard``, as `_refused`'s): floor credit
+    within B."""
+    return (
+        edge(src, "admit", "ADMITTED", f"{guard}({_WITHIN})", ["granted += floor_credit"]),
+        edge(
+            src,
+            "admit",
+            "BAD",
+            f"{guard}not ({_WITHIN})",
+            ["granted += floor_credit"],
+            "replace: admit surplus",
+        ),
+    )
+
+
 AF = PropertyTable(
     name="AF",
-    description="every floor-entitled request is admitted; floor admissions stay within B per tenant-window",
-    locations=("NEW", "ENTITLED", "FREE", "ADMITTED", "BAD"),
+    description="every floor-entitled request is admitted, not as demoted; floor admissions stay within B "
+    "per tenant-window; a refusal of the floor the decision records (pool, declared lowering) is excepted",
+    locations=("NEW", "ENTITLED", "FREE", "ADMITTED", "DECLARED", "BAD"),
     initial="NEW",
     bad="BAD",
     counters=(Counter("used", Scope.TENANT_WINDOW), Counter("granted", Scope.TENANT_WINDOW)),
     edges=(
         edge("NEW", "arrive", "ENTITLED", _ENTITLED, ["used += weight"]),
         edge("NEW", "arrive", "FREE", f"not ({_ENTITLED})", ["used += weight"]),
-        # An entitled arrival's floor has room (granted <= used - weight, used <= floor at arrival):
-        # the second edge never holds on a trace; it states the replace's precondition for Z3.
-        edge("ENTITLED", "reject", "BAD", _ROOM, remedy="replace: admit floor"),
-        edge("ENTITLED", "reject", "BAD", f"not ({_ROOM})", remedy="suppress"),
+        *_refused("reject", ""),
+        # an admission as demoted refuses the floor as a reject does (under ``excess: demote``)
+        *_refused("admit", "demoted_basis == 1 and "),
         edge("ENTITLED", "drop", "BAD", remedy="suppress"),
-        *(
-            e
-            for src in ("ENTITLED", "FREE")
-            for e in (
-                edge(src, "admit", "ADMITTED", _WITHIN, ["granted += floor_credit"]),
-                edge(
-                    src,
-                    "admit",
-                    "BAD",
-                    f"not ({_WITHIN})",
-                    ["granted += floor_credit"],
-                    "replace: admit surplus",
-                ),
-            )
-        ),
+        *_upper("ENTITLED", "not (demoted_basis == 1) and "),
+        *_upper("FREE", ""),
     ),
 )
 

@@ -12,7 +12,8 @@ domain (`_domain`: times and sizes non-negative, flags 0/1, an admit's
   guarded ``c + e <= L`` beside its negation into bad), ``c <= L`` is proved
   by induction (k = 1) over every edge that changes ``c`` as the shield runs
   them (controllable edges into bad are never taken): base ``initial <= L``,
-  step ``c <= L ∧ guard ⇒ c' <= L``.
+  step ``c <= L ∧ guard ⇒ c' <= L``. A table that bounds no counter says so
+  (``counter invariants: none to prove``).
 * **remedy safety** — a ``replace``/``insert`` remedy's event, from the same
   location and state, reaches no bad edge of the table (under the proved
   invariants); ``suppress``/``delay`` emit nothing and leave a good state.
@@ -121,6 +122,9 @@ class _Encoder:
             if kind is not EventKind.FAIL
             else z3.Or(v("preempted") == 0, v("preempted") == 1)
         )
+        decided = kind in (EventKind.ADMIT, EventKind.REJECT)  # a decision records the floor's refusal
+        refused = v("floor_refused")
+        facts.append(z3.Or(refused == 0, refused == 1) if decided else refused == 0)
         return z3.And(*facts)
 
 
@@ -212,6 +216,10 @@ def _invariants(table: PropertyTable, enc: _Encoder, s: Any) -> tuple[list[Oblig
             proved.append(c <= bound)
         else:
             out.append(Obligation(table.name, name, False, f"not inductive at {failure[0]}", failure[1]))
+    if not done:  # said, not skipped: the obligation was looked for and there is nothing to prove
+        counters = ", ".join(c.name for c in table.counters)
+        why = f"no edge into bad bounds {counters}" if counters else "the table has no counters"
+        out.append(Obligation(table.name, "counter invariants", True, f"none to prove: {why}"))
     return out, proved
 
 

@@ -46,6 +46,7 @@ from ..events import Admit, Arrive, Basis, Event, Fail
 from ..facts import FactsCache
 from ..lifecycle import CODE, NODE_CODES
 from ..verdict import Violation
+from .bound import floor_refused
 from .engine import facts_of
 from .guards import evaluate
 from .skeleton import ClassMove, Skeleton, skeleton
@@ -110,6 +111,8 @@ def _event_fact(name: str, e: Event) -> float:
         return 1.0 if isinstance(e, Fail) and e.reason in GUARD_ENDS else 0.0
     if name == "floor_credit":
         return 0.0  # filled from the request's weight once the facts are known
+    if name == "floor_refused":
+        return floor_refused(e)
     basis = Basis(name.removesuffix("_basis"))
     return 1.0 if isinstance(e, Admit) and e.basis is basis else 0.0
 

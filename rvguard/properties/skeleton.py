@@ -10,8 +10,9 @@ the table's locations and the lifecycle stages (the trace is WF-clean once
 WF's refusals are removed, so only legal kinds follow each stage), an edge
 group ``(location, kind)`` is *static* when no guard reads a counter (its
 guards are evaluated on the facts, exactly) and *dynamic* otherwise; a
-dynamic group must be exhaustive (a guard ``true``, or some ``g`` beside
-``not g``), agree on its counter increments and lead to locations that
+dynamic group must be exhaustive (a guard ``true``, some ``g`` beside
+``not g``, or guards covering every truth assignment of their comparisons),
+agree on its counter increments and lead to locations that
 behave alike. Moore's partition refinement finds the coarsest such
 classes; `Skeleton.moves` are the class-level moves the checker replays in
 numpy, step by step. Assignments (``last = t``) and increments that read a
@@ -24,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import product
 
 from ..lifecycle import CODE, KINDS, MOVES, STAGES, Stage
-from .guards import Expr, Not, Update, names, show
+from .guards import Bool, BoolOp, Cmp, Expr, Not, Update, names, show
 from .table import Edge, PropertyTable, Scope
 
 __all__ = ["ClassMove", "Skeleton", "skeleton"]
@@ -52,10 +54,48 @@ class Skeleton:
     moves: dict[tuple[int, int], ClassMove]
 
 
+#: at most this many distinct comparisons in a group's guards are case-split (2**n truth assignments)
+_MAX_ATOMS = 10
+
+
 def _exhaustive(edges: Sequence[Edge]) -> bool:
+    """Some guard of the group holds whatever the values: ``true``, a ``g`` beside ``not g``, or, as
+    propositions over the guards' comparisons (each taken true or false independently: sound, since
+    any values give one such assignment), every assignment satisfies a guard."""
     guards = [e.guard for e in edges]
     texts = {show(g) for g in guards}
-    return "true" in texts or any(isinstance(g, Not) and show(g.arg) in texts for g in guards)
+    if "true" in texts or any(isinstance(g, Not) and show(g.arg) in texts for g in guards):
+        return True
+    atoms = sorted({show(c) for g in guards for c in _atoms(g)})
+    if len(atoms) > _MAX_ATOMS:
+        return False
+    for values in product((False, True), repeat=len(atoms)):
+        truth = dict(zip(atoms, values, strict=True))
+        if not any(_holds(g, truth) for g in guards):
+            return False
+    return True
+
+
+def _atoms(g: Expr) -> list[Cmp]:
+    if isinstance(g, Cmp):
+        return [g]
+    if isinstance(g, Not):
+        return _atoms(g.arg)
+    if isinstance(g, BoolOp):
+        return [c for a in g.args for c in _atoms(a)]
+    return []
+
+
+def _holds(g: Expr, truth: dict[str, bool]) -> bool:
+    """``g`` under ``truth`` (each comparison's text to its value)."""
+    if isinstance(g, Cmp):
+        return truth[show(g)]
+    if isinstance(g, Bool):
+        return g.value
+    if isinstance(g, Not):
+        return not _holds(g.arg, truth)
+    parts = (_holds(a, truth) for a in g.args)
+    return all(parts) if g.op == "and" else any(parts)
 
 
 def _groups(table: PropertyTable) -> dict[tuple[str, int], list[Edge]] | None:

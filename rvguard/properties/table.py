@@ -90,6 +90,8 @@ EVENT_NAMES: Mapping[str, str] = MappingProxyType(
         "demoted_basis": "1 if the event is an admit with basis demoted, else 0",
         "floor_credit": "the request's credit (weight) if the event is an admit with basis floor, else 0",
         "preempted": "1 if the event is a fail the guard caused (GUARD_ENDS), else 0",
+        "floor_refused": "1 if the event records a declared refusal of the floor (its floor_refused field: "
+        "a shared pool's refusal, a declared lowering), else 0",
     }
 )
 #: names read from the request, fixed at its arrival (`rvguard.facts`)

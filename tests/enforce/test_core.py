@@ -361,3 +361,22 @@ def test_two_steps_the_contract_decides_at_once_and_only_surplus_waits_for_the_l
         core.decide("a", YES, 0.7)
     assert not core.awaits_decision("a")
     core._check()
+
+
+@pytest.mark.parametrize(
+    ("pool", "why"), [("pool-exhausted", "pool-exhausted"), ("floor-lowered", "pool-lowered")]
+)
+def test_issue_25_a_cancel_while_waiting_says_why_the_floor_was_refused(pool: str, why: str) -> None:
+    """Under ``excess: demote`` an entitled request the pool refused waits for the learner; cancelled
+    there (client gone, shutdown), its reject records the refusal as the decision would have
+    (``floor_refused``: AF's declared exception), not an undeclared reject of an entitled request."""
+    from rvguard.watch_events import FLOOR_REFUSED
+
+    core = DecisionCore(make_contract(slots=1, floor=2, excess="demote"))
+    assert len(core.receive(Request("a0", "assured", 0.0, pool=pool), 0.0)) == 1  # the arrival alone
+    assert core.awaits_decision("a0")
+    (reject,) = core.cancel("a0", 0.5, "shutdown")
+    assert isinstance(reject, Reject) and reject.extra[FLOOR_REFUSED] == why
+    core.receive(Request("o0", "opp", 0.6), 0.6)  # not entitled: its cancel records no refusal
+    (plain,) = core.cancel("o0", 0.7)
+    assert FLOOR_REFUSED not in plain.extra

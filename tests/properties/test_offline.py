@@ -70,3 +70,19 @@ def test_order_errors_as_online() -> None:
         check_columns(small_contract(), TABLES, trace)
     with pytest.raises(TraceOrderError):
         TableMonitor(small_contract(), TABLES).feed_all(trace)
+
+
+def test_a_dynamic_group_is_exhaustive_by_its_truth_assignments() -> None:
+    """A group whose guards cover every truth assignment of their comparisons is exhaustive even
+    without a literal ``g`` beside ``not g`` (AF's table: declared / undeclared with room / without);
+    one that leaves an assignment uncovered is not."""
+    from rvguard.properties.skeleton import _exhaustive
+    from rvguard.properties.table import edge
+
+    def group(*guards: str) -> list:
+        return [edge("A", "reject", "B", g) for g in guards]
+
+    assert _exhaustive(group("x == 1", "not (x == 1) and n <= k", "not (x == 1) and not (n <= k)"))
+    assert _exhaustive(group("x == 1 or n <= k", "not (n <= k)"))
+    assert not _exhaustive(group("x == 1", "x == 0 and n <= k", "x == 0 and not (n <= k)"))
+    assert not _exhaustive(group("x == 1 and n <= k", "not (x == 1)"))

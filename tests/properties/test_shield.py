@@ -11,6 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rvguard.contract import Contract
+from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.learners import Learner, LoadView, consult
+from rvguard.enforce.request import Request
+from rvguard.enforce.watch import WatchConfig
 from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Evict, Fail, Reject
 from rvguard.properties import BUILTIN, TableMonitor
 from rvguard.properties.shield import Shield
@@ -142,13 +146,41 @@ def test_shadow_commits_what_was_emitted_and_reports_the_disagreement() -> None:
     assert shield.decide(Complete(0.2, "r0")).passed  # r0 is done: the reject was committed
 
 
+#: a shared floor-credit pool's refusals (`Request.pool`): the core grants no floor and traces why
+POOL_REFUSALS = st.sampled_from(["pool-exhausted", "floor-lowered", "pool-unreachable"])
+
+
 class ShadowMachine(base.CoreMachine):
     """The core's stateful test, with the shield beside the core: every event the core emits must
-    pass the shield unchanged, and no table may see a violation."""
+    pass the shield unchanged, and no table may see a violation. The strategy adds what the core
+    refuses the floor for by declaration: a shared pool's refusals (`arrive_refused`) and a floor
+    lowered while the assumption watch fires (``degrade``: a backlog above the floors or a service
+    above its ceiling fires it, ``sustain`` 1); AF's table takes those as its declared exceptions."""
 
-    def setup(self, **kwargs: object) -> None:  # type: ignore[override]
+    def setup(self, degrade: float | None = None, **kwargs: object) -> None:  # type: ignore[override]
         super().setup(**kwargs)  # type: ignore[arg-type]
+        if degrade is not None:
+            self.core = DecisionCore(
+                self.contract,
+                dispatch_policy=kwargs["policy"],  # type: ignore[arg-type]
+                deferred_drop=bool(kwargs["drop"]),
+                watch=WatchConfig(sustain=1, degrade=degrade),
+            )
         self.shield = Shield(self.contract, ENFORCED)
+
+    @base.rule(
+        dt=st.sampled_from([0.0, 0.05, 0.3]),
+        tenant=st.sampled_from(["assured", "assured", "opp"]),
+        why=POOL_REFUSALS,
+        learner=base.learners,
+    )
+    def arrive_refused(self, dt: float, tenant: str, why: str, learner: Learner) -> None:
+        """An arrival whose floor credit a shared pool refused (the pool's verdict on the request)."""
+        self.now += dt
+        self.n += 1
+        req = Request(f"r{self.n}", tenant, self.now, max_tokens=8, pool=why)
+        view = LoadView(self.now, self.core.in_flight, self.core.queue_depth, self.contract.slots)
+        self._take(self.core.arrive(req, consult(learner, req, view), self.now))
 
     def _take(self, events: list[Event]) -> None:
         if getattr(self, "closing", False):  # the harness's shutdown: PR reports the entitled work it
@@ -165,7 +197,8 @@ class ShadowMachine(base.CoreMachine):
         super().teardown()
 
 
-ShadowMachine.setup = base.initialize(**base.CoreMachine.setup.hypothesis_stateful_initialize_rule.arguments)(  # type: ignore[attr-defined]
+_SETUP = base.CoreMachine.setup.hypothesis_stateful_initialize_rule.arguments  # type: ignore[attr-defined]
+ShadowMachine.setup = base.initialize(**_SETUP, degrade=st.sampled_from([None, 0.5, 0.0]))(  # type: ignore[method-assign]
     ShadowMachine.setup
 )
 TestShadowBesideTheCore = ShadowMachine.TestCase

@@ -53,6 +53,20 @@ def test_builtin_tables() -> None:
     assert sf.holds and "monitor-only" in sf.message and sf.counterexample
     proved = {r.name for r in results if r.holds and r.name.startswith("invariant")}
     assert proved == {"invariant granted <= floor", "invariant n <= slots - reserve", "invariant n <= slots"}
+    # the six obligations for every table: five of its own (the invariants said even when none is
+    # to prove) and the conflicts between them all
+    kinds = {"determinism", "invariants", "remedy safety", "enforceability", "minimality"}
+    for name in BUILTIN:
+        seen = {"invariants" if "invariant" in r.name else r.name for r in results if r.table == name}
+        assert seen == kinds, (name, seen)
+    vacuous = {r.table: r.message for r in results if r.name == "counter invariants"}
+    assert vacuous == {
+        "WF": "none to prove: the table has no counters",
+        "DR": "none to prove: the table has no counters",
+        "PR": "none to prove: no edge into bad bounds used",
+        "SF": "none to prove: no edge into bad bounds used",
+    }
+    assert [r.name for r in results if r.table == ", ".join(BUILTIN)] == ["no conflict"]
 
 
 def test_examples_discharge_and_each_conflicts_with_the_floor() -> None:
