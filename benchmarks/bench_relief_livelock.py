@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import math
 import os
@@ -65,6 +66,8 @@ SLOTS, BLOCK, BLOCKS = 8, 32, 160
 PROMPT, OUTPUT = 128, 896
 H_MIN, MARGIN, HARD_FLOOR = 0.35, 0.1, 0.2
 KEYS = {"sk-opp": "opportunistic", "sk-assured": "assured"}
+#: the answers of the call running in this task (the SDK's retries included)
+_ATTEMPTS: contextvars.ContextVar[list[int]] = contextvars.ContextVar("attempts")
 JUDGED = ("AF", "DR", "WF", "RB", "RL", "PR")
 ENGINE_ARGS = (
     "--max-model-len", str(PROMPT + OUTPUT), "--num-gpu-blocks-override", str(BLOCKS),
@@ -154,27 +157,31 @@ class Clients:
     def __init__(self, url: str, n: int, timeout: float, seed: int = 1) -> None:
         self.url, self.n, self.timeout = url, n, timeout
         self.rng = random.Random(seed)
-        self.calls: Counter[str] = Counter()  # "ok", or the last answer's status, or "timeout"
+        self.calls: Counter[str] = Counter()  # "ok", the last answer's status and code, "timeout"
         self.answers: Counter[int] = Counter()  # every HTTP answer the SDK got, retries included
         self.call_seconds: list[float] = []
+        self.chains: Counter[str] = Counter()  # each call's answers in order ("503 503 200"): calls
 
     async def _seen(self, response: httpx.Response) -> None:
         self.answers[response.status_code] += 1
+        _ATTEMPTS.get().append(response.status_code)  # the hook runs in the calling task
 
     async def _call(self, client: openai.AsyncOpenAI) -> None:
         t0 = time.perf_counter()
+        _ATTEMPTS.set(attempts := [])
         try:
             await client.completions.create(
                 model="tiny", prompt=prompt(self.rng), max_tokens=OUTPUT, extra_body={"ignore_eos": True}
             )
             self.calls["ok"] += 1
-        except openai.APIStatusError as e:
-            self.calls[str(e.status_code)] += 1
+        except openai.APIStatusError as e:  # the status and the guard's reason (error.code)
+            self.calls[f"{e.status_code} {e.code}" if e.code else str(e.status_code)] += 1
         except openai.APITimeoutError:
             self.calls["timeout"] += 1
         except openai.APIConnectionError:
             self.calls["connection"] += 1
         self.call_seconds.append(time.perf_counter() - t0)
+        self.chains[" ".join(map(str, attempts))] += 1
 
     async def run(self, seconds: float) -> float:
         """Every client calls until ``seconds`` have passed; the wall time until the last returned."""
@@ -311,6 +318,7 @@ async def run_arm(arm: str, engine: str, out: Path, args: argparse.Namespace) ->
         "arm": arm,
         "calls": dict(clients.calls),
         "answers": {str(k): v for k, v in sorted(clients.answers.items())},
+        "chains": dict(clients.chains),
         "median_call_s": round(statistics.median(clients.call_seconds), 2) if clients.call_seconds else None,
         "wall_s": round(wall, 1),
         "engine_preemptions": engine_pre,
@@ -333,7 +341,8 @@ def show(geo: dict[str, int], service: float, seconds: float, rows: list[dict[st
             f"completed {r['completed']}  preempted {r['preempted']}  hold-bound {r['hold_bound']}  "
             f"longest held {r['longest_held_s']} s  wall {r['wall_s']} s  engine preemptions "
             f"{r['engine_preemptions']:g}  demoted {r['demoted']} restored {r['restored']}  "
-            f"samples {r['samples']}  other fails {r['other_fails']}  violations {r['violations']}"
+            f"samples {r['samples']}  other fails {r['other_fails']}  violations {r['violations']}\n"
+            f"{'':>11}each call's answers (retries included): {r['chains']}"
         )
 
 

@@ -46,4 +46,6 @@ async def test_an_arm_counts_the_sdk_calls_and_judges_the_trace(arm: str, tmp_pa
     assert row["calls"].get("ok", 0) >= 3 and row["completed"] == row["calls"]["ok"]
     assert row["answers"]["200"] == row["calls"]["ok"] and row["dispatches"] >= row["completed"]
     assert row["samples"] > 0 and row["violations"] == 0
+    assert sum(row["chains"].values()) == sum(row["calls"].values())  # each call's answers, in order
+    assert sum(n * len(c.split()) for c, n in row["chains"].items()) == sum(row["answers"].values())
     assert (tmp_path / f"{arm}.jsonl").exists() and row["wall_s"] >= 1.5
