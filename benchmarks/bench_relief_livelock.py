@@ -362,7 +362,7 @@ def main() -> int:
     args = p.parse_args()
     pin_self(0)
     geo = geometry()
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # the gateway runs from benchmarks/
     out.mkdir(parents=True, exist_ok=True)
     with pinned_engine(
         out / "engine.log", venv=VENV, policy="fcfs", slots=SLOTS, model_args=ENGINE_ARGS
