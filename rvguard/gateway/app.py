@@ -179,6 +179,8 @@ class Gateway:
         loop = self.guard.headroom
         if loop is not None and settings.relief is not None:
             loop.ration_with(settings.relief)
+        elif loop is not None and settings.bare_preemption:
+            loop.ration_by_default = False
 
     def _guard(self, slots: int, sinks: list[Any]) -> Guard:
         """The Guard: ΣC_e slots over several engines; the shared credit pool, if any."""

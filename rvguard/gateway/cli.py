@@ -133,6 +133,12 @@ def _add_headroom(p: argparse.ArgumentParser) -> None:
         default=10.0,
         help="with --relief-capacity: seconds a request may stay held",
     )
+    p.add_argument(
+        "--bare-preemption",
+        action="store_true",
+        help="never ration (needs --headroom): past the hard floor preempt every running surplus "
+        "request and restore every held one at once, even when the engine states its cache's size",
+    )
 
 
 def _add_watch(p: argparse.ArgumentParser) -> None:
@@ -222,8 +228,8 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
     from ..errors import SpecError
 
     if args.headroom is None:
-        if getattr(args, "relief_capacity", None) is not None:
-            raise SpecError("--relief-capacity needs --headroom (relief acts on the redline)", field="relief")
+        if getattr(args, "relief_capacity", None) is not None or getattr(args, "bare_preemption", False):
+            raise SpecError("--relief-capacity or --bare-preemption needs --headroom", field="relief")
         return {}
     block = contract.headroom
     if block is None:
@@ -238,6 +244,7 @@ def _headroom(args: argparse.Namespace, contract: Contract) -> dict[str, Any]:
         "headroom_interval": args.headroom_interval,
         "eviction": eviction_config(contract.eviction),
         "relief": _relief(args),
+        "bare_preemption": bool(getattr(args, "bare_preemption", False)),
     }
 
 

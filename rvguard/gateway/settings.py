@@ -80,8 +80,11 @@ class GatewaySettings:
             block, `rvguard.enforce.eviction.eviction_config`); needs ``headroom_url``. ``None``:
             the contract's block decides (no channel stated: running surplus is preempted).
         relief: rationed relief (`rvguard.enforce.rationing.ReliefConfig`: the KV cache's tokens and
-            the hold bound); needs ``headroom_url``. ``None``: past the hard floor every running
-            surplus request is preempted and the redline restores every held one at once.
+            the hold bound); needs ``headroom_url``. ``None``: rationed with the size the engine
+            states (vLLM's ``vllm:cache_config_info``) once it does, else bare preemption.
+        bare_preemption: never ration, even when the engine states its cache's size: past the hard
+            floor every running surplus request is preempted and the redline restores every held
+            one at once (the behaviour before rationing, for comparison); excludes ``relief``.
         upstream_health: the path each readiness probe asks (``GET``, 200 is healthy) before the
             model list: ``/health`` for vLLM (non-200 while its engine is dead, when
             ``/v1/models`` still answers); the default ``/v1/models`` asks nothing more.
@@ -128,6 +131,7 @@ class GatewaySettings:
     headroom_interval: float = 1.0
     eviction: EvictionConfig | None = None
     relief: ReliefConfig | None = None
+    bare_preemption: bool = False
     upstream_health: str = MODELS
     eject_after: int = 3
     eject_for: float = 10.0
@@ -150,6 +154,8 @@ class GatewaySettings:
             raise SpecError("an eviction channel needs headroom telemetry (headroom_url)", field="eviction")
         if self.relief is not None and self.headroom_url is None:
             raise SpecError("rationed relief needs headroom telemetry (headroom_url)", field="relief")
+        if self.relief is not None and self.bare_preemption:
+            raise SpecError("bare preemption excludes rationed relief (relief)", field="relief")
 
     def _check_trace(self) -> None:
         if self.trace_max_bytes is not None and self.trace_max_bytes < 1024:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -85,3 +86,32 @@ def test_serve_rations_relief_from_its_options() -> None:
         _headroom(argparse.Namespace(headroom=None, relief_capacity=100), contract(headroom=block))
     with pytest.raises(SpecError, match="headroom telemetry"):
         settings("http://127.0.0.1:9", None, redline=REDLINE, relief=ReliefConfig(100))
+
+
+async def test_bare_preemption_keeps_the_gateway_from_rationing_by_default(tmp_path: Path) -> None:
+    """``--bare-preemption`` (the comparison arm of benchmarks/bench_relief_livelock.py): the headroom
+    loop never rations, even once the engine states its cache's size; by default it would."""
+    import argparse
+
+    from rvguard.gateway.cli import _headroom
+
+    block = {"staleness": 5.0, "resources": {"kv_cache": {"h_min": 0.2, "hard_floor": 0.05}}}
+    common = {"headroom": "", "upstream": ["http://127.0.0.1:8000/"], "headroom_interval": 0.5}
+    got = _headroom(
+        argparse.Namespace(**common, relief_capacity=None, hold_bound=4.0, bare_preemption=True),
+        contract(headroom=block),
+    )
+    assert got["bare_preemption"] is True and got["relief"] is None
+    with pytest.raises(SpecError, match="needs --headroom"):
+        _headroom(argparse.Namespace(headroom=None, bare_preemption=True), contract(headroom=block))
+    with pytest.raises(SpecError, match="excludes rationed relief"):
+        settings("http://127.0.0.1:9", None, redline=REDLINE, headroom_url="http://127.0.0.1:9/metrics",
+                 relief=ReliefConfig(100), bare_preemption=True)  # fmt: skip
+    async with FakeUpstream(metrics=True) as up:
+        for bare in (False, True):
+            s = settings(
+                up.url, tmp_path / f"{bare}.jsonl", redline=REDLINE, headroom_url=up.url + "/metrics"
+            )
+            async with gateway(contract(), replace(s, bare_preemption=bare)) as (gw, _url):
+                loop = gw.guard.headroom
+                assert loop is not None and loop.ration_by_default is not bare and loop.relief is None
