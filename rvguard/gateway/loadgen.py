@@ -45,9 +45,10 @@ class Shot:
 class Result:
     """What one shot got: HTTP status (0 = transport error), times from the start, tokens seen.
 
-    ``sent`` is when the client took the shot up, ``wrote`` when its request's headers had been
-    handed to the kernel (None: never): between the two is the client's own queueing (its event
-    loop, its CPU), which no server can see. ``landed`` is when the answer's last bytes reached
+    ``sent`` is when the client took the shot up, ``wrote`` when it began writing its request's
+    headers (None: never; the start, not the write's end, whose callback can run a loop turn late,
+    so the headers reached the kernel no earlier): between the two is the client's own queueing
+    (its event loop, its CPU), which no server can see. ``landed`` is when the answer's last bytes reached
     the client's kernel (``done`` less their age there, `rvguard.gateway.server.kernel_wait`;
     None: not known): between it and ``done`` the client was reading late. ``rid`` is the
     gateway's ``x-rvguard-rid`` header (empty when the server sends none).
@@ -129,7 +130,7 @@ async def _send(
 
 
 class _Stamps:
-    """httpcore's trace hook for one request: when its headers were written, when the answer's
+    """httpcore's trace hook for one request: when it began writing its headers, when the answer's
     last bytes were read, and when they had reached the kernel (their age there at that read)."""
 
     def __init__(self, clock: Clock, t0: float) -> None:
@@ -142,7 +143,7 @@ class _Stamps:
     async def hook(self, name: str, info: Mapping[str, Any]) -> None:
         if name == "connection.connect_tcp.complete":
             self.stream = info.get("return_value")
-        elif name == "http11.send_request_headers.complete" and self.wrote is None:
+        elif name == "http11.send_request_headers.started" and self.wrote is None:
             self.wrote = self.clock.now() - self.t0
         elif name == "http11.receive_response_body.complete":
             self.read = self.clock.now() - self.t0

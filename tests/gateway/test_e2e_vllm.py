@@ -89,7 +89,7 @@ def _miss(results: list[Result], deadline: float) -> float:
 
 def _miss_net(results: list[Result], deadline: float) -> float:
     """As `_miss`, on the client's clock less its own queueing and reading: from when its request's
-    headers reached the kernel to when the answer's last bytes did."""
+    headers began to be written to when the answer's last bytes reached its kernel."""
     late = [
         r.status != 200 or r.wrote is None or r.landed is None or r.landed - r.wrote > deadline
         for r in results
@@ -195,7 +195,7 @@ def _clocks_side_by_side(
     can never be longer than the client's latency. ``client_zero`` is the client's 0 on the
     trace's time line (both clocks are monotonic from Unix time; the trace's header has its
     origin), which splits what the client saw beyond the trace in three: its own queueing before
-    its headers reached the kernel (``wrote - sent``: its event loop and CPU, no server's to see),
+    it began writing its headers (``wrote - sent``: its event loop and CPU, no server's to see),
     from then to the dated arrival (should be about 0), from the completion's stamp to when the
     answer's last bytes reached the client's kernel (the gateway writing late), and from then to
     the client's reading them (its own loop again). Returns the largest recorded gap and the sorted
