@@ -32,7 +32,9 @@ async def test_replay_is_open_loop() -> None:
         results = await replay(up.url, shots, model="fake", keys={"assured": "k"}, priorities={"assured": 0})
     assert [r.status for r in results] == [200] * 20
     assert up.connections == 20  # one connection per request: none reused (see fresh_connections)
-    assert max(abs(r.sent - r.shot.t) for r in results) < 0.1
+    # a closed loop behind this one slot sends the last of these 20 about 0.95 s late (measured);
+    # late; open, the lag is the client's own (~2 ms here, 0.33 s once on a loaded clean-clone run)
+    assert max(abs(r.sent - r.shot.t) for r in results) < 0.4
     assert all(r.tokens == r.shot.max_tokens for r in results if not r.shot.stream)
     assert all(b["priority"] in (0,) for b, s in zip(up.bodies, shots, strict=False) if s.tenant == "assured")
     # when its headers reached the kernel: after the client took the shot up, before the answer

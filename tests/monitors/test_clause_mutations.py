@@ -57,7 +57,7 @@ import dataclasses
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import currently_in_test_context, given, reject, settings
 from hypothesis import strategies as st
 
 from rvguard.columnar import ColumnarTrace
@@ -112,7 +112,8 @@ def _request(rid: str, tenant: str, t: float) -> Request:
 
 
 def _compliant(seed: int) -> list[Event]:
-    """The fixed prefix, then Poisson arrivals, under the guard: no property fails."""
+    """The fixed prefix, then Poisson arrivals, under the guard: no property fails (draws where the
+    guard's run breaks ND, which it does not enforce, are set aside)."""
     fixed = [_request(f"fix-o{i}", "opportunistic", 0.0) for i in range(3)]
     fixed += [_request(f"fix-a{i}", "assured", 0.0) for i in range(3)]
     drawn = poisson(C, random.Random(seed), assured_rate=4.0, opp_rate=4.0, duration=2.0)
@@ -120,7 +121,12 @@ def _compliant(seed: int) -> list[Event]:
         [*(r for r in drawn if r.t > 0.0), _request("fix-late", "opportunistic", 1.5)], key=lambda r: r.t
     )
     events = list(run_once(C, [*fixed, *later], mode="guarded", seed=seed).result.events)
-    assert _judge(events, ALL) == []
+    found = _judge(events, ALL)
+    # ND is monitored, not enforced: the guard dispatches an uncertain request (t + L ≤ D < t + U),
+    # so a draw whose own run breaks ND is no compliant base (seed 12555 did); any other break fails
+    if any(v.property == "ND" for v in found) and currently_in_test_context():
+        reject()
+    assert found == []
     return events
 
 
