@@ -33,7 +33,7 @@ async def test_replay_is_open_loop() -> None:
     assert [r.status for r in results] == [200] * 20
     assert up.connections == 20  # one connection per request: none reused (see fresh_connections)
     # a closed loop behind this one slot sends the last of these 20 about 0.95 s late (measured);
-    # late; open, the lag is the client's own (~2 ms here, 0.33 s once on a loaded clean-clone run)
+    # open, the lag is the client's own (~2 ms here, 0.33 s once on a loaded clean-clone run)
     assert max(abs(r.sent - r.shot.t) for r in results) < 0.4
     assert all(r.tokens == r.shot.max_tokens for r in results if not r.shot.stream)
     assert all(b["priority"] in (0,) for b, s in zip(up.bodies, shots, strict=False) if s.tenant == "assured")
