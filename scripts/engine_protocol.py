@@ -8,9 +8,9 @@ The protocol (`rvguard.study.pinned`, docs/experiments.md "Engine evidence"): on
 time; the engine on CPU 1 (``taskset -c 1``, one OpenMP thread), this process (the gateway, in
 process, and the open-loop client) on CPU 0; before every arm k is re-measured (the path's
 sustained capacity, ``--capacity-seconds``); the machine's 1-minute load is recorded before and
-after, with the CPU the run's own processes and all the others used; an arm whose load beyond its
-own processes passed ``--threshold`` (or whose foreign CPU passed ``--foreign``) is marked
-contended and run again (``--attempts``). Each experiment's ``--json`` document goes to
+after, with the CPU the run's own processes and all the others used; an arm whose foreign CPU
+passed ``--foreign`` (or, with ``--threshold``, whose load beyond its own processes passed that) is
+marked contended and run again (``--attempts``). Each experiment's ``--json`` document goes to
 ``OUT/NAME.json`` with a ``protocol`` block; each run's trace to ``OUT/traces/NAME/`` (gzip) beside
 the scaled contract it is judged against:
 
@@ -129,7 +129,12 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=None, help="each arm's load, study seconds")
     p.add_argument("--only", action="append", default=[], help="KEY=V1,V2: keep only these arms")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threshold", type=float, default=THRESHOLD, help="load beyond own processes")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=THRESHOLD,
+        help="also contended: load beyond own processes above this (default off)",
+    )
     p.add_argument("--foreign", type=float, default=FOREIGN, help="CPU cores the others may use")
     p.add_argument("--attempts", type=int, default=2, help="runs of a contended arm")
     p.add_argument("--capacity-seconds", type=float, default=10.0, help="k's measurement before an arm")

@@ -12,10 +12,18 @@ for every arm:
 3. records the machine's 1-minute load before and after, and the CPU its own
    processes (``own``: the engine's process group and this one) and all the
    others (``foreign``) used over the arm, from ``/proc``;
-4. marks the arm *contended* when the load beyond its own processes
-   (load − own CPU) passed ``threshold`` at either end, or the foreign CPU
-   passed ``foreign``; a contended arm is run again, up to ``attempts`` times,
-   and every attempt's load is reported.
+4. marks the arm *contended* when the CPU all the other processes used
+   passed ``foreign`` (or, opted into with ``threshold``, when the load
+   beyond its own processes, load − own CPU, passed it at either end); a
+   contended arm is run again, up to ``attempts`` times, and every attempt's
+   load is reported.
+
+Why the foreign CPU and not the load: the 1-minute load counts runnable
+threads, and the run's own (the engine's API server and core, the gateway,
+the client) queue for its two CPUs. In the first protocol runs (corner and
+fifo-ablation, 2026-12-06) every flood arm had a load 1.5–1.7 above its own
+CPU while the other processes used 0.05–0.08 of a core: the load rule marked
+arms contended that nothing else contended, and ran each twice.
 
 `corner` adds the B = C cell at ρ_eff ≤ 0.7, where a guarded miss under held
 preconditions tests the guard itself (a defect, DESIGN §12).
@@ -50,7 +58,7 @@ __all__ = [
 ]
 
 CORNER_OPP_RATES: tuple[float, ...] = (2.0, 14.0)  # a light surplus (ρ total ≈ 0.6) and the flood
-THRESHOLD = 1.5  # load beyond the run's own processes that marks an arm contended
+THRESHOLD: float | None = None  # load beyond the run's own processes that marks an arm contended (off)
 FOREIGN = 0.25  # CPU cores the machine's other processes may use before an arm is contended
 
 
@@ -121,9 +129,12 @@ def machine_load(before: CpuSample, after: CpuSample, hz: float | None = None) -
     }
 
 
-def contended(load: dict[str, float], *, threshold: float = THRESHOLD, foreign: float = FOREIGN) -> bool:
-    """True when the load beyond the run's own processes, or the others' CPU, passed its bound."""
-    return load["excess_load"] > threshold or load["foreign_cpu"] > foreign
+def contended(
+    load: dict[str, float], *, threshold: float | None = THRESHOLD, foreign: float = FOREIGN
+) -> bool:
+    """True when the others' CPU passed its bound, or (``threshold`` set) the load beyond our own."""
+    over_load = threshold is not None and load["excess_load"] > threshold
+    return over_load or load["foreign_cpu"] > foreign
 
 
 class PinnedRunner:
@@ -144,7 +155,7 @@ class PinnedRunner:
         *,
         capacity: Callable[[], Any],
         sample: Callable[[], CpuSample],
-        threshold: float = THRESHOLD,
+        threshold: float | None = THRESHOLD,
         foreign: float = FOREIGN,
         attempts: int = 2,
         keep: Callable[[Arm], bool] = lambda _: True,

@@ -38,6 +38,17 @@ def test_machine_load_splits_own_from_foreign_cpu() -> None:
     assert busy["foreign_cpu"] == 0.0 and contended(busy, threshold=1.5, foreign=0.5)  # load 4 with 1.5 ours
 
 
+def test_by_default_only_the_others_cpu_marks_an_arm_contended() -> None:
+    # the first protocol runs' flood arms: load 2.9 with 1.17 cores ours, the others 0.06 of a core
+    before = CpuSample(t=0.0, busy=0, own=0, load1=1.8)
+    ours = machine_load(before, CpuSample(10.0, 1230, 1170, 2.9), hz=100.0)
+    assert ours["excess_load"] > 1.5 and ours["foreign_cpu"] == 0.6 / 10
+    assert not contended(ours)  # our own runnable threads are no contention
+    assert contended(ours, threshold=1.5)  # unless the load rule is asked for
+    theirs = machine_load(before, CpuSample(10.0, 1470, 1170, 2.9), hz=100.0)  # others 0.3 cores
+    assert contended(theirs)
+
+
 def test_cpu_sample_reads_this_machine() -> None:
     assert os.getpid() in group_pids(os.getpgid(0))
     a = cpu_sample([os.getpid()])
@@ -54,13 +65,15 @@ def _burst(arm: Arm, seed: int, rep: int) -> list[Request]:
 
 
 async def test_a_contended_arm_is_redone_and_its_traces_rejudge(tmp_path: Path) -> None:
-    loads = iter([0.1, 3.9, 0.1, 0.2])  # attempt 1 ends at load 3.9 (contended), attempt 2 is quiet
-    ticks = iter(range(0, 10_000, 100))
+    # attempt 1: the others take 0.5 of a core (contended); attempt 2: only our own CPU (quiet)
+    quiet = CpuSample(2.0, 150, 100, 0.1)
+    samples = iter(
+        [CpuSample(0.0, 0, 0, 0.1), CpuSample(1.0, 150, 100, 1.6), quiet, CpuSample(3.0, 250, 200, 0.2)]
+    )
     measured: list[float] = []
 
     def sample() -> CpuSample:
-        t = next(ticks)
-        return CpuSample(t=float(t), busy=t, own=t, load1=next(loads))
+        return next(samples)
 
     async def capacity() -> float:
         measured.append(9.6)
