@@ -46,6 +46,13 @@ HEADROOM = {
     "staleness": 3.0,
     "resources": {"kv_cache": {"h_min": 0.35, "margin": 0.15, "hard_floor": 0.0}},
 }
+#: the gateway's own bound on a request's life: a surplus request waits in the guard until it is doomed
+#: (t + L > D with L = 0: its whole deadline), then one upstream call of at most UPSTREAM_TIMEOUT. The
+#: client waits longer than that: with both at 60 s and the client at 120 s, a CI run on a slower
+#: machine (the engine thrashing its 12 blocks) timed out in the client, at the gateway's own bound
+OPP_DEADLINE = 20.0
+UPSTREAM_TIMEOUT = 60.0
+CLIENT_TIMEOUT = OPP_DEADLINE + UPSTREAM_TIMEOUT + 30.0
 LONG = {"model": "tiny", "prompt": "long answer", "max_tokens": 250, "ignore_eos": True}
 SHORT = {"model": "tiny", "prompt": "assured", "max_tokens": 16, "ignore_eos": True}
 
@@ -64,7 +71,7 @@ async def _surplus(client: httpx.AsyncClient, url: str, stop: asyncio.Event) -> 
 
 async def _demotion_run(c: Contract, s: GatewaySettings) -> list[httpx.Response]:
     """Ten surplus loops of 250 tokens beside 20 assured requests 0.7 s apart; the assured answers."""
-    async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=120.0) as client:
+    async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=CLIENT_TIMEOUT) as client:
         stop = asyncio.Event()
         loops = [asyncio.ensure_future(_surplus(client, url, stop)) for _ in range(10)]
         answers = []
@@ -85,7 +92,15 @@ async def test_the_redline_demotes_surplus_on_the_engines_kv_headroom(
     small_kv_engine: Engine, tmp_path: Path
 ) -> None:
     trace = tmp_path / "t.jsonl"
-    c = contract(output_cap=250, headroom=HEADROOM, service={"s_max": 5.0, "s_max_opp": 5.0, "lower": 0.0})
+    c = contract(
+        output_cap=250,
+        headroom=HEADROOM,
+        service={"s_max": 5.0, "s_max_opp": 5.0, "lower": 0.0},
+        tenants={
+            "assured": {"floor": 2, "deadline": 1.5, "tier": 0},
+            "opportunistic": {"floor": 0, "deadline": OPP_DEADLINE, "tier": 1},
+        },
+    )
     assert c.headroom is not None
     s = settings(
         small_kv_engine.url,
@@ -93,7 +108,7 @@ async def test_the_redline_demotes_surplus_on_the_engines_kv_headroom(
         redline=redline_config(c.headroom),
         headroom_url=small_kv_engine.url + "/metrics",
         headroom_interval=0.05,
-        timeout=60.0,
+        timeout=UPSTREAM_TIMEOUT,
     )
     # pinned as the KV-bound test below: unpinned on this loaded machine the API server answered a
     # scrape every second or so and read an empty cache in every sample of a run (it skipped)
@@ -152,7 +167,7 @@ async def _kv_bound_run(
         service={"s_max": 0.5, "s_max_opp": 5.0, "lower": 0.0},
         tenants={
             "assured": {"floor": 3, "deadline": deadline, "tier": 0},
-            "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
+            "opportunistic": {"floor": 0, "deadline": OPP_DEADLINE, "tier": 1},
         },
     )
     assert c.headroom is not None
@@ -163,7 +178,7 @@ async def _kv_bound_run(
             "headroom_url": engine.url + "/metrics",
             "headroom_interval": 0.05,
         }
-    s = settings(engine.url, trace, timeout=60.0, preempt_grace=0.0, send_priority=False, **extra)
+    s = settings(engine.url, trace, timeout=UPSTREAM_TIMEOUT, preempt_grace=0.0, send_priority=False, **extra)
     rng = random.Random(12)
     answers: list[tuple[int, float]] = []
 
@@ -174,7 +189,7 @@ async def _kv_bound_run(
         r = await client.post(url + "/v1/completions", json=body, headers=auth("sk-assured"))
         answers.append((r.status_code, time.perf_counter() - t0))
 
-    async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=120.0) as client:
+    async with gateway(c, s) as (_gw, url), httpx.AsyncClient(timeout=CLIENT_TIMEOUT) as client:
         stop = asyncio.Event()
 
         async def more() -> None:
