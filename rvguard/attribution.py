@@ -12,7 +12,8 @@ evidence:
 * the same conditions recomputed from the requests' own events, so a trace written with no watch
   is judged too: a service above its tenant's ceiling is a break from dispatch + ceiling to its
   end (or to the trace's last time, while it still runs), and the admitted work of floored
-  tenants above Σ B is a backlog break for as long as it lasts;
+  tenants above Σ B, or above what the shortest deadline covers (`Contract.backlog_bound`), is a
+  backlog break for as long as it lasts;
 * the client's faults: an entitled admitted request ended by a ``fail`` whose reason blames the
   client (``client-error``, e.g. ``client-error: disconnect``); SF already exempts these.
 
@@ -22,8 +23,10 @@ evidence:
   broken* when a break overlaps the request's span, from one relative deadline before its
   arrival (backlog it found waiting) to its deadline; it names the
   earliest such condition, since when, and whether the watch recorded it or it was recomputed.
-  Otherwise it is a *guard fault*, and only those fail SF. A miss by a ``drop`` or a ``fail``
-  (not the client's) is never excused by a precondition: it stays a guard fault;
+  Otherwise it is a *guard fault*, and only those fail SF. A miss by a ``drop`` is judged as a
+  late one (a drop is sound only when the request was doomed, and DR judges that apart: a doom the
+  broken precondition caused is not the guard's); a ``fail`` (not the client's) is never excused by
+  a precondition: it stays a guard fault;
 * an AF violation is a *declared exception* when the refused decision records why
   (``floor_refused``: a shared pool's verdict, or ``floor-lowered`` while a recorded
   ``floor_scale`` below 1 is in force); otherwise it stays a violation.
@@ -91,7 +94,7 @@ class Attribution:
         self._contract = contract
         self._facts = FactsCache(contract)
         self._entitlement = Entitlement(contract)
-        self._bound = sum(t.floor for t in contract.floored_tenants.values())
+        self._bound = contract.backlog_bound()
         self._open: dict[str, float] = {}  # condition -> since (from alert records)
         self.breaks: list[Break] = []
         self._scales: list[tuple[float, float]] = []  # (t, floor scale from t on)
@@ -226,11 +229,12 @@ class Attribution:
     ) -> Attributed | None:
         """The earliest break overlapping the miss's span, in O(log breaks)."""
         arrive = next((e for e in v.witness if isinstance(e, Arrive)), None)
-        if arrive is None or v.witness[-1].code in (DROP, FAIL):
-            return None  # ended by a drop or a failure, not late: no precondition of SF excuses it
+        if arrive is None or v.witness[-1].code == FAIL:
+            return None  # ended by a failure: no precondition of SF excuses it
         deadline = float(v.context.get("deadline", v.t))
         start = arrive.t - max(0.0, deadline - arrive.t)
-        began = bisect.bisect_right(sinces, deadline)  # breaks that began by the deadline
+        end = v.witness[-1].t if v.witness[-1].code == DROP else deadline  # a drop: what doomed it came first
+        began = bisect.bisect_right(sinces, end)  # breaks that began by the deadline (or the drop)
         first = bisect.bisect_left(reach, start, 0, began)  # the first of them still on at ``start``
         if first >= began:
             return None

@@ -266,6 +266,28 @@ class Contract(BaseModel, frozen=True, extra="forbid", defer_build=True):
             return self.service.opp_ceiling
         return self.service.s_max if t.s_max is None else t.s_max
 
+    def backlog_bound(self) -> float:
+        """The assured backlog Q_A up to which SF's deadlines are covered: min(Σ B, N_D).
+
+        Why (DESIGN §5, §12): with every service within its ceiling and at most N admitted floor
+        requests at once, a request waits behind at most N − 1 of them and, before them, jobs
+        holding the slots for at most b: it ends by b + ⌈N/C⌉·ŝ. N_D, the largest N within the
+        shortest floored deadline D, is C·⌊(D − b)/ŝ⌋ (0 when D < b + ŝ), with ŝ the largest
+        floored ceiling and b the largest ceiling of all (across tiers, the cautious choice). Above
+        the bound a miss may be the load's; within it, and within the ceilings, it is the guard's
+        when the floored tenants share one tier (with several, later arrivals of a higher tier can
+        pass a waiting request: `rvguard verify`'s deadline clause counts them; this bound does not).
+        """
+        floored = self.floored_tenants
+        total = sum(t.floor for t in floored.values())
+        if not floored:
+            return total
+        s_hat = max(self.ceiling(n) for n in floored)
+        block = max([self.service.opp_ceiling, *(self.ceiling(n) for n in self.tenants)])
+        deadline = min(t.deadline for t in floored.values())
+        waves = math.floor((deadline - block) / s_hat + 1e-9) if s_hat > 0 else total
+        return min(total, float(self.slots * max(0, waves)))
+
     def capped_tokens(self, max_tokens: int | None) -> int:
         """Output tokens after the contract's cap (no request is left uncapped)."""
         return self.output_cap if max_tokens is None else min(max_tokens, self.output_cap)

@@ -43,7 +43,7 @@ __all__ = [
 SERVICE = "service"  # a service above its ceiling (s_max, or s_max_opp): SF's envelope
 SERVICE_LOW = "service-low"  # a service below its lower bound L(R): DR's soundness assumption
 CAPACITY = "capacity"  # estimated capacity below the floored demand Σ B / W (A4)
-BACKLOG = "backlog"  # assured backlog Q_A above Σ B (the backlog precondition)
+BACKLOG = "backlog"  # assured backlog Q_A above `Contract.backlog_bound` (Σ B, or what D covers)
 ARRIVAL_GAP = "arrival-gap"  # a request waited longer than the bound before the gateway ran it
 CLEAR = "clear"  # every firing condition holds again
 #: a property table's shield disagreed with an event that went out (shadow, or a built-in guarantee

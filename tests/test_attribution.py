@@ -24,7 +24,19 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
 from rvguard.enforce.watch import WatchConfig
 from rvguard.errors import TraceError
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Event, Fail, Proposal, Reject, Watch
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Event,
+    Fail,
+    Proposal,
+    Reject,
+    Watch,
+)
 from rvguard.monitors import Monitor
 from rvguard.monitors.offline import check_offline
 from rvguard.verdict import Violation
@@ -143,9 +155,9 @@ def _served(service: float, deadline: float) -> list[Event]:
 
 
 def test_an_sf_miss_under_a_slow_service_is_a_broken_precondition_watched_or_recomputed() -> None:
-    contract = make_contract(s_max=0.5, deadline=0.6)
-    alert = Watch(0.9, "service", 0.9, 0.5, 0.5)
-    watched = check([*_served(0.9, 0.6), alert], contract)
+    contract = make_contract(s_max=0.5, deadline=1.0)
+    alert = Watch(1.2, "service", 1.2, 0.5, 0.5)
+    watched = check([*_served(1.2, 1.0), alert], contract)
     assert watched.holds and watched.sf_attribution() == {
         "guard_fault": 0,
         "precondition_broken": 1,
@@ -153,7 +165,7 @@ def test_an_sf_miss_under_a_slow_service_is_a_broken_precondition_watched_or_rec
     }
     assert [(a.condition, a.since, a.source) for a in watched.attributed] == [("service", 0.5, "watch")]
     # no watch in the trace: the break is recomputed from the request's own service
-    recomputed = check(_served(0.9, 0.6), contract)
+    recomputed = check(_served(1.2, 1.0), contract)
     assert [(a.condition, a.since, a.source) for a in recomputed.attributed] == [
         ("service", 0.5, "recomputed")
     ]
@@ -171,6 +183,28 @@ def test_an_sf_miss_with_every_precondition_held_is_a_guard_fault() -> None:
     report = check(late, contract)
     assert [(v.property, v.rid) for v in report.violations] == [("SF", "a")]
     assert report.sf_attribution()["guard_fault"] == 1 and not report.attributed
+
+
+def test_a_miss_beyond_what_the_deadline_covers_is_a_broken_backlog_precondition() -> None:
+    """D = 0.3 s below s_max = 0.5 s covers no backlog at all (`Contract.backlog_bound` 0): one
+    admitted request is already more than the deadline covers, recomputed from the trace."""
+    tight = make_contract(s_max=0.5, deadline=0.3)
+    late = check(_served(0.4, 0.3), tight)
+    assert late.holds and late.sf_attribution()["precondition_broken"] == 1
+    assert [(a.condition, a.since, a.source) for a in late.attributed] == [("backlog", 0.0, "recomputed")]
+    # dropped as doomed (0.25 + L 0.1 > 0.3) under the same break: attributed alike (DR judges the
+    # drop); a backend failure never is
+    dropped = [*_served(0.4, 0.3)[:3], Drop(0.25, "a", "doomed")]
+    report = check(dropped, tight, props=("AF", "SF", "DR", "WF"))
+    assert report.holds and [a.condition for a in report.attributed] == ["backlog"]
+    failed = check([*_served(0.4, 0.3)[:3], Fail(0.2, "a", "backend")], tight)
+    assert [(v.property, v.rid) for v in failed.violations] == [("SF", "a")]
+    # mutation: the same late request, or drop, under a deadline that covers it is the guard's
+    roomy = make_contract(s_max=0.5, deadline=1.0)  # covers 2 (the request's own D 0.3 is its arrive's)
+    assert [(v.property, v.rid) for v in check(dropped, roomy).violations] == [("SF", "a")]
+    feasible = check(_served(0.4, 0.3), make_contract(s_max=0.5, deadline=1.0))
+    assert [(v.property, v.rid) for v in feasible.violations] == [("SF", "a")]
+    assert feasible.sf_attribution()["guard_fault"] == 1 and not feasible.attributed
 
 
 def test_an_upstream_ejection_excuses_no_sf_miss() -> None:

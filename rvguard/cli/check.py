@@ -33,8 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "exit codes: 0 every property holds; 1 a violation the guard is at fault for; 2 bad input; "
         "3 no guard fault, but attributed misses: SF misses while a precondition of the contract "
         "was broken (an alert of the watch, or recomputed from the trace: a service above s_max, "
-        "assured backlog above B), AF refusals the trace declares (a floor lowering, a credit "
-        "pool's refusal), --property tables broken because a floor admission or dispatch went first "
+        "assured backlog above B or above what the deadline covers), AF refusals the trace declares "
+        "(a floor lowering, a credit pool's refusal), --property tables broken because a floor "
+        "admission or dispatch went first "
         "(declared by the trace's shield alert at that event; without the alert: a violation, 1). "
         "Misses the client caused (client-error) are counted apart and never fail."
     )

@@ -2,16 +2,18 @@
 
 SF is conditional on a service envelope (every service ≤ its ceiling), on
 capacity (at least B credits per window, A4) and on the assured backlog not
-piling up (Q_A ≤ Σ B). None is the guard's to enforce, so it measures them: a
-completed service above the tenant's ceiling raises a ``service`` alert at
-once; an estimated capacity (C slots over the EWMA of observed services)
-below the floored demand Σ B / W for ``sustain`` consecutive windows raises a
-``capacity`` alert; admitted assured work past Σ B raises ``backlog``. A
-service below its lower bound L(R) (DR's assumption, not SF's) raises
-``service-low`` without firing. While a condition of SF fires the watch
-reports ``floor_scale`` (``degrade``, when configured) so the core can lower
-the floor; a ``clear`` alert restores it. Each alert is also kept as a trace
-record (`rvguard.watch_events.Watch`) until the core drains it into its
+piling up (Q_A ≤ Σ B, and within what the deadline covers). None is the
+guard's to enforce, so it measures them: a completed service above the
+tenant's ceiling raises a ``service`` alert at once; an estimated capacity
+(C slots over the EWMA of observed services) below the floored demand
+Σ B / W for ``sustain`` consecutive windows raises a ``capacity`` alert;
+admitted assured work past Σ B, or past what the deadline covers
+(`Contract.backlog_bound`), raises ``backlog``. A service below its lower
+bound L(R) (DR's assumption, not SF's) raises ``service-low`` without
+firing. While a condition of SF fires the watch reports ``floor_scale``
+(``degrade``, when configured) so the core can lower the floor; a ``clear``
+alert restores it. Each alert is also kept as a trace record
+(`rvguard.watch_events.Watch`) until the core drains it into its
 output. Pure: time comes in as ``now``.
 
 Cost: O(1) per observation, O(min(elapsed windows, sustain)) per tick;
@@ -38,7 +40,7 @@ class Alert:
         t: when the watch noticed.
         kind: the condition (`rvguard.watch_events.CONDITIONS`): ``service`` (a service above
             its ceiling), ``service-low`` (below L), ``capacity`` (estimated capacity below
-            Σ B / W for ``sustain`` windows), ``backlog`` (Q_A > Σ B), or ``clear``.
+            Σ B / W for ``sustain`` windows), ``backlog`` (Q_A > `Contract.backlog_bound`), or ``clear``.
         detail: one sentence a person can act on.
         value: the measured figure (seconds for service, credits/s for capacity, requests for backlog).
         limit: the figure it was compared with.
@@ -124,8 +126,8 @@ class AssumptionWatch:
         self._origin = origin
         #: the floor factor while firing: the config's, else the contract's declared ``degrade``
         self._degrade = config.degrade if config.degrade is not None else contract.degrade
-        self._bound = sum(t.floor for t in contract.floored_tenants.values())
-        self._demand = self._bound / contract.window
+        self._demand = sum(t.floor for t in contract.floored_tenants.values()) / contract.window
+        self._bound = contract.backlog_bound()
         self._backlog = 0
         self._backlog_alerted = False
         self._low_since: float | None = None
@@ -190,11 +192,13 @@ class AssumptionWatch:
             self._raise(Alert(now, ARRIVAL_GAP, detail, gap, bound, now - gap))
 
     def backlog(self, delta: int, now: float) -> None:
-        """Admitted assured work (Q_A) changed by ``delta``; above Σ B raises a ``backlog`` alert."""
+        """Admitted assured work (Q_A) changed by ``delta``; above the bound raises a ``backlog`` alert."""
         self._backlog += delta
         if self._backlog > self._bound and not self._backlog_alerted:
             self._backlog_alerted = True
-            detail = f"assured backlog {self._backlog} above the floors' sum {self._bound}"
+            detail = (
+                f"assured backlog {self._backlog} above {self._bound:g} (Σ B, or what the deadline covers)"
+            )
             self._raise(Alert(now, BACKLOG, detail, float(self._backlog), float(self._bound)))
         elif self._backlog <= self._bound and self._backlog_alerted:
             self._backlog_alerted = False

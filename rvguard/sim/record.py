@@ -32,7 +32,7 @@ from ..monitors import Metrics
 from ..verdict import Violation
 from .stats import pooled_interval
 
-__all__ = ["Condition", "RunRecord", "record_run"]
+__all__ = ["Condition", "RunRecord", "breaks_seen", "record_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +132,14 @@ class _Scan:
             self.opp_done.append(ev.t)
 
 
+def breaks_seen(evidence: Attribution) -> dict[str, int]:
+    """SF's preconditions broken in one run, by condition (the watch's and those recomputed)."""
+    breaks: dict[str, int] = {}
+    for b in evidence.all_breaks():
+        breaks[b.condition] = breaks.get(b.condition, 0) + 1
+    return breaks
+
+
 def record_run(
     contract: Contract,
     events: Sequence[Event],
@@ -146,9 +154,7 @@ def record_run(
     for ev in events:
         scan.feed(ev)
         evidence.feed(ev)
-    breaks: dict[str, int] = {}
-    for b in evidence.all_breaks():
-        breaks[b.condition] = breaks.get(b.condition, 0) + 1
+    breaks = breaks_seen(evidence)
     svc = metrics.service_assured
     return RunRecord(
         missed=metrics.admitted_missed,
