@@ -21,10 +21,12 @@ from rvguard.gateway.fake import FakeUpstream
 
 from ._support import auth, contract, gateway, read_trace, settings, stream_then_leave
 
-# s_max 0.4 s, deadline 0.6 s; the fake answers 8 tokens at 0.1 s each: 0.8 s, twice the ceiling
+# s_max 0.4 s, deadline 0.8 s (covers a backlog of 4 ≥ B: one wave after a blocking job, so the
+# service is the only precondition to break); the fake answers 8 tokens at 0.15 s each: 1.2 s, three
+# times the ceiling
 SLOW = {"s_max": 0.4, "s_max_opp": 0.4, "lower": 0.001, "upper": None}
 TENANTS = {
-    "assured": {"floor": 2, "deadline": 0.6, "tier": 0},
+    "assured": {"floor": 2, "deadline": 0.8, "tier": 0},
     "opportunistic": {"floor": 0, "deadline": 60.0, "tier": 1},
 }
 
@@ -34,7 +36,7 @@ async def _run(tmp_path: Path, n: int, **over: object) -> tuple[Path, str]:
     trace = tmp_path / "trace.jsonl"
     c = contract(service=SLOW, tenants=TENANTS)
     async with (
-        FakeUpstream(model="tiny", token_delay=0.1) as up,
+        FakeUpstream(model="tiny", token_delay=0.15) as up,
         gateway(c, settings(up.url, trace, **over)) as (_gw, url),
         httpx.AsyncClient(timeout=30) as client,
     ):
@@ -80,7 +82,7 @@ async def test_degrade_lowers_the_floor_on_record_and_af_is_judged_against_it(tm
     trace = tmp_path / "trace.jsonl"
     c = contract(service=SLOW, tenants=TENANTS, window=10.0)  # one window for the whole test
     async with (
-        FakeUpstream(model="tiny", token_delay=0.1) as up,
+        FakeUpstream(model="tiny", token_delay=0.15) as up,
         gateway(c, settings(up.url, trace, watch=WatchConfig(degrade=0.5))) as (_gw, url),
         httpx.AsyncClient(timeout=30) as client,
     ):
