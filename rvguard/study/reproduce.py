@@ -288,7 +288,12 @@ def _engine_section(engine: Docs) -> str:
     lines += ["|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, doc in pinned.items():
         for c in doc["conditions"]:
-            params = " ".join(f"{k}={v}" for k, v in c["params"].items() if k not in ("guard",))
+            shown = (
+                c["params"].items()
+                if "arm" not in c["params"]
+                else ((k, v) for k, v in c["params"].items() if k != "guard")
+            )  # the arm names the guard where there is one
+            params = " ".join(f"{k}={v}" for k, v in shown)
             cells = [name, params, str(c.get("reps", "—")), fmt(c.get("time_scale"), 2), _load_cell(c)]
             cells += [_preconditions_cell(c), fmt(c.get("assured_miss"))]
             cells += [f"{fmt(c.get('entitled_trace_miss'))} / {fmt(c.get('entitled_client_miss'))}"]
