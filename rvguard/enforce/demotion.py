@@ -316,7 +316,8 @@ class DemotionMixin:
     def expire_held(self: _Core, now: float) -> list[Event]:
         """Rationed: end each request held ``hold_bound`` seconds or more ``fail`` (reason
         `HOLD_BOUND`, with ``held_since``): its caller gets an answer and a retry signal instead of
-        waiting on its own time-out. Only surplus is ever held; nothing else is touched."""
+        waiting on its own time-out. Only surplus is ever held. The surplus queued behind the held
+        then dispatches as slots allow (the last held gone, nothing else may come to wake it)."""
         if self._ration is None or not self._held:
             return []
         self._check_time(now)
@@ -335,6 +336,7 @@ class DemotionMixin:
             out.append(ev)
         for rid in [r for r in self._held_at if r not in self._held]:  # ended while held (cancelled)
             del self._held_at[rid]
+        self._fill(now, out)  # surplus queued behind the held goes now: nothing else may come to wake it
         return out
 
 

@@ -134,3 +134,19 @@ def test_a_request_held_before_rationing_began_is_bounded_from_the_first_look() 
     out = run.take(run.core.expire_held(8.0))
     assert out == [Fail(8.0, "o0", HOLD_BOUND, {"held_since": 3.0})]
     assert run.violations() == []
+
+
+def test_surplus_queued_behind_the_held_dispatches_when_the_last_held_expires() -> None:
+    """The live redline test's wedge (CI, 2026-12-06): held requests too large for the room above
+    h_min are never restored; surplus that came after them queues behind them; when the hold bound
+    ends the last held one, the queued surplus must go then, with the slots free and the redline
+    clear, not at the next arrival or completion (there was none: its clients were waiting on it)."""
+    run = _Run(rationed=True, hold_bound=5.0)
+    _held(run, 2)
+    out = run.sample(0.31, 2.0, growth=0)  # clear (above h_min + margin 0.3), room 110 < 148: none
+    assert _rids(out, Restore) == [] and run.core.held == 2
+    assert _rids(run.arrive("late", 3.0), Dispatch) == []  # queued behind the held
+    out = run.take(run.core.expire_held(6.0))
+    assert _rids(out, Fail) == ["o0", "o1"]
+    assert _rids(out, Dispatch) == ["late"]  # mutation: without the fill it stays queued for ever
+    assert run.violations() == []
