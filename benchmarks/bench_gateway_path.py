@@ -15,6 +15,8 @@ figures are the medians over rounds (the machine is shared: compare within one r
    C = ``--slots`` slots; requests/s with C clients and with 2C clients (the extra ones queue at the
    gateway, or at the engine when direct); the ratio gateway / direct (aim: ≥ 0.95×, issue 30).
    A slot idles between a request's last token and the next dispatch: this ratio shows it.
+
+``gateway_loop`` names the event loop ``rvguard serve`` runs here (uvloop where it imports).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from rvguard.contract import Contract  # noqa: E402
 from rvguard.gateway.calibrate import percentile  # noqa: E402
+from rvguard.gateway.server import event_loop  # noqa: E402
 from tests.gateway._support import contract, serve_process  # noqa: E402
 
 BODY = {"model": "fake", "prompt": "x", "max_tokens": 16}
@@ -161,6 +164,7 @@ async def main(argv: list[str]) -> dict[str, Any]:
             n = max(4 * a.slots, a.requests // 2)
             out["throughput"] = await throughput(up, url, n, a.rounds, a.slots)
     out["service_s"] = 16 * a.token_delay
+    out["gateway_loop"] = event_loop()  # the gateway's process runs this interpreter, on this PYTHONPATH
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))
     return out

@@ -73,7 +73,7 @@ from .readiness import Readiness
 from .reasons import ANSWERS, classify
 from .reload import ReloadableBinder, on_sighup, reload_binder
 from .replica import GatewayPool, register_fleet_series
-from .server import FIRST_BYTE, KEEP_ALIVE_S, serving
+from .server import FIRST_BYTE, KEEP_ALIVE_S, loop_name, serving
 from .settings import GatewaySettings
 from .trace import TraceFile, existing_trace, resume_window
 from .upstream import END, Channel
@@ -285,6 +285,7 @@ class Gateway:
                 "max_body": s.max_body,
                 "header_timeout": s.header_timeout,
                 "body_timeout": s.body_timeout,
+                "loop": loop_name(asyncio.get_running_loop()),
             },
         )
         if self.guard.contract.slots != c.slots:

@@ -9,12 +9,18 @@ when it had started one. It also notes when each request's first byte was read
 (`FIRST_BYTE`, a scope extension): the gateway dates the request's deadline from it.
 (The body's own deadline is the app's, `rvguard.gateway.edge.read_body`.) The protocol is always
 h11, also when httptools is installed, so these limits hold whatever uvicorn would pick.
+
+The event loop is uvloop's where it imports (the ``gateway`` extra installs it on CPython off
+Windows: `event_loop`), else asyncio's (figures: docs/performance.md, "The gateway's own cost").
+The protocol and its limits are the same on both; uvloop's transport hands out a stand-in socket
+whose ``getsockopt`` reads the real one, so `kernel_wait` dates arrivals back on either loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import signal
 import socket
@@ -33,7 +39,9 @@ __all__ = [
     "FIRST_BYTE",
     "KEEP_ALIVE_S",
     "GuardedH11Protocol",
+    "event_loop",
     "guarded_protocol",
+    "loop_name",
     "serving",
     "stop_signals",
     "uvicorn_config",
@@ -168,11 +176,26 @@ def stop_signals() -> Iterator[list[str]]:
             signal.signal(sig, handler)
 
 
+def event_loop() -> str:
+    """The event loop `rvguard serve` runs: ``"uvloop"`` where uvloop imports, else ``"asyncio"``."""
+    try:
+        importlib.import_module("uvloop")
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """Which event loop ``loop`` is, by its package: ``"uvloop"``, ``"asyncio"`` (the start-up log's)."""
+    return type(loop).__module__.partition(".")[0]
+
+
 def uvicorn_config(app: Any, *, host: str, port: int, header_timeout: float, log_level: str) -> Any:
     """The uvicorn configuration every way of serving the gateway uses.
 
     No access log and no logging configuration of uvicorn's own: the gateway
-    logs its events itself (`rvguard.gateway.logs`), one line each.
+    logs its events itself (`rvguard.gateway.logs`), one line each. The loop is named, not left to
+    uvicorn's ``"auto"``: `event_loop` (the start-up log says which one runs).
     """
     import uvicorn
 
@@ -186,6 +209,7 @@ def uvicorn_config(app: Any, *, host: str, port: int, header_timeout: float, log
         lifespan="on",
         timeout_keep_alive=KEEP_ALIVE_S,
         http=guarded_protocol(header_timeout),
+        loop=event_loop(),
     )
 
 
