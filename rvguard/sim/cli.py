@@ -203,14 +203,14 @@ def _run_pressure(args: argparse.Namespace, contract: Contract) -> bool:
     with TraceWriter(args.out) as w:
         for ev in out.events:
             w.write(ev)
-    _, violations = judge(relief_contract(contract), out.events, JUDGED)
+    _, violations = judge(relief_contract(contract, policy=args.relief, model=model), out.events, JUDGED)
     props = sorted({v.property for v in violations})
     print(
         f"simulated relief {args.relief} on a {model.capacity}-token KV cache, {model.clients} surplus "
         f"clients: {len(out.events)} events → {args.out}\n"
         f"  surplus completed {out.completed} (sustainable {out.sustainable:.1f}, "
         f"ceiling {out.ceiling:.1f}), "
-        f"preempted {out.preempted}, answered at the hold bound {out.bounded}, "
+        f"preempted {out.preempted} (evicted {out.evicted}), answered at the hold bound {out.bounded}, "
         f"violated ({'/'.join(JUDGED)}): {', '.join(props) or 'none'}"
     )
     return not violations

@@ -17,7 +17,12 @@ COMMANDS = (
         "rvguard.sim.experiments_relief:Command",
         "relief under memory pressure: surplus completed, preempt-all vs rationed relief",
     ),
+    (
+        "relief-eviction",
+        "rvguard.sim.experiments_eviction:Command",
+        "the eviction channels under memory pressure: the emergency ranking and the crossover",
+    ),
 )
 
 #: commands that also run as ``rvguard experiment NAME``
-EXPERIMENTS = ("redline-alpha", "relief-livelock")
+EXPERIMENTS = ("redline-alpha", "relief-livelock", "relief-eviction")

@@ -23,12 +23,14 @@ from typing import Any
 from ..contract import Contract
 from ..errors import RvguardError, SpecError
 from .memory import PressureModel
-from .relief import RELIEF_POLICIES, ReliefRun, relief_contract, run_relief
+from .relief import ReliefRun, relief_contract, run_relief
 from .run import judge
 
 __all__ = ["DEFAULT_CONTRACT", "JUDGED", "NAME", "Command", "relief_livelock"]
 
 NAME = "relief-livelock"
+#: the two policies the livelock compares (the eviction channels: ``rvguard experiment relief-eviction``)
+POLICIES: tuple[str, ...] = ("ration", "preempt-all")
 #: the properties the simulated trace is judged by
 JUDGED: tuple[str, ...] = ("PR", "EV", "RL", "WF")
 #: 8 slots, an assured tenant with a small floor, and the opportunistic surplus
@@ -53,7 +55,7 @@ def relief_livelock(
     """Each policy's run and its count of violations of `JUDGED`, by policy name."""
     judged = relief_contract(contract)
     out: dict[str, tuple[ReliefRun, int]] = {}
-    for policy in RELIEF_POLICIES:
+    for policy in POLICIES:
         run = run_relief(contract, model, policy=policy, hold_bound=hold_bound)
         _, violations = judge(judged, run.events, JUDGED)
         out[policy] = (run, len(violations))

@@ -41,6 +41,7 @@ def test_screen_eval_is_declared_by_the_screen_and_is_an_experiment() -> None:
         "reproduce": "rvguard.study.commands",
         "redline-alpha": "rvguard.sim.commands",
         "relief-livelock": "rvguard.sim.commands",
+        "relief-eviction": "rvguard.sim.commands",
     }
 
 
