@@ -9,8 +9,9 @@ Guard records ``complete`` or ``fail`` and frees the slot. So the Guard's rules 
 the tenant comes from LiteLLM's authentication (never from the body or the learner), entitled
 requests are admitted whatever the learner says, at most C calls are in flight, dispatch is
 assured-first, the output cap is forced on ``max_tokens``, and every event goes to the trace that
-``rvguard check`` judges. A refused request gets LiteLLM's error with the gateway's status (429
-with ``retry-after``, 503, 401).
+``rvguard check`` judges. A refused request gets LiteLLM's error with the gateway's own answer:
+the status and retry headers of `rvguard.gateway.reasons`' one table (429 with ``retry-after`` to
+the next window, 503 with ``x-should-retry`` for a preempted or held request, 401, …).
 
 The hook's logic imports nothing from LiteLLM; `make_callback` mixes it into LiteLLM's
 ``CustomLogger`` (which the proxy requires of a callback) when LiteLLM is installed.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +31,8 @@ from ..enforce.dispatchers import Response
 from ..enforce.guard import DEFAULT_CONFIG, Guard, Outcome
 from ..enforce.guard_config import GuardConfig
 from ..enforce.request import Request
-from ..errors import DispatchError, EnforcementError
+from ..errors import DispatchError
+from ..gateway.answers import Answers
 
 __all__ = ["FloorHook", "HookSettings", "Refusal", "make_callback"]
 
@@ -191,8 +192,8 @@ class FloorHook:
         guard = await self.guard()
         rid = f"litellm-{uuid.uuid4().hex}"
         asked = data.get("max_tokens") or data.get("max_completion_tokens")
-        cap = self.contract.output_cap
-        max_tokens = cap if not isinstance(asked, int) or isinstance(asked, bool) else min(asked, cap)
+        known = asked if isinstance(asked, int) and not isinstance(asked, bool) else None
+        max_tokens = self.contract.capped_tokens(known)  # the cap rule's one home
         request = Request(
             rid,
             tenant,
@@ -214,7 +215,7 @@ class FloorHook:
         finally:
             self._handoff.granted.pop(rid, None)
         if not granted.done():
-            raise _refusal(call.result())
+            raise _refusal(call.result(), Answers(self.contract, guard.clock, guard.core))
         data["max_tokens"] = max_tokens
         data.pop("max_completion_tokens", None)
         data.setdefault("metadata", {})["rvguard_rid"] = rid
@@ -288,17 +289,12 @@ def _as_dispatch_error(exc: BaseException) -> BaseException:
     return exc
 
 
-def _refusal(outcome: Outcome) -> Refusal:
-    """The answer the gateway would give for ``outcome`` (429 rejected, 503 dropped, 502 failed)."""
-    message = f"rvguard {outcome.status}: {outcome.reason}" if outcome.reason else f"rvguard {outcome.status}"
-    if outcome.status == "rejected":
-        wait = 1.0 if outcome.retry_after is None else outcome.retry_after
-        return Refusal(429, message, {"retry-after": str(max(1, math.ceil(wait)))})
-    if outcome.status in ("dropped", "preempted"):
-        return Refusal(503, message, {"x-should-retry": "false" if outcome.status == "dropped" else "true"})
-    error = outcome.error
-    status = error.status_hint if isinstance(error, EnforcementError) else 502
-    return Refusal(status, message, {})
+def _refusal(outcome: Outcome, answers: Answers) -> Refusal:
+    """The answer the gateway gives for ``outcome``: its status and retry headers from the one table
+    (`rvguard.gateway.reasons`, through `Answers.failure`), the error's message as LiteLLM's detail."""
+    status, body, headers = answers.failure(outcome)
+    message = body.get("error", {}).get("message") or outcome.status
+    return Refusal(status, f"rvguard {message}", headers)
 
 
 def _http_exception(refusal: Refusal) -> Exception:
