@@ -465,10 +465,7 @@ class DecisionCore(WatchMixin):  # WatchMixin → ReliefMixin → DemotionMixin:
         seq = self._seq = self._seq + 1
         entry.basis = basis
         if basis is Basis.FLOOR:
-            prev = self._floor_used.get(entry.request.tenant)
-            w = entry.facts.weight_units
-            used = w if prev is None or prev[0] != k else prev[1] + w
-            self._floor_used[entry.request.tenant] = (k, used)
+            self._spend_floor(entry.request.tenant, k, entry.facts.weight_units)
         tier = self._lowest if basis is Basis.DEMOTED else entry.facts.tier
         surplus, fifo = basis is not Basis.FLOOR, self.dispatch_policy == "fifo"
         entry.key = rank(tier, surplus, proposal.priority_hint, seq, fifo=fifo)

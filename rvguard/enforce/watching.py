@@ -67,6 +67,10 @@ class _Core(Protocol):
 
     def _floor_scale(self) -> float: ...
 
+    def _spent_on_floor(self, tenant: str, k: int) -> int: ...
+
+    def _spend_floor(self, tenant: str, k: int, units: int) -> None: ...
+
 
 class WatchMixin(ReliefMixin):
     """The watch half of `DecisionCore` (module doc)."""
@@ -101,18 +105,26 @@ class WatchMixin(ReliefMixin):
             units = self.facts(tenant, prompt, most).weight_units
             self._entitlement.arrive(tenant, t, units)
             if on_floor:
-                prev = self._floor_used.get(tenant)
-                self._floor_used[tenant] = (k, units + (prev[1] if prev is not None and prev[0] == k else 0))
+                self._spend_floor(tenant, k, units)
             counted += 1
         return counted
 
     def floor_used(self: _Core, tenant: str, now: float) -> float:
         """Floor credits ``tenant`` was admitted on in the window holding ``now`` (0 in a window it
         has not spent in yet): the core's own ledger, the float nearest its exact sum of units."""
+        used = self._spent_on_floor(tenant, window_index(now, self._origin, self.contract.window))
+        return self._entitlement.units.credits(used)
+
+    def _spent_on_floor(self: _Core, tenant: str, k: int) -> int:
+        """Floor credit units ``tenant`` was admitted on in window ``k``: the one ledger, read
+        (admission, the rate-limit headers and the metrics all read it here)."""
         prev = self._floor_used.get(tenant)
-        if prev is None or prev[0] != window_index(now, self._origin, self.contract.window):
-            return 0.0
-        return self._entitlement.units.credits(prev[1])
+        return 0 if prev is None or prev[0] != k else prev[1]
+
+    def _spend_floor(self: _Core, tenant: str, k: int, units: int) -> None:
+        """Count ``units`` more floor credit for ``tenant`` in window ``k``: the one ledger, written
+        (a floor admission, and `resume`'s prior admissions)."""
+        self._floor_used[tenant] = (k, self._spent_on_floor(tenant, k) + units)
 
     def observe_arrival_gap(self: _Core, gap: float, now: float) -> None:
         """The runtime saw a request ``gap`` seconds after its first byte (the watch judges it)."""
@@ -135,6 +147,4 @@ class WatchMixin(ReliefMixin):
             floor = floor * scale
             if self.contract.credit.value == "count":
                 floor = float(math.floor(floor))
-        prev = self._floor_used.get(tenant)
-        used = 0 if prev is None or prev[0] != k else prev[1]
-        return used + units <= floor
+        return self._spent_on_floor(tenant, k) + units <= floor
