@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> bool:
     """Write the files all or none: each to a temporary file beside it, then renamed into place.
 
     An existing path stops everything unless ``--force`` (a dangling symlink counts: ``lexists``),
-    and a rename replaces a symlink itself, never the file it points to. ``keys.yaml`` holds the
-    secrets, so it is created 0600 from its first byte.
+    and a rename replaces a symlink itself, never the file it points to; a ``specs`` that is a
+    symlink stops everything, ``--force`` too (its files would land where it points). ``keys.yaml``
+    holds the secrets, so it is created 0600 from its first byte. A failure removes the temporary
+    files and the directories made for them.
     """
     from ..data import SPECS
 
@@ -82,6 +84,10 @@ def run(args: argparse.Namespace) -> bool:
     plan: dict[Path, str | Path] = {root / "contract.yaml": CONTRACT, root / "keys.yaml": _keys()}
     if args.examples:
         plan |= {root / "specs" / name: SPECS / name for name in EXAMPLES}
+    for d in {p.parent for p in plan}:
+        if d != root and d.is_symlink():  # specs/: a link is never written through, even with --force
+            why = f"{d}: is a symbolic link; init never writes through one"
+            raise SpecError(why, field="dir", value=str(d))
     existing = [p for p in plan if os.path.lexists(p)]
     if existing and not args.force:
         names = ", ".join(map(str, existing))
@@ -100,9 +106,10 @@ def run(args: argparse.Namespace) -> bool:
 def _stage(plan: dict[Path, str | Path], secret: set[Path]) -> list[tuple[Path, Path]]:
     """Each file's content in a fresh temporary file in its target's directory (same filesystem)."""
     staged: list[tuple[Path, Path]] = []
+    made: list[Path] = []  # directories this call created, outermost first
     try:
         for target, source in plan.items():
-            target.parent.mkdir(parents=True, exist_ok=True)
+            made += _mkdirs(target.parent)
             fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((Path(name), target))
             os.fchmod(fd, 0o600 if target in secret else 0o644)
@@ -114,8 +121,17 @@ def _stage(plan: dict[Path, str | Path], secret: set[Path]) -> list[tuple[Path, 
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+        for d in reversed(made):
+            d.rmdir()
         raise
     return staged
+
+
+def _mkdirs(d: Path) -> list[Path]:
+    """Create ``d`` and its missing parents; the ones created, outermost first."""
+    missing = [p for p in (d, *d.parents) if not os.path.lexists(p)][::-1]
+    d.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 def _commit(staged: list[tuple[Path, Path]]) -> None:

@@ -34,7 +34,9 @@ share only, or nothing for a duplicate name) and says why in `refusal`.
 The refusals this costs are declared: reason ``floor-lowered`` (perhaps
 entitled) rather than ``excess`` (not entitled in any order). While the
 store is away the heartbeat probes it every ``probe`` seconds; the first
-answer puts the replica back on the shared pool.
+answer, once the store's facts pass the same checks as at start (a replica that
+started during an outage has not seen them; a restarted store may run another
+configuration), puts the replica back on the shared pool.
 
 Cost per arrival of a floored tenant: one store round trip (bounded by
 ``timeout``) while up, O(1) while down; memory O(tenants) here and per
@@ -246,6 +248,7 @@ class SharedCredits:
         self._others = [r for r in config.shares if r != config.replica and not r.startswith("_")]
         self._life = secrets.token_hex(8)
         self._clock: Callable[[], float] | None = None  # the replica's clock, once `warm` or `run` gave it
+        self._warmed: Callable[[], float] | None = None  # the clock `warm` was given (Unix time)
 
     @classmethod
     def open(cls, contract: Contract, config: CreditsConfig, *, now: float) -> SharedCredits:
@@ -287,18 +290,14 @@ class SharedCredits:
 
         ``clock`` is the replica's clock (read right after the store's TIME, for the skew check).
         """
-        self._clock = clock
-        warm = getattr(self._store, "warm", None)
-        if warm is not None:
+        self._clock = self._warmed = clock
+        if getattr(self._store, "warm", None) is not None:
             try:
-                facts: StoreFacts = await warm()
+                await self._check()
             except StoreUnavailableError as err:
-                self._fall_back(err)
+                self._fall_back(err)  # checked when it first answers (`heartbeat`)
                 return
-            bound = min(self.config.max_skew, self.contract.window / 4)
-            self._refusal = _refuse(facts, clock(), bound)
             if self._refusal:
-                log.error("shared credits: refusing to pool: %s", self._refusal)
                 return
         await self.heartbeat(clock())
 
@@ -327,9 +326,11 @@ class SharedCredits:
             return
         if not self._up:
             try:
-                await self._store.ping()
+                await self._check()
             except StoreUnavailableError as err:
                 self._last_error = str(err)
+                return
+            if self._refusal:
                 return
             self._up = True
             log.warning("shared credits: the store answers again; back to the shared pool")
@@ -373,6 +374,26 @@ class SharedCredits:
         )
 
     # -- internals ---------------------------------------------------------------
+    async def _check(self) -> None:
+        """Read the store's facts and refuse to pool when they forbid it (`_refuse`).
+
+        At start and whenever the store answers again after an outage: a replica that
+        started while the store was away has not seen them yet, and a restarted store
+        may run another configuration. A store without ``warm``, or a replica never
+        warmed (no clock of Unix time to compare), is pinged only.
+
+        Raises:
+            StoreUnavailableError: the store did not answer.
+        """
+        warm, clock = getattr(self._store, "warm", None), self._warmed
+        if warm is None or clock is None:
+            await self._store.ping()
+            return
+        facts: StoreFacts = await warm()
+        self._refusal = _refuse(facts, clock(), min(self.config.max_skew, self.contract.window / 4))
+        if self._refusal:
+            log.error("shared credits: refusing to pool: %s", self._refusal)
+
     async def _renew(self, now: float) -> bool:
         """Claim or renew this replica's name lease; False (and a refusal) once another process took it."""
         lease = getattr(self._store, "lease", None)

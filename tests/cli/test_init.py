@@ -84,3 +84,21 @@ def test_the_written_files_name_only_pages_that_exist_and_no_internal_words(tmp_
         for page in re.findall(r"docs/[\w-]+\.md", text):
             assert (root / page).is_file(), (name, page)
     assert "legacy" in (tmp_path / "keys.yaml").read_text()
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_symlinked_specs_directory_is_never_written_through(tmp_path: Path, force: list[str]) -> None:
+    """Before: ``--examples`` wrote its three files where a planted ``specs`` link pointed."""
+    elsewhere, out = tmp_path / "elsewhere", tmp_path / "out"
+    elsewhere.mkdir()
+    out.mkdir()
+    (out / "specs").symlink_to(elsewhere)
+    assert main(["init", str(out), "--examples", *force]) == 2
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == ["specs"]
+
+
+def test_a_failure_removes_the_directories_it_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a failure while staging the examples left ``DIR/`` and ``DIR/specs/`` behind."""
+    monkeypatch.setattr("rvguard.data.SPECS", tmp_path / "no-such-specs")
+    assert main(["init", str(tmp_path / "new" / "dir"), "--examples"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -266,6 +267,39 @@ async def test_refuses_to_pool_on_an_evicting_store_a_skewed_clock_or_a_taken_na
         assert first.statistics().refusal and not second.statistics().refusal
         assert first.readiness() == first.refusal
     finally:
+        for p in made:
+            await p.aclose()
+        await admin.aclose()
+
+
+async def test_a_replica_started_while_the_store_was_away_checks_it_when_it_answers(
+    redis_server: Any, redis_url: str
+) -> None:
+    """Before: the checks ran in `warm` only, so a replica started during an outage pooled on an
+    evicting store (or with a skewed clock) once the store answered, and nothing said why."""
+    from redis.asyncio import Redis
+
+    admin = Redis.from_url(redis_url, decode_responses=True)
+    c = pool_contract(2)
+    made: list[SharedCredits] = []
+    try:
+        for policy, clock in (("volatile-ttl", time.time), ("noeviction", lambda: time.time() + 5.0)):
+            await admin.config_set("maxmemory-policy", policy)
+            cfg = CreditsConfig(url=redis_url, replica="a", shares=HALF, prefix="away", timeout=0.1)
+            made.append(SharedCredits.open(c, cfg, now=time.time()))
+            redis_server.pause()
+            try:
+                await made[-1].warm(clock)  # times out: nothing checked yet
+            finally:
+                redis_server.resume()
+            assert not made[-1].up and not made[-1].refusal
+            for _ in range(3):
+                await made[-1].heartbeat(clock())
+            assert not made[-1].up and made[-1].readiness() == made[-1].refusal
+        assert "maxmemory-policy is volatile-ttl" in made[0].refusal
+        assert "clock is +5.0" in made[1].refusal
+    finally:
+        await admin.config_set("maxmemory-policy", "noeviction")
         for p in made:
             await p.aclose()
         await admin.aclose()

@@ -15,11 +15,25 @@ from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.learners import Learner, LoadView, consult
 from rvguard.enforce.request import Request
 from rvguard.enforce.watch import WatchConfig
-from rvguard.events import Admit, Arrive, Basis, Complete, Dispatch, Drop, Event, Evict, Fail, Reject
+from rvguard.events import (
+    Admit,
+    Arrive,
+    Basis,
+    Complete,
+    Dispatch,
+    Drop,
+    Event,
+    Evict,
+    Fail,
+    Proposal,
+    Reject,
+)
 from rvguard.properties import BUILTIN, TableMonitor
 from rvguard.properties.shield import Shield
 from rvguard.properties.table import CONTROLLABLE
+from rvguard.watch_events import FLOOR_REFUSED
 from tests.enforce import test_core_stateful as base
+from tests.enforce._harness import make_contract
 from tests.monitors.strategies import small_contract, wellformed_traces
 
 from ._traces import random_trace
@@ -195,6 +209,28 @@ class ShadowMachine(base.CoreMachine):
     def teardown(self) -> None:
         self.closing = True
         super().teardown()
+
+
+@pytest.mark.parametrize(("excess", "basis"), [("reject", None), ("demote", Basis.DEMOTED)])
+def test_shadow_accepts_the_cores_declared_lowering(excess: str, basis: Basis | None) -> None:
+    """The stateful test's floor lowering, pinned: a service above its ceiling fires the watch, the
+    core lowers the floor (``degrade`` 0) and refuses the next entitled arrivals their floor, rejected
+    or admitted as demoted with ``floor_refused: floor-lowered``; AF's table takes each as its
+    declared exception, so the shield passes every core event unchanged and sees no violation."""
+    contract = make_contract(slots=1, floor=2, excess=excess, lower=0.0, s_max=0.5)
+    core = DecisionCore(contract, watch=WatchConfig(sustain=1, degrade=0.0))
+    shield = Shield(contract, ENFORCED)
+    events = core.arrive(Request("a0", "assured", 0.0), Proposal(), 0.0) + core.finish("a0", 0.9)
+    for i in (1, 2):  # entitled: two credits in the window of t = 1.x
+        events += core.arrive(Request(f"a{i}", "assured", 1.0 + i / 10), Proposal(), 1.0 + i / 10)
+    refused = [e for e in events if getattr(e, "extra", {}).get(FLOOR_REFUSED) == "floor-lowered"]
+    assert [(e.rid, e.kind.value, getattr(e, "basis", None)) for e in refused] == [
+        (f"a{i}", "reject" if basis is None else "admit", basis) for i in (1, 2)
+    ]
+    for ev in events:
+        d = shield.decide(ev)
+        assert d.passed and d.events == (ev,), (ev, d)
+    assert shield.violations == []
 
 
 _SETUP = base.CoreMachine.setup.hypothesis_stateful_initialize_rule.arguments  # type: ignore[attr-defined]
