@@ -151,7 +151,9 @@ async def test_ejection_and_return_are_traced_logged_and_counted_and_a_trial_bri
     assert re.search(rf'^rvguard_upstream_ejected\{{engine="{re.escape(name)}"\}} 0\.0$', back, re.M)
     assert re.search(rf'^rvguard_upstream_ejections_total\{{engine="{re.escape(name)}"\}} 1\.0$', back, re.M)
     assert served == 0 and len(trials) == 1  # back by the gateway's own trial, no client's request
-    alerts = [r for r in read_trace(trace) if r["kind"] == "alert"]
+    # the upstream's alerts; the fake answers in under a millisecond, so the watch may also say
+    # service-low (below DR's lower bound L) for the last request, which is not what this test judges
+    alerts = [r for r in read_trace(trace) if r["kind"] == "alert" and r["condition"].startswith("upstream-")]
     assert [a["condition"] for a in alerts] == ["upstream-ejected", "upstream-restored"], alerts
     ejected, restored = alerts
     assert ejected["engine"] == name and ejected["value"] == 3 and ejected["bound"] == 3
