@@ -24,6 +24,7 @@ Policy (README, "Serving"):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -91,6 +92,7 @@ class TraceFile:
         self.failing = False
         self.errors = 0
         self._out: IO[bytes] = self._open(self.segment, "start")
+        self._head_bytes = self._size  # the header alone: what `abandon` may remove
 
     @property
     def path(self) -> Path:
@@ -165,6 +167,14 @@ class TraceFile:
         self._out = out
         self.segment += 1
         log.info("trace rotated", extra={"event": "trace_rotated", "path": str(self.path)})
+
+    def abandon(self) -> None:
+        """Close, and remove this start's segment when it holds nothing but its header: a start that
+        fails on an earlier segment leaves no empty segment behind, so a crash loop adds no file a try."""
+        self._out.close()
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_size <= self._head_bytes:
+                self.path.unlink()
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -248,7 +258,11 @@ def resume_window(core: _Resumable, trace: TraceFile, now: float, window: float)
     Logged at INFO, and at WARNING when lines of the old segments could not be read."""
     if trace.segment == 0:
         return 0
-    arrivals, unreadable = prior_arrivals(trace.base, trace.segment - 1, now - window)
+    try:
+        arrivals, unreadable = prior_arrivals(trace.base, trace.segment - 1, now - window)
+    except BaseException:  # e.g. a line longer than the bound: the start fails, loudly and tidily
+        trace.abandon()
+        raise
     counted = core.resume(now, arrivals)
     log.info(
         "restarted inside a contract window: %d earlier arrival(s) of the window counted against the floor",

@@ -257,3 +257,19 @@ def test_a_restart_counts_only_the_windows_earlier_arrivals_and_names_torn_lines
         e.kind.value
         for e in fresh.arrive(Request("n", "assured", 1.5, max_tokens=4), Proposal(admit=False), 1.5)
     ][:2] == ["arrive", "admit"]
+
+
+def test_a_start_that_fails_on_an_earlier_segment_leaves_no_new_segment(tmp_path: Path) -> None:
+    """Before: each failed start (here an earlier segment with a line over the bound) first opened a
+    new, empty segment, so a crash loop under a supervisor added t.1.jsonl, t.2.jsonl, ... a try."""
+    from rvguard.bounds import MAX_LINE_BYTES
+    from rvguard.errors import LineTooLongError
+
+    trace = tmp_path / "t.jsonl"
+    _segment(trace, "run-a", 0, 0.0, *_opp("g0", 0.1))
+    with trace.open("a") as f:
+        f.write('{"kind": "arrive", "rid": "' + "x" * (MAX_LINE_BYTES + 1) + '"}\n')
+    for _ in range(3):
+        with pytest.raises(LineTooLongError, match="line longer than"):
+            Gateway(contract(), settings("http://127.0.0.1:9", trace))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
