@@ -24,16 +24,14 @@ Cost: O(ticks · running) per condition; a 60 s run takes well under a second.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..contract import Contract
-from ..errors import RvguardError, SpecError
 from ..events import Complete, Dispatch, Event, Evict, Fail
 from ..runbook_events import EMERGENCY, VOLUNTARY
-from .experiments_relief import DEFAULT_CONTRACT
+from .experiments_relief import DEFAULT_CONTRACT, measure, report_head
 from .memory import PressureModel
 from .relief import ReliefRun, default_prices, relief_contract, run_relief
 from .run import judge
@@ -124,20 +122,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> bool:
     """Run every condition; print the table (or JSON). A measurement: always True."""
-    try:
-        model = PressureModel(capacity=args.kv_capacity, clients=args.clients, duration=args.duration)
-        conditions = relief_eviction(DEFAULT_CONTRACT, model)
-    except RvguardError:
-        raise
-    except ValueError as exc:
-        raise SpecError(str(exc), field="relief") from None
-    if args.json:
-        print(json.dumps({"experiment": NAME, "conditions": conditions}, indent=2, allow_nan=False))
+    model, conditions = measure(args, lambda m: relief_eviction(DEFAULT_CONTRACT, m))
+    if report_head(NAME, model, conditions, as_json=args.json):
         return True
-    print(
-        f"experiment {NAME} ({model.clients} surplus clients, KV {model.capacity} tokens, "
-        f"{model.duration:g} s)"
-    )
     for c in conditions:
         p = c["params"]
         label = p["policy"] + (f" fixed={p['fixed']:g}s (service {p['service']:g}s)" if "fixed" in p else "")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..contract import Contract
 from ..errors import RvguardError, SpecError
@@ -27,6 +28,8 @@ from .relief import ReliefRun, relief_contract, run_relief
 from .run import judge
 
 __all__ = ["DEFAULT_CONTRACT", "JUDGED", "NAME", "Command", "relief_livelock"]
+
+T = TypeVar("T")
 
 NAME = "relief-livelock"
 #: the two policies the livelock compares (the eviction channels: ``rvguard experiment relief-eviction``)
@@ -86,23 +89,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def run(args: argparse.Namespace) -> bool:
-    """Run both policies; print the table (or JSON). A measurement: always True."""
+def measure(args: argparse.Namespace, experiment: Callable[[PressureModel], T]) -> tuple[PressureModel, T]:
+    """The pressure model the arguments describe, and ``experiment`` run on it; a bad value is a
+    `SpecError` on ``relief`` (the relief experiments' shared entry)."""
     try:
         model = PressureModel(capacity=args.kv_capacity, clients=args.clients, duration=args.duration)
-        results = relief_livelock(DEFAULT_CONTRACT, model, hold_bound=args.hold_bound)
+        return model, experiment(model)
     except RvguardError:
         raise
     except ValueError as exc:
         raise SpecError(str(exc), field="relief") from None
-    conditions = [_condition(p, r, v) for p, (r, v) in results.items()]
-    if args.json:
-        print(json.dumps({"experiment": NAME, "conditions": conditions}, indent=2, allow_nan=False))
+
+
+def report_head(name: str, model: PressureModel, conditions: list[dict[str, Any]], *, as_json: bool) -> bool:
+    """Print the whole report as JSON (True: nothing more to print) or the table's heading (False)."""
+    if as_json:
+        print(json.dumps({"experiment": name, "conditions": conditions}, indent=2, allow_nan=False))
         return True
     print(
-        f"experiment {NAME} ({model.clients} surplus clients, KV {model.capacity} tokens, "
+        f"experiment {name} ({model.clients} surplus clients, KV {model.capacity} tokens, "
         f"{model.duration:g} s)"
     )
+    return False
+
+
+def run(args: argparse.Namespace) -> bool:
+    """Run both policies; print the table (or JSON). A measurement: always True."""
+    model, results = measure(args, lambda m: relief_livelock(DEFAULT_CONTRACT, m, hold_bound=args.hold_bound))
+    conditions = [_condition(p, r, v) for p, (r, v) in results.items()]
+    if report_head(NAME, model, conditions, as_json=args.json):
+        return True
     for c in conditions:
         print(
             f"  policy={c['params']['policy']:<12} surplus completed {c['surplus_completed']:>4} "
