@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -181,6 +182,22 @@ def max_queue(events: list[dict[str, Any]]) -> int:
             queued.discard(ev["rid"])
         most = max(most, len(queued))
     return most
+
+
+async def readyz_until(
+    client: httpx.AsyncClient, url: str, status: int, within: float = 10.0
+) -> httpx.Response:
+    """``/readyz`` polled until it answers ``status`` or ``within`` seconds pass (the last answer).
+
+    The probe runs on its own interval; on a loaded machine (CI, two xdist workers) one fixed
+    sleep is not enough for it to have run, so tests wait for the change with a bound instead.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        r = await client.get(url + "/readyz")
+        if r.status_code == status or time.monotonic() > deadline:
+            return r
+        await asyncio.sleep(0.05)
 
 
 async def stream_then_leave(client: httpx.AsyncClient, url: str, body: dict[str, Any], key: str) -> int:

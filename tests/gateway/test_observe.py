@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from pathlib import Path
@@ -17,7 +16,7 @@ from rvguard.gateway.app import Gateway
 from rvguard.gateway.fake import FakeUpstream
 from rvguard.gateway.logs import JsonFormatter, TextFormatter
 
-from ._support import auth, contract, gateway, read_trace, settings
+from ._support import auth, contract, gateway, read_trace, readyz_until, settings
 
 
 def scrape(text: str) -> dict[str, Any]:
@@ -110,15 +109,12 @@ async def test_readyz_fails_while_the_upstream_is_down_healthz_stays_live(tmp_pa
         httpx.AsyncClient() as client,
         gateway(contract(), settings(up.url, None, probe_interval=0.05)) as (_gw, url),
     ):
-        await asyncio.sleep(0.1)
-        ready = await client.get(url + "/readyz")
+        ready = await readyz_until(client, url, 200)
         await up.kill()
-        await asyncio.sleep(0.2)
-        down = await client.get(url + "/readyz")
+        down = await readyz_until(client, url, 503)
         live = await client.get(url + "/healthz")
         await up.start()
-        await asyncio.sleep(0.2)
-        back = await client.get(url + "/readyz")
+        back = await readyz_until(client, url, 200)
     assert ready.status_code == 200 and ready.json()["checks"]["upstream"] is True
     assert down.status_code == 503 and down.json()["checks"] == {
         "serving": True,

@@ -32,7 +32,7 @@ from rvguard.gateway.fake import FakeUpstream
 from rvguard.gateway.outlier import TRIAL_PROMPT
 from rvguard.gateway.settings import GatewaySettings
 
-from ._support import KEYS, SECRET, auth, contract, gateway, read_trace, settings
+from ._support import KEYS, SECRET, auth, contract, gateway, read_trace, readyz_until, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = {
@@ -82,6 +82,17 @@ async def _ready(client: httpx.AsyncClient, url: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the gateway never became ready")
+
+
+async def _rotation_until(fleet: Any, want: list[bool], within: float = 10.0) -> list[bool]:
+    """The engines' rotation, polled until it is ``want`` or ``within`` seconds pass (probes run
+    on their own interval; a fixed sleep is too short on a loaded machine)."""
+    for _ in range(int(within / 0.02)):
+        now = [e.in_rotation for e in fleet.engines]
+        if now == want:
+            break
+        await asyncio.sleep(0.02)
+    return [e.in_rotation for e in fleet.engines]
 
 
 async def _complete(client: httpx.AsyncClient, url: str) -> int:
@@ -208,13 +219,13 @@ async def test_the_health_path_finds_the_dead_engine_at_once_and_brings_it_back(
         async with gateway(_contract(), s) as (gw, url), httpx.AsyncClient(timeout=30) as client:
             await _ready(client, url)
             a.dead = True
-            await asyncio.sleep(0.2)  # a probe's GET /health answered 503
-            assert gw.fleet is not None and [e.in_rotation for e in gw.fleet.engines] == [False, True]
+            assert gw.fleet is not None
+            rotation = await _rotation_until(gw.fleet, [False, True])  # a probe's GET /health: 503
+            assert rotation == [False, True]
             assert [await _complete(client, url) for _ in range(6)] == [200] * 6
             assert b.served == 6
             a.dead = False
-            await asyncio.sleep(0.2)
-            assert [e.in_rotation for e in gw.fleet.engines] == [True, True]
+            assert await _rotation_until(gw.fleet, [True, True]) == [True, True]
 
 
 async def test_with_the_health_path_an_ejected_engine_returns_when_it_says_200(tmp_path: Path) -> None:
@@ -230,8 +241,7 @@ async def test_with_the_health_path_an_ejected_engine_returns_when_it_says_200(t
             assert (await client.get(url + "/readyz")).status_code == 503
             await asyncio.sleep(0.15)
             assert (await client.get(url + "/readyz")).status_code == 503  # /health's 200: too early
-            await asyncio.sleep(0.5)
-            assert (await client.get(url + "/readyz")).status_code == 200
+            assert (await readyz_until(client, url, 200)).status_code == 200
             assert gw.readiness.ejected() == ""
 
 
