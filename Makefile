@@ -4,16 +4,21 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The compiled build that `pip install .` installs (mypyc), built beside the editable install by
+# `make compiled`; demo, test and bench run it (RVGUARD_COMPILED_TREE: rvguard/_compiled.py). Where no C
+# compiler works the tree is pure Python, and so is what runs (`rvguard --version` says why).
+COMPILED_TREE := $(CURDIR)/build/compiled
+COMPILED_RUN := RVGUARD_COMPILED_TREE=$(COMPILED_TREE)
 
-.PHONY: demo test test-parts lint typecheck engine litellm promtool redis unit unit-fast unit-engine bench compiled bench-compiled clean
+.PHONY: demo test test-parts lint typecheck engine litellm promtool redis unit unit-fast unit-engine bench bench-pure compiled clean
 
 # scripts/pyinstall.sh installs with uv (from PyPI, into build/uv) when it can, else with pip.
 $(STAMP): pyproject.toml
 	PYTHON=$(PYTHON) bash scripts/pyinstall.sh $(VENV) -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(VENV)/bin/rvguard demo
+demo: compiled
+	$(COMPILED_RUN) $(VENV)/bin/rvguard demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check rvguard tests benchmarks examples proofs
@@ -64,14 +69,14 @@ redis:
 
 # The tests that need no engine, on every core (pytest-xdist; a file's tests stay on one worker, so
 # its session fixtures start once; tests/conftest.py hands out the slowest files first).
-unit-fast: $(STAMP) litellm promtool redis
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --timeout 900 --timeout-method thread -m "not benchmark and not engine"
+unit-fast: $(STAMP) compiled litellm promtool redis
+	$(COMPILED_RUN) $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --timeout 900 --timeout-method thread -m "not benchmark and not engine"
 
 # Then the real-engine tests alone, on a quiet machine. Only the folders that hold them are collected
 # (ENGINE_DIRS in tests/conftest.py, which fails a run that finds an engine test anywhere else).
 ENGINE_DIRS := tests/fleet tests/gateway
-unit-engine: $(STAMP) engine unit-fast
-	$(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark" $(ENGINE_DIRS)
+unit-engine: $(STAMP) compiled engine unit-fast
+	$(COMPILED_RUN) $(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark" $(ENGINE_DIRS)
 
 unit: unit-fast unit-engine
 
@@ -81,20 +86,20 @@ unit: unit-fast unit-engine
 test:
 	@$(MAKE) --no-print-directory -k -j4 --output-sync=target test-parts
 
-test-parts: lint typecheck engine litellm promtool redis unit-fast unit-engine
+test-parts: lint typecheck compiled engine litellm promtool redis unit-fast unit-engine
 
-bench: $(STAMP)
+bench: compiled
+	$(COMPILED_RUN) $(PY) -m benchmarks
+
+# The same benchmarks on the .py sources (the editable install alone).
+bench-pure: $(STAMP)
 	$(PY) -m benchmarks
 
-# The compiled build of the hot paths (mypyc; needs a C compiler), which `pip install .` installs, in
-# build/compiled beside the editable install, which keeps running the .py sources (with the venv's
-# mypy: no build isolation; strict: no fallback to pure Python); RVGUARD_PURE=1 runs it pure.
+# The default wheel (as `pip install .` builds it), unpacked into build/compiled; kept while the
+# sources are unchanged (scripts/compiled_tree.py). Without the variable, the checkout runs its
+# .py sources: an edit takes effect at once; with it, `make compiled` first.
 compiled: $(STAMP)
-	rm -rf build/compiled build/lib.* build/temp.*
-	RVGUARD_COMPILE=strict $(PY) -m pip install -q --no-build-isolation --no-deps --target build/compiled .
-
-bench-compiled: compiled
-	PYTHONPATH=build/compiled $(PY) -m benchmarks
+	$(PY) scripts/compiled_tree.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .venv-litellm

@@ -17,6 +17,10 @@ if os.environ.get("RVGUARD_PURE") == "1":  # run the .py sources even in a compi
     from ._compiled import force_pure
 
     force_pure()
+elif os.environ.get("RVGUARD_COMPILED_TREE"):  # a checkout running its compiled tree (make compiled)
+    from . import _compiled
+
+    _compiled.use_tree(os.environ["RVGUARD_COMPILED_TREE"])
 
 if typing.TYPE_CHECKING:
     from .contract import Contract as Contract

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,9 +90,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"engine tests outside ENGINE_DIRS {ENGINE_DIRS} (tests/conftest.py, Makefile): {strays}"
         )
+    _pure_build_apart(items)
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))
     _kills_last(items)
+
+
+def _pure_build_apart(items: list[pytest.Item]) -> None:
+    """In a session that runs the compiled tree (``make test``), skip the ``pure_build`` tests: a
+    compiled module calls its own functions and native methods directly, past a spy or a patch.
+    tests/test_compiled.py runs them pure in a process of their own, so they run all the same."""
+    from rvguard._compiled import TREE_VARIABLE, compiled_modules
+
+    if not os.environ.get(TREE_VARIABLE):
+        return
+    import rvguard.enforce.core  # noqa: F401 - a listed module: loaded compiled when the tree is used
+
+    if not compiled_modules():
+        return  # a tree built pure (no C compiler): the session runs pure, the spies see every call
+    skip = pytest.mark.skip(
+        reason="pure_build: run pure by tests/test_compiled.py (compiled code skips spies)"
+    )
+    for item in items:
+        if item.get_closest_marker("pure_build"):
+            item.add_marker(skip)
 
 
 def _kills_last(items: list[pytest.Item]) -> None:

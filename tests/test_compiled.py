@@ -1,18 +1,19 @@
 """The compiled build (issues 16, 30): the default wheel compiles, and pure and compiled runs agree.
 
-The fixture builds the wheel the way a user's ``pip install .`` does (``pip wheel``, build isolation
-on, no ``RVGUARD_COMPILE``: pyproject.toml's ``[build-system]`` brings mypyc), from a copy of the
-sources so that the checkout's own ``build/`` holds no stale files, checks that it holds an
-extension module for every listed module, and unpacks it into ``build/compiled``, which the tests
-after it run. It reuses that tree while the sources are unchanged (a stamp of their hash). The
-build takes about two minutes the first time (mypyc, then the C compiler: 102 s on 2 shared cores).
-Without a C compiler it skips, saying so: pure Python is then what runs, and every other test
-covers it; the fallback's own wheel is tested by tests/test_packaging.py.
+The fixture takes the default wheel and its tree from scripts/compiled_tree.py (``make compiled``),
+which builds the wheel the way a user's ``pip install .`` does (``pip wheel``, build isolation on:
+pyproject.toml's ``[build-system]`` brings mypyc), unpacks it into ``build/compiled`` and keeps
+both while the sources are unchanged; run without make, the fixture builds them (about two
+minutes: mypyc, then the C compiler). ``make test`` runs the whole suite on that tree
+(``RVGUARD_COMPILED_TREE``) and the compiled modules' own tests again pure, here; a session run
+pure (plain ``pytest``) runs them again compiled. Without a C compiler the tests that need the
+compiled build skip, saying so: pure Python is then what runs, and every other test covers it; the
+fallback's own wheel is tested by tests/test_packaging.py.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -26,9 +27,10 @@ from typing import Any
 
 import pytest
 
+from rvguard._compiled import TREE_VARIABLE, compiled_modules
+
 ROOT = Path(__file__).resolve().parents[1]
 TREE = ROOT / "build" / "compiled"
-SOURCES = ("rvguard", "setup.py", "pyproject.toml", "README.md", "LICENSE", "NOTICE", "MANIFEST.in")
 #: existing tests of the compiled modules, run again on the compiled build
 RERUN = (
     "tests/test_events.py",
@@ -54,18 +56,10 @@ def _listed() -> list[str]:
     return sorted(p.removesuffix(".py").replace("/", ".") for p in COMPILED)
 
 
-def _stamp() -> str:
-    digest = hashlib.sha256()
-    files = [ROOT / "setup.py", ROOT / "pyproject.toml", *sorted((ROOT / "rvguard").rglob("*.py"))]
-    for path in files:
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
 def _run(argv: list[str], *, pure: bool, cwd: Path = TREE, **kw: Any) -> subprocess.CompletedProcess[str]:
     """``argv`` with the compiled tree first on the path (the working directory too: ``-c`` puts it
     first), pure or not."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_PURE", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_PURE", "PYTHONPATH", TREE_VARIABLE)}
     env["PYTHONPATH"] = str(TREE)
     if pure:
         env["RVGUARD_PURE"] = "1"
@@ -82,41 +76,25 @@ def _compiler_missing() -> str | None:
     return None
 
 
-def _default_wheel(out: Path, tmp: Path) -> Path:
-    """``pip wheel`` of a copy of the sources, as a user's ``pip install .`` builds it."""
-    src = tmp / "src"
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            src.mkdir(exist_ok=True)
-            shutil.copy(path, src / name)
-    env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_PURE", "RVGUARD_COMPILE")}
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out), str(src)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, cwd=src)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    [wheel] = out.glob("rvguard-*.whl")
-    return wheel
+def _tree_script() -> Any:
+    """scripts/compiled_tree.py, the one builder of the compiled tree (``make compiled`` runs it)."""
+    spec = importlib.util.spec_from_file_location("compiled_tree", ROOT / "scripts" / "compiled_tree.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
-def compiled_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default wheel, built once while the sources are unchanged and unpacked into `TREE`."""
+def compiled_wheel() -> Path:
+    """The default wheel and `TREE`, as ``make compiled`` left them (built here when stale)."""
     missing = _compiler_missing()
     if missing is not None:
         pytest.skip(missing)
-    stamp, wheels = _stamp(), ROOT / "build" / "compiled-wheel"
-    if (TREE / ".stamp").is_file() and (TREE / ".stamp").read_text() == stamp:
-        [wheel] = wheels.glob("rvguard-*.whl")
-        return wheel
-    shutil.rmtree(TREE, ignore_errors=True)
-    shutil.rmtree(wheels, ignore_errors=True)
-    wheel = _default_wheel(wheels, tmp_path_factory.mktemp("build"))
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(TREE)
-    (TREE / ".stamp").write_text(stamp)
-    return wheel
+    script = _tree_script()
+    script.build()
+    [wheel] = script.WHEELS.glob("rvguard-*.whl")
+    return Path(wheel)
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +144,20 @@ def test_pure_and_compiled_runs_give_the_same_traces_and_verdicts(compiled_tree:
     assert sum(len(c["perturbed"]["violations"]) for c in a["sim"].values()) > 0  # the verdicts are not empty
 
 
-def test_the_compiled_modules_pass_their_own_tests(compiled_tree: Path) -> None:
-    """The existing tests of the compiled modules, on the compiled build (imported before pytest
-    puts the checkout first on ``sys.path``)."""
+def test_the_compiled_modules_pass_their_own_tests_on_the_other_build(compiled_tree: Path) -> None:
+    """The existing tests of the compiled modules on the build this session does not run: pure
+    when it runs the compiled tree (``make test``), else compiled (imported before pytest puts the
+    checkout first on ``sys.path``)."""
+    if os.environ.get(TREE_VARIABLE):
+        assert compiled_modules(), "make test's session is meant to run compiled"
+        env = {k: v for k, v in os.environ.items() if k != TREE_VARIABLE} | {"RVGUARD_PURE": "1"}
+        argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts="]
+        for tests in ([*RERUN], ["-m", "pure_build", *_pure_build_files()]):
+            done = subprocess.run(
+                [*argv, *tests], capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=1200
+            )
+            assert "passed" in done.stdout and done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        return
     prelude = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import rvguard.enforce.core, rvguard.monitors.monitor, rvguard.sim.engine;"
@@ -179,6 +168,68 @@ def test_the_compiled_modules_pass_their_own_tests(compiled_tree: Path) -> None:
         [sys.executable, "-c", prelude, str(compiled_tree), *RERUN], pure=False, cwd=ROOT, timeout=1200
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def _pure_build_files() -> list[str]:
+    """The test files that mark tests ``pure_build`` (tests/conftest.py skips them in a compiled session)."""
+    mark = "pytest.mark.pure_build"
+    files = sorted(p for p in (ROOT / "tests").rglob("test_*.py") if mark in p.read_text(encoding="utf-8"))
+    assert files, "no test is marked pure_build: drop this run, or the marker"
+    return [str(p.relative_to(ROOT)) for p in files]
+
+
+def _checkout_with_tree(tmp_path: Path, tree: Path) -> tuple[Path, Path]:
+    """A copy of the package and of ``tree`` in ``tmp_path`` (to edit one without touching the real ones)."""
+    shutil.copytree(
+        ROOT / "rvguard", tmp_path / "src" / "rvguard", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "src")  # a checkout: only a checkout uses a tree
+    shutil.copytree(tree, tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "src", tmp_path / "tree"
+
+
+def _run_checkout(src: Path, tree: Path) -> subprocess.CompletedProcess[str]:
+    """``rvguard --version`` and the core's file, from the checkout ``src`` with ``tree`` named."""
+    probe = "import rvguard.enforce.core as c, rvguard._compiled as k; print(k.build(), c.__file__)"
+    env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_PURE", "PYTHONPATH")}
+    env |= {TREE_VARIABLE: str(tree), "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, env=env, cwd=src
+    )
+
+
+def test_a_checkout_runs_its_tree_and_refuses_a_stale_one(compiled_tree: Path, tmp_path: Path) -> None:
+    """``RVGUARD_COMPILED_TREE``: the listed modules from the tree, the rest from the checkout; a
+    source edited since the build is an ImportError naming it, never the old code run silently."""
+    src, tree = _checkout_with_tree(tmp_path, compiled_tree)
+    ran = _run_checkout(src, tree)
+    assert ran.returncode == 0, ran.stderr
+    words = ran.stdout.split()
+    assert " ".join(words[:-1]) == f"compiled ({len(_listed())} modules)", ran.stdout
+    assert Path(words[-1]).parent == tree / "rvguard" / "enforce"
+    assert words[-1].endswith(EXTENSION_SUFFIXES[0])
+    core = src / "rvguard" / "enforce" / "core.py"
+    core.write_text(core.read_text() + "\n# edited after the build\n")
+    stale = _run_checkout(src, tree)
+    assert stale.returncode != 0 and "ImportError" in stale.stderr
+    assert "built from other sources (rvguard/enforce/core.py)" in stale.stderr
+    missing = _run_checkout(src, tmp_path / "nowhere")
+    assert missing.returncode != 0 and "no compiled tree there" in missing.stderr
+
+
+def test_a_pure_tree_runs_the_checkout_pure_and_says_why(compiled_tree: Path, tmp_path: Path) -> None:
+    """A tree built where no C compiler worked holds no extension: the checkout runs pure, and
+    ``build()`` gives the tree's reason."""
+    src, tree = _checkout_with_tree(tmp_path, compiled_tree)
+    for ext in tree.rglob("*" + EXTENSION_SUFFIXES[0]):
+        ext.unlink()
+    (tree / "rvguard" / "_pure_build.txt").write_text("no working C compiler (cc: not found)\n")
+    ran = _run_checkout(src, tree)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(
+        "pure Python (not compiled at install: no working C compiler (cc: not found))"
+    )
+    assert ran.stdout.split()[-1] == str(src / "rvguard" / "enforce" / "core.py")
 
 
 #: setup.py run as the command given (``sys.argv[1]``), printing how many extension modules it declares;
@@ -248,6 +299,7 @@ def test_without_a_c_compiler_the_build_falls_back_to_pure_python_saying_so(cc: 
     assert code != 0 and "RVGUARD_COMPILE=strict and no working C compiler" in stderr
 
 
+@pytest.mark.pure_build  # build() in this process: a compiled session has loaded the tree
 def test_the_build_says_why_a_pure_install_did_not_compile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

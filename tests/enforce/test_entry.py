@@ -67,6 +67,7 @@ async def done(request: Request) -> Response:
     return Response(text="hi", output_tokens=request.max_tokens)
 
 
+@pytest.mark.pure_build  # the spies count calls a compiled module makes directly
 async def test_a_library_request_is_bound_stamped_and_capped_once(spy: Spy) -> None:
     c = make_contract(output_cap=8)
     binder = IdentityBinder(c, api_keys={"k": "assured"})
@@ -81,6 +82,7 @@ async def test_a_library_request_is_bound_stamped_and_capped_once(spy: Spy) -> N
     assert (arrive.t, arrive.tenant, arrive.max_tokens) == (2.0, "assured", 8)
 
 
+@pytest.mark.pure_build  # the spies count calls a compiled module makes directly
 async def test_a_complete_library_request_is_not_copied(spy: Spy) -> None:
     c = make_contract(output_cap=8)
     clock = ManualClock(2.0)
@@ -91,6 +93,7 @@ async def test_a_complete_library_request_is_not_copied(spy: Spy) -> None:
     assert spy.decided == [complete] and spy.decided[0] is complete
 
 
+@pytest.mark.pure_build  # the spies count calls a compiled module makes directly
 async def test_a_bound_request_is_taken_as_it_is(spy: Spy) -> None:
     c = make_contract(output_cap=8)
     clock, backend = ManualClock(2.0), MockDispatcher(done)

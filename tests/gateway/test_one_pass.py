@@ -87,6 +87,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> Spies:
         ("tokens", "sk-opp", {"prompt": "a b c", "max_tokens": 7}),
     ],
 )
+@pytest.mark.pure_build  # the spies count calls a compiled module makes directly
 async def test_one_request_is_bound_once_its_facts_computed_once_and_it_is_never_rebuilt(
     tmp_path: Path, spies: Spies, credit: str, key: str, body: dict[str, Any]
 ) -> None:
@@ -114,6 +115,7 @@ async def test_one_request_is_bound_once_its_facts_computed_once_and_it_is_never
 
 
 @pytest.mark.parametrize("credit", ["count", "tokens"])
+@pytest.mark.pure_build  # the spies count calls a compiled module makes directly
 async def test_the_edge_refuses_min_tokens_above_the_cap_from_the_same_facts(
     tmp_path: Path, spies: Spies, credit: str
 ) -> None:
