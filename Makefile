@@ -97,8 +97,11 @@ bench-pure: $(STAMP)
 
 # The default wheel (as `pip install .` builds it), unpacked into build/compiled; kept while the
 # sources are unchanged (scripts/compiled_tree.py). Without the variable, the checkout runs its
-# .py sources: an edit takes effect at once; with it, `make compiled` first.
+# .py sources: an edit takes effect at once; with it, `make compiled` first. Also the checkout's
+# bytecode (__pycache__, refreshed for the files changed since): where PYTHONDONTWRITEBYTECODE is set
+# no process writes it, and every one the tests start would compile the modules it imports.
 compiled: $(STAMP)
+	$(PY) -m compileall -q -j 0 rvguard tests benchmarks examples scripts
 	$(PY) scripts/compiled_tree.py
 
 clean:
