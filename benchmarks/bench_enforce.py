@@ -4,10 +4,10 @@ Run: ``python benchmarks/bench_enforce.py``. Medians over repeats; ratios are
 printed against bare baselines measured in the same run:
 
 * core: admit + dispatch + complete per request vs a heapq push/pop + dict
-  set/delete per request (target ≤ 10× on the compiled build, issue 16); also vs a baseline that builds the
-  same four event objects, to show how much is the events themselves;
+  set/delete per request (the bare anchor), and vs that baseline building the same four event
+  objects the core emits (aim: the core ≤ 3× this one, on the default install, issue 30);
 * Guard: requests through a zero-latency in-process dispatcher vs bare
-  ``asyncio.Semaphore(C)`` + one task per request (target ≥ 0.6×), 5 000
+  ``asyncio.Semaphore(C)`` + one task per request (aim ≥ 0.9×, zero latency and one yield, issue 30), 5 000
   submits at once, C = 4; the runs alternate guard / semaphore and the ratio
   is the median of the pairs' ratios, by this process's CPU time (robust on a
   shared, loaded machine) and by wall clock, after one discarded warm-up run
@@ -181,7 +181,7 @@ def _report_guard(name: str, backend: Backend) -> None:
             f"{name} {who:9s}: {med(r.cpu):,.0f} req/CPU-s, {med(r.wall):,.0f} req/s wall"
             f"  (p50 {med(r.p50) * 1e3:.2f} ms, p99 {med(r.p99) * 1e3:.2f} ms)"
         )
-    print(f"{name} ratio guard/semaphore: {cpu:.2f}x by CPU time, {wall:.2f}x by wall clock (target >= 0.6x)")
+    print(f"{name} ratio guard/semaphore: {cpu:.2f}x by CPU time, {wall:.2f}x by wall clock (aim >= 0.9x)")
 
 
 def main() -> None:
@@ -192,9 +192,9 @@ def main() -> None:
     print(f"core admit+dispatch+complete: {core * 1e6:.2f} us/request")
     print(
         f"heapq+dict baseline:          {base * 1e6:.2f} us/request"
-        f"  ratio {core / base:.1f}x (target <= 10x compiled)"
+        f"  ratio {core / base:.1f}x (the bare anchor)"
     )
-    print(f"baseline + the 4 events:      {events * 1e6:.2f} us/request  ratio {core / events:.1f}x")
+    print(f"baseline + the 4 events:      {events * 1e6:.2f} us/request  ratio {core / events:.1f}x (aim <= 3x)")
     _report_guard("zero-latency", _zero)
     _report_guard("one-yield   ", _one_yield)
 
