@@ -36,6 +36,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.append(str(ROOT))  # for tests/; an rvguard on PYTHONPATH (a compiled build) or installed wins
 
+from _checkout import use_checkout_tests  # noqa: E402
+
+use_checkout_tests()  # the checkout's tests/, not the one ciw installs
+
 from rvguard.contract import Entitlement  # noqa: E402
 from rvguard.fleet.credits import CreditsConfig, RedisStore, SharedCredits  # noqa: E402
 from tests.fleet._pool import pool_contract  # noqa: E402

@@ -32,6 +32,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # for tests/; an rvguard on PYTHONPATH (a compiled build) or installed wins
 
+from _checkout import use_checkout_tests  # noqa: E402
+
+use_checkout_tests()  # the checkout's tests/, not the one ciw installs
+
 from rvguard.clock import MonotonicClock  # noqa: E402
 from rvguard.contract import Entitlement  # noqa: E402
 from rvguard.data import TRACES  # noqa: E402

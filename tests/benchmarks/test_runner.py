@@ -60,3 +60,25 @@ def test_a_script_and_its_children_import_the_build_the_first_line_names(
     out = capfd.readouterr().out.split()
     where = str(tree / "rvguard" / "enforce" / "core.py")
     assert out == ["script", where, "child", where]
+
+
+def _reusing_tests() -> list[str]:
+    """The benchmark scripts that import the checkout's test helpers."""
+    scripts = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+    return [p.name for p in scripts if "from tests." in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("script", _reusing_tests())
+def test_a_script_that_reuses_the_tests_helpers_imports_them_as_the_runner_runs_it(script: str) -> None:
+    """Run from ``benchmarks/`` with the checkout last on the path, ``import tests`` found the
+    ``tests`` package ciw installs into site-packages: bench_gateway and bench_fleet failed to start
+    under ``make bench`` ("No module named 'tests.gateway'")."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "benchmarks",
+        env=os.environ | {"PYTHONPATH": ""},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
