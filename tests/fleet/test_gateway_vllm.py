@@ -116,16 +116,12 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
     is whichever the stream was routed to, and the survivor is idle.
     """
     c = contract(slots=4, output_cap=TOKENS)
-    # the pool's engine b first: with a first, the engine killed was a (a clean clone of 2026-12-06:
-    # the next test, which uses only a, waited 25.7 s in its setup for a restart), and that restart
-    # came before the next test; killed, b restarts beside it (the last test needs b again)
-    engines = two_engines[::-1]
     s = GatewaySettings(
-        upstream=tuple(f"e{i}={e.url}" for i, e in enumerate(engines)),
+        upstream=tuple(f"e{i}={e.url}" for i, e in enumerate(two_engines)),
         keys=KeysConfig(keys=KEYS, claim_secret=SECRET),
         trace=tmp_path / "t.jsonl",
         route_seed=3,
-        upstream_api_key=engines[0].key,  # the pool's engines run --api-key, one key
+        upstream_api_key=two_engines[0].key,  # the pool's engines run --api-key, one key
         probe_interval=0.5,
         # a busy engine's scrape can take seconds: a stale view would route siloed; this test is
         # about relocation, not routing
@@ -136,20 +132,20 @@ async def test_a_greedy_stream_resumes_on_the_other_engine(two_engines: Any, tmp
         async with httpx.AsyncClient(timeout=300) as client:
             # greedy decoding agrees on both engines, and both are warm (a cold engine's first
             # request can take longer than the other's whole stream)
-            reference = await _text(client, engines[1].url, engines[1].headers, [])
-            assert await _text(client, engines[0].url, engines[0].headers, []) == reference
+            reference = await _text(client, two_engines[1].url, two_engines[1].headers, [])
+            assert await _text(client, two_engines[0].url, two_engines[0].headers, []) == reference
             async with serving(gw.app) as url:
                 while gw.fleet is None or any(e.telemetry == "unknown" for e in gw.fleet.engines):
                     await asyncio.sleep(0.05)  # the first scrapes of /metrics (before: siloed routing)
                 seen: list[int] = []
                 stream = asyncio.ensure_future(_text(client, url, auth("sk-opp"), seen))
-                doomed = await _stop_mid_stream(gw, engines, stream)
+                doomed = await _stop_mid_stream(gw, two_engines, stream)
                 if doomed is not None:
                     await asyncio.to_thread(doomed.kill)
                 text = await stream
                 relocated = gw.fleet.relocated
     finally:
-        for e in engines:  # a killed one is started again by the next test that needs it
+        for e in two_engines:  # a killed one is started again by the next test that needs it
             if e.proc is not None and e.proc.poll() is None:
                 e.signal(signal.SIGCONT)  # never leave one frozen
     assert len(reference) > 0 and text == reference
