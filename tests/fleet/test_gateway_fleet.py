@@ -180,9 +180,13 @@ def judge(traces: list[Path], statuses: list[int], *, outage: bool) -> None:
 
 
 def stalled(traces: list[Path]) -> bool:
-    """Did a replica's event loop stall (its trace's ``stall`` record)? Then Redis calls could time
-    out and the replica live on its static share: a busy machine, not the healthy pool measured."""
-    return any(json.loads(line).get("kind") == "stall" for t in traces for line in t.read_text().splitlines())
+    """Did a replica's event loop stall (its trace's ``stall`` record), or read a request late (an
+    ``arrival-gap`` alert: a clean clone's make test traced a 0.25 s gap against the 0.05 s bound,
+    and the same moment's pool call failed, refusing a floor request as ``pool-lowered``)? Then
+    Redis calls could time out and the replica live on its static share: a busy machine, not the
+    healthy pool measured."""
+    records = [json.loads(line) for t in traces for line in t.read_text().splitlines()]
+    return any(r.get("kind") == "stall" or r.get("condition") == "arrival-gap" for r in records)
 
 
 async def test_two_replicas_share_the_floor(redis_url: str, tmp_path: Path, capsys: Any) -> None:
