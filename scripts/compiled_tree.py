@@ -56,15 +56,12 @@ def default_wheel(out: Path) -> Path:
                 shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy(path, src / name)
-        env = {k: v for k, v in os.environ.items() if k not in ("RVGUARD_PURE", "RVGUARD_COMPILE")}
-        env.pop("RVGUARD_COMPILED_TREE", None)
+        unset = ("RVGUARD_PURE", "RVGUARD_COMPILE", "RVGUARD_COMPILED_TREE")
+        env = {k: v for k, v in os.environ.items() if k not in unset}
         argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(out), str(src)]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, cwd=src)
     if done.returncode != 0:
         raise SystemExit(f"compiled tree: pip wheel failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    said = [line for line in done.stderr.splitlines() if "rvguard build:" in line]
-    for line in said:
-        print(line.strip(), file=sys.stderr)
     [wheel] = out.glob("rvguard-*.whl")
     return wheel
 
@@ -96,6 +93,9 @@ def main() -> None:
     build()
     how = "unchanged sources, kept" if kept else f"built in {time.monotonic() - began:.0f} s"
     print(f"compiled tree: {TREE} ({how})")
+    note = TREE / "rvguard" / "_pure_build.txt"  # setup.py's reason, when the build fell back
+    if note.is_file():
+        print(f"compiled tree: pure Python, not compiled: {note.read_text().strip()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ if [ -n "$UV" ]; then
     mapfile -d '' SETTINGS < <(uv_settings)
     # pip looks in every index for the best version; uv's default stops at the first that has the name.
     # --compile-bytecode: pip writes the .pyc files at install, uv does not; where PYTHONDONTWRITEBYTECODE
-    # is set (this machine, and CI), no process writes them later either, so every process would compile
+    # is set (this machine's environment), no process writes them later either, so every process would compile
     # every module it imports from source: a vLLM engine's start took 55 s instead of 26 s, `rvguard
     # verify` 0.62 s instead of 0.39 s (measured 2026-12-06).
     if "$UV" pip install -q --compile-bytecode --python "$VENV/bin/python" --index-strategy unsafe-best-match \
