@@ -78,6 +78,7 @@ COMPILED: tuple[str, ...] = (
     "rvguard/enforce/demotion.py",
     "rvguard/enforce/relief.py",
     "rvguard/enforce/watching.py",
+    "rvguard/enforce/watch.py",
     "rvguard/enforce/core.py",
     "rvguard/sim/backend.py",
     "rvguard/sim/engine.py",

@@ -40,6 +40,7 @@ RERUN = (
     "tests/enforce/test_transitions.py",
     "tests/enforce/test_core.py",
     "tests/enforce/test_demotion.py",
+    "tests/enforce/test_watch.py",
     "tests/enforce/test_ready.py",
     "tests/monitors/test_product.py",
     "tests/monitors/test_monitor.py",

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..contract import Contract, window_index
+from ..exact import EDGE_TOLERANCE
 from ..watch_events import ARRIVAL_GAP, BACKLOG, CAPACITY, CLEAR, SERVICE, SERVICE_LOW, Watch
 
 __all__ = ["DEFAULT_WATCH", "Alert", "AssumptionWatch", "WatchConfig"]
@@ -108,6 +109,7 @@ class AssumptionWatch:
         "_degrade",
         "_demand",
         "_fired_at",
+        "_inside",
         "_k",
         "_low",
         "_low_k",
@@ -134,6 +136,8 @@ class AssumptionWatch:
         self._low_k: int | None = None
         self._fired_at = 0.0
         self._k: int | None = None
+        #: times surely inside window ``_k``, away from its edges (`_interior`): a tick there changes nothing
+        self._inside = (float("inf"), float("-inf"))
         self._low = 0
         self._breach_k: int | None = None
         self._service: float | None = None
@@ -205,10 +209,18 @@ class AssumptionWatch:
             self._update(now)
 
     def tick(self, now: float) -> None:
-        """Close the windows that ``now`` has left behind and update ``firing``."""
+        """Close the windows that ``now`` has left behind and update ``firing`` (nothing to do while
+        ``now`` stays inside the window of the last tick: what `_update` reads changes with the window
+        only, or is updated where it changes; the core ticks on every step)."""
+        lo, hi = self._inside
+        if lo <= now <= hi:
+            return
         k = window_index(now, self._origin, self._contract.window)
+        self._inside = _interior(k, self._origin, self._contract.window)
         if self._k is None:
             self._k = k
+            return
+        if k == self._k:
             return
         for i in range(min(k - self._k, self._config.sustain + 1)):
             cap = self.capacity
@@ -250,3 +262,12 @@ class AssumptionWatch:
         self.records.append(alert.record(scale))
         if self._config.on_alert is not None:
             self._config.on_alert(alert)
+
+
+def _interior(k: int, origin: float, window: float) -> tuple[float, float]:
+    """Times that `window_index` surely puts in window k: its span less a margin at each edge, 16
+    times the width within which `window_index` decides exactly (so a float here is never a time
+    that an exact decision would put in another window)."""
+    start, end = origin + k * window, origin + (k + 1) * window
+    margin = 16 * EDGE_TOLERANCE * (window + abs(start) + abs(end) + abs(origin))
+    return start + margin, end - margin

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from rvguard.contract import window_index
 from rvguard.enforce.core import DecisionCore
 from rvguard.enforce.request import Request
-from rvguard.enforce.watch import Alert, WatchConfig
+from rvguard.enforce.watch import Alert, AssumptionWatch, WatchConfig, _interior
 from rvguard.events import Admit, Basis, Proposal, Reject
 
 from ._harness import make_contract
@@ -94,3 +99,53 @@ def test_no_degrade_by_default_and_config_validation() -> None:
     for bad in ({"sustain": 0}, {"alpha": 0.0}, {"degrade": 1.5}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             WatchConfig(**bad)  # type: ignore[arg-type]
+
+
+# -- the tick's fast path: a tick inside the window of the last one changes nothing ----------------
+
+_ORIGINS = st.sampled_from([0.0, 0.3, 1_796_599_038.118, -7.25])
+_WINDOWS = st.sampled_from([0.001, 0.1, 1.0, 2.0, 60.0, 3600.0])
+
+
+@given(origin=_ORIGINS, window=_WINDOWS, k=st.integers(-(10**6), 10**6), u=st.floats(0.0, 1.0))
+def test_the_interior_of_a_window_is_in_it_by_the_exact_index(
+    origin: float, window: float, k: int, u: float
+) -> None:
+    """Every time of `_interior(k)` (its ends too) is in window k by `window_index`, the exact rule."""
+    lo, hi = _interior(k, origin, window)
+    assume(lo <= hi)
+    for t in (lo, hi, lo + u * (hi - lo)):
+        assert window_index(t, origin, window) == k, (t, lo, hi)
+
+
+_STEP = st.tuples(
+    st.floats(0.0, 1.5),  # time since the last step (windows of 1 s)
+    st.sampled_from(["tick", "service", "gap", "backlog+", "backlog-"]),
+    st.floats(0.0, 3.0),  # a service or gap length
+)
+
+
+@settings(max_examples=300)
+@given(steps=st.lists(_STEP, max_size=60), origin=_ORIGINS)
+def test_the_tick_fast_path_changes_nothing(steps: list[tuple[float, str, float]], origin: float) -> None:
+    """The same observations fed to two watches, one of them made to decide every tick the long
+    way (its interior forgotten before each call): the same alerts, records and floor scale."""
+    contract = make_contract(slots=2, floor=2, s_max=0.5, window=1.0, deadline=1.0)
+    config = WatchConfig(sustain=2, alpha=0.5, degrade=0.5)
+    fast, slow = (AssumptionWatch(contract, config, origin=origin) for _ in range(2))
+    now = origin + 10.0
+    for gap, what, value in steps:
+        now += gap
+        for watch in (fast, slow):
+            if watch is slow:
+                watch._inside = (math.inf, -math.inf)
+            if what == "tick":
+                watch.tick(now)
+            elif what == "service":
+                watch.observe_service("assured", value, 1.0, now, 0.1)
+            elif what == "gap":
+                watch.arrival_gap(value / 10, now)
+            else:
+                watch.backlog(1 if what == "backlog+" else -1, now)
+        assert (fast.alerts, fast.firing, fast.floor_scale) == (slow.alerts, slow.firing, slow.floor_scale)
+    assert fast.drain() == slow.drain()
