@@ -215,7 +215,7 @@ async def test_the_documented_acl_user_runs_the_pool_and_nothing_else(redis_url:
     t0 = time.time()
     a = SharedCredits.open(c, cfg, now=t0)
     try:
-        await a.warm(lambda: t0)
+        await a.warm(_store_clock())  # the clock runs: a frozen one read the connects' time as skew
         assert not a.refusal, a.refusal
         await admin.set("rvguard:fence", "0")
         await a.heartbeat(t0 + 1.0)
