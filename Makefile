@@ -72,22 +72,33 @@ redis:
 # core: the gateway and fleet files mostly wait (servers, windows, time-outs); with one worker a
 # core the machine sat 50-80 % idle through them (vmstat), and the run took 236-256 s against 222 s.
 WORKERS := $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
+# It writes ENGINE_AFTER when it ends, passed or not (see unit-engine).
+ENGINE_AFTER := $(CURDIR)/build/unit-fast.done
 unit-fast: $(STAMP) compiled litellm promtool redis
-	$(COMPILED_RUN) $(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --timeout 900 --timeout-method thread -m "not benchmark and not engine"
+	@mkdir -p build
+	$(COMPILED_RUN) $(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --timeout 900 --timeout-method thread -m "not benchmark and not engine"; \
+		rc=$$?; touch $(ENGINE_AFTER); exit $$rc
 
 # Then the real-engine tests alone, on a quiet machine. Only the folders that hold them are collected
 # (ENGINE_DIRS in tests/conftest.py, which fails a run that finds an engine test anywhere else).
+# In `make test` and `make unit` (ENGINE_WAIT set) the session starts beside unit-fast: it starts its
+# engines at once (niced, as root) and its tests wait for ENGINE_AFTER (tests/conftest.py).
 ENGINE_DIRS := tests/fleet tests/gateway
-unit-engine: $(STAMP) compiled engine unit-fast
-	$(COMPILED_RUN) $(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark" $(ENGINE_DIRS)
+ENGINE_WAIT :=
+unit-engine: $(STAMP) compiled engine
+	$(COMPILED_RUN) $(ENGINE_WAIT) $(PY) -m pytest --timeout 900 --timeout-method thread -m "engine and not benchmark" $(ENGINE_DIRS)
 
-unit: unit-fast unit-engine
+unit:
+	@rm -f $(ENGINE_AFTER)
+	@$(MAKE) --no-print-directory -j2 unit-fast unit-engine ENGINE_WAIT=RVGUARD_ENGINE_AFTER=$(ENGINE_AFTER)
 
 # Everything, the installs side by side with lint, typecheck and the tests that need no engine (the
 # engine's ~3.4 GB install goes on while they run); each part's output is printed whole when it ends.
-# -k: a failed part does not stop the others (the engine tests still wait for the rest to pass).
+# -k: a failed part does not stop the others (the engine session starts beside unit-fast, and its
+# tests run once unit-fast has ended, passed or not).
 test:
-	@$(MAKE) --no-print-directory -k -j4 --output-sync=target test-parts
+	@rm -f $(ENGINE_AFTER)
+	@$(MAKE) --no-print-directory -k -j5 --output-sync=target test-parts ENGINE_WAIT=RVGUARD_ENGINE_AFTER=$(ENGINE_AFTER)
 
 test-parts: lint typecheck-late compiled engine litellm promtool redis unit-fast unit-engine
 

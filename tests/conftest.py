@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,16 @@ TRACES = BUNDLED_TRACES  # the public trace slices rvguard ships (rvguard/data/t
 SHARED_TRACES = TRACES  # their old name, from when they lived in ../shared/data/traces
 
 
-@pytest.fixture(scope="session")
-def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session's real vLLM CPU engines (tests/gateway/conftest.py's `EnginePool`), each started once:
-    every one the collected tests name starts, side by side, when the first engine test begins (a
-    start is mostly waiting: tests/fleet's pair came up side by side in 60 s, one engine alone took
-    62-73 s in the same run). Fails loudly when they cannot."""
+#: `make test` and `make unit` name here the file `make unit-fast` writes when it ends: the engine
+#: session then starts its engines at once, niced (as root, the one who may bring them back), and
+#: its first test waits for that file. The engines come up in the idle time of unit-fast's waiting
+#: files instead of after them, and no engine test runs beside unit-fast.
+ENGINE_AFTER = "RVGUARD_ENGINE_AFTER"
+_EARLY_POOL = pytest.StashKey[Any]()
+
+
+def _new_pool(session: pytest.Session, where: Path, *, nice: int = 0) -> Any:
+    """An `EnginePool` with every engine the collected tests name started (in the background)."""
     import sys
 
     from tests.gateway.conftest import NEEDS, EnginePool, ensure_env
@@ -37,10 +42,45 @@ def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     if not sys.platform.startswith("linux"):
         pytest.fail("the vLLM CPU engine tests need Linux", pytrace=False)
     ensure_env()
-    pool = EnginePool(tmp_path_factory.mktemp("vllm"))
+    pool = EnginePool(where, nice=nice)
+    used = {f for item in session.items for f in getattr(item, "fixturenames", ())}
+    pool.start(*sorted({n for f in used & NEEDS.keys() for n in NEEDS[f]}))
+    return pool
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With ``RVGUARD_ENGINE_AFTER`` and engine tests collected: start the engines now, then wait
+    (outside any test's time-out) until the file exists (see `ENGINE_AFTER`)."""
+    after = os.environ.get(ENGINE_AFTER)
+    if not after or not any(item.get_closest_marker("engine") for item in session.items):
+        return
+    factory = session.config._tmp_path_factory  # type: ignore[attr-defined]  # the session's tmp_path_factory
+    pool = None
     try:
-        used = {f for item in request.session.items for f in getattr(item, "fixturenames", ())}
-        pool.start(*sorted({n for f in used & NEEDS.keys() for n in NEEDS[f]}))
+        pool = _new_pool(session, factory.mktemp("vllm"), nice=19 if os.geteuid() == 0 else 0)
+        session.config.stash[_EARLY_POOL] = pool
+    except BaseException as err:  # noqa: BLE001 - pytest.fail's outcome too: the fixture fails the tests with it
+        print(f"\nengine tests: the engines could not be started early ({err}); the first test will try")
+    t0, done = time.monotonic(), Path(after)
+    print(f"\nengine tests: engines starting; waiting for {done} (the tests that need no engine) ...")
+    while not done.exists():
+        if time.monotonic() - t0 > 3600:
+            pytest.exit(f"engine tests: {done} did not appear within an hour", returncode=1)
+        time.sleep(0.5)
+    if pool is not None:
+        pool.unnice()
+    print(f"engine tests: waited {time.monotonic() - t0:.0f} s; the engines run at niceness 0 from here")
+
+
+@pytest.fixture(scope="session")
+def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's real vLLM CPU engines (tests/gateway/conftest.py's `EnginePool`), each started once:
+    every one the collected tests name starts, side by side, when the first engine test begins, or
+    earlier (`pytest_collection_finish`). Fails loudly when they cannot."""
+    pool = request.config.stash.get(_EARLY_POOL, None)
+    if pool is None:
+        pool = _new_pool(request.session, tmp_path_factory.mktemp("vllm"))
+    try:
         yield pool
     finally:
         pool.close()

@@ -104,6 +104,7 @@ class AssumptionWatch:
         "_bound",
         "_breach_k",
         "_cap_alerted",
+        "_ceilings",
         "_config",
         "_contract",
         "_degrade",
@@ -130,6 +131,7 @@ class AssumptionWatch:
         self._degrade = config.degrade if config.degrade is not None else contract.degrade
         self._demand = sum(t.floor for t in contract.floored_tenants.values()) / contract.window
         self._bound = contract.backlog_bound()
+        self._ceilings = {name: contract.ceiling(name) for name in contract.tenants}  # read every completion
         self._backlog = 0
         self._backlog_alerted = False
         self._low_since: float | None = None
@@ -175,7 +177,7 @@ class AssumptionWatch:
         a = self._config.alpha
         self._service = service if self._service is None else (1 - a) * self._service + a * service
         self._weight = (1 - a) * self._weight + a * weight
-        ceiling = self._contract.ceiling(tenant)
+        ceiling = self._ceilings[tenant]
         start = now - service
         if service > ceiling:
             self._breach_k = self._k
