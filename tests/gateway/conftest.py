@@ -21,6 +21,7 @@ An `Engine` made without a key (the small-KV one) runs open.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -55,6 +56,14 @@ def _tail(path: Path, n: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+def _autogroup_nice(leader: int, nice: int) -> None:
+    """The niceness of ``leader``'s session as a whole, where the kernel groups sessions for the
+    scheduler (autogroup): each session then weighs the same whatever its processes' niceness, so a
+    niced engine in a session of its own would take as much CPU as all of unit-fast's workers."""
+    with contextlib.suppress(FileNotFoundError):  # no autogroup: the processes' own niceness counts
+        Path(f"/proc/{leader}/autogroup").write_text(f"{nice}\n")
 
 
 class Engine:
@@ -116,6 +125,8 @@ class Engine:
                 env=env,
                 start_new_session=True,
             )
+            if niced:
+                _autogroup_nice(self.proc.pid, niced)
         self._wait_ready(READY_TIMEOUT * (4 if niced else 1))  # niced: it runs in others' idle time
         self._warm()
 
@@ -126,6 +137,7 @@ class Engine:
             if self.nice and self.alive:
                 assert self.proc is not None
                 os.setpriority(os.PRIO_PGRP, self.proc.pid, 0)  # every thread of every process in it
+                _autogroup_nice(self.proc.pid, 0)
             self.nice = 0
 
     def _warm(self) -> None:
