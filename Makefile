@@ -67,11 +67,12 @@ redis:
 		{ echo "redis: apt-get install redis-server failed (see build/redis.log); the fleet tests will fail"; \
 		  tail -n 20 build/redis.log; }; }
 
-# The tests that need no engine, two pytest-xdist workers a core (a file's tests stay on one worker,
-# so its session fixtures start once; tests/conftest.py hands out the slowest files first). Two a
-# core: the gateway and fleet files mostly wait (servers, windows, time-outs); with one worker a
-# core the machine sat 50-80 % idle through them (vmstat), and the run took 236-256 s against 222 s.
-WORKERS := $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
+# The tests that need no engine, one pytest-xdist worker a core (a file's tests stay on one worker,
+# so its session fixtures start once; tests/conftest.py hands out the slowest files first). The
+# gateway and fleet files mostly wait (servers, windows, time-outs): the machine sits 50-80 % idle
+# through them (vmstat), time in which `make test` starts the engines (unit-engine, below). Two
+# workers a core fill it themselves (222 s against 236-256 s, one run), but then the engines start late.
+WORKERS := $(shell nproc 2>/dev/null || echo 1)
 # It writes ENGINE_AFTER when it ends, passed or not (see unit-engine).
 ENGINE_AFTER := $(CURDIR)/build/unit-fast.done
 unit-fast: $(STAMP) compiled litellm promtool redis
