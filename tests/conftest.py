@@ -59,7 +59,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     try:
         pool = _new_pool(session, factory.mktemp("vllm"), nice=19 if os.geteuid() == 0 else 0)
         session.config.stash[_EARLY_POOL] = pool
-    except BaseException as err:  # noqa: BLE001 - pytest.fail's outcome too: the fixture fails the tests with it
+    except (OSError, pytest.fail.Exception) as err:  # the fixture fails the tests with it
         print(f"\nengine tests: the engines could not be started early ({err}); the first test will try")
     t0, done = time.monotonic(), Path(after)
     print(f"\nengine tests: engines starting; waiting for {done} (the tests that need no engine) ...")
@@ -70,6 +70,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if pool is not None:
         pool.unnice()
     print(f"engine tests: waited {time.monotonic() - t0:.0f} s; the engines run at niceness 0 from here")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The early engines killed whatever ended the session (an interrupted wait included: they run in
+    sessions of their own, which a Ctrl-C does not reach); closing twice is harmless."""
+    pool = session.config.stash.get(_EARLY_POOL, None)
+    if pool is not None:
+        pool.close()
 
 
 @pytest.fixture(scope="session")
