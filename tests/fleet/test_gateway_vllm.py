@@ -320,7 +320,7 @@ def _judge_fleet(records: list[dict[str, Any]], results: list[Any], *, floor: in
     entitled = {rid for rid in shared if assured[rid]["pool_arrived"] <= floor}
     # Every entitled one admitted, but for those the pool itself refused, declared: while a replica
     # has not confirmed the window, the pool holds its reserve and answers `held`, and the decision
-    # says so (floor_refused: pool-lowered). CI and 2 of 10 local runs saw one, each right after the
+    # says so (floor_refused: pool-lowered). CI and 2 of 9 local runs saw one, each right after the
     # kill, with no stall and no store error traced (why the confirmation was late is not pinned).
     why = {r["rid"]: r.get("floor_refused") for r in records if r["kind"] == "reject"}
     held = {rid for rid in entitled - floored if why.get(rid) == "pool-lowered"}
