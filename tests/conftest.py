@@ -74,7 +74,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The early engines killed whatever ended the session (an interrupted wait included: they run in
-    sessions of their own, which a Ctrl-C does not reach); closing twice is harmless."""
+    sessions of their own, which a Ctrl-C does not reach)."""
     pool = session.config.stash.get(_EARLY_POOL, None)
     if pool is not None:
         pool.close()
@@ -85,9 +85,11 @@ def engine_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     """The session's real vLLM CPU engines (tests/gateway/conftest.py's `EnginePool`), each started once:
     every one the collected tests name starts, side by side, when the first engine test begins, or
     earlier (`pytest_collection_finish`). Fails loudly when they cannot."""
-    pool = request.config.stash.get(_EARLY_POOL, None)
-    if pool is None:
-        pool = _new_pool(request.session, tmp_path_factory.mktemp("vllm"))
+    early = request.config.stash.get(_EARLY_POOL, None)
+    if early is not None:
+        yield early  # closed by `pytest_sessionfinish`
+        return
+    pool = _new_pool(request.session, tmp_path_factory.mktemp("vllm"))
     try:
         yield pool
     finally:

@@ -58,10 +58,12 @@ def _tail(path: Path, n: int = 40) -> str:
         return "(no log)"
 
 
-def _autogroup_nice(leader: int, nice: int) -> None:
-    """The niceness of ``leader``'s session as a whole, where the kernel groups sessions for the
-    scheduler (autogroup): each session then weighs the same whatever its processes' niceness, so a
-    niced engine in a session of its own would take as much CPU as all of unit-fast's workers."""
+def _renice(leader: int, nice: int) -> None:
+    """``nice`` for every thread of every process in ``leader``'s group, and for its session as a
+    whole where the kernel groups sessions for the scheduler (autogroup): each session then weighs the
+    same whatever its processes' niceness, so a niced engine in a session of its own would take as
+    much CPU as all of unit-fast's workers. Lowering it again needs root (`PermissionError`)."""
+    os.setpriority(os.PRIO_PGRP, leader, nice)
     with contextlib.suppress(FileNotFoundError):  # no autogroup: the processes' own niceness counts
         Path(f"/proc/{leader}/autogroup").write_text(f"{nice}\n")
 
@@ -119,14 +121,10 @@ class Engine:
         with open(self.log, "ab") as out, self._niceness:
             niced = self.nice
             self.proc = subprocess.Popen(
-                ["nice", "-n", str(niced), *cmd] if niced else cmd,  # nice execs: the same pid
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
             if niced:
-                _autogroup_nice(self.proc.pid, niced)
+                _renice(self.proc.pid, niced)  # before vLLM has started any child (seconds away)
         self._wait_ready(READY_TIMEOUT * (4 if niced else 1))  # niced: it runs in others' idle time
         self._warm()
 
@@ -136,8 +134,7 @@ class Engine:
         with self._niceness:
             if self.nice and self.alive:
                 assert self.proc is not None
-                os.setpriority(os.PRIO_PGRP, self.proc.pid, 0)  # every thread of every process in it
-                _autogroup_nice(self.proc.pid, 0)
+                _renice(self.proc.pid, 0)
             self.nice = 0
 
     def _warm(self) -> None:
