@@ -49,6 +49,8 @@ NOTE = "_pure_build.txt"
 TREE_VARIABLE = "RVGUARD_COMPILED_TREE"
 
 #: the modules mypyc compiles (paths from the repository root); everything else stays interpreted.
+#: The Guard (`rvguard.enforce.guard`, the asyncio edge every request passes) is compiled too: its
+#: coroutines run as native generators.
 #: The event records (`events`), `Request` and `LoadView` are native classes there, each with its
 #: ``__init__`` written out so that it is compiled (`rvguard._record`).
 #: Left out on purpose: modules of pydantic models (`rvguard.contract`: mypyc cannot compile them;
@@ -80,6 +82,7 @@ COMPILED: tuple[str, ...] = (
     "rvguard/enforce/watching.py",
     "rvguard/enforce/watch.py",
     "rvguard/enforce/core.py",
+    "rvguard/enforce/guard.py",
     "rvguard/sim/backend.py",
     "rvguard/sim/engine.py",
 )

@@ -4,11 +4,13 @@ Used by tests/test_compiled.py in a subprocess (``python tests/compiled_run.py``
 test first on ``sys.path`` and ``RVGUARD_PURE`` set or not). It prints which rvguard modules were
 loaded compiled, then for each case the whole simulator trace (the decision core's events), the
 online monitor's violations and metrics, and the verdicts on a perturbed copy of the trace (events
-dropped and repeated: WF breaks, missed deadlines) and of the core under a firing redline.
+dropped and repeated: WF breaks, missed deadlines), the core's under a firing redline, and the
+Guard's (its asyncio edge) over a seeded dispatcher that yields, fails and times out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import random
@@ -18,6 +20,10 @@ from typing import Any
 from rvguard._compiled import compiled_modules
 from rvguard.contract import contract_from_mapping
 from rvguard.enforce.core import DecisionCore
+from rvguard.enforce.dispatchers import CallableDispatcher, Response
+from rvguard.enforce.guard import Guard
+from rvguard.enforce.guard_config import GuardConfig
+from rvguard.enforce.learners import RandomLearner
 from rvguard.enforce.redline import HeadroomSample, RedlineConfig, ResourceLimit
 from rvguard.enforce.request import Request
 from rvguard.events import Event, Proposal, event_to_dict
@@ -107,6 +113,50 @@ def redline_case(seed: int) -> list[dict[str, Any]]:
     return [event_to_dict(e) for e in out]
 
 
+class _Ticks:
+    """A clock that moves 5 ms at each reading: the Guard's events in both builds read it alike."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        self.t += 0.005
+        return self.t
+
+
+def guard_case(seed: int) -> list[dict[str, Any]]:
+    """A Guard over 300 submissions from tasks started together; its dispatcher yields a seeded
+    number of loop turns and sometimes fails. Nothing waits on real time (no time-out, the learner
+    asked inline, no stall watchdog), so the loop's order, and so the trace, is the same in both."""
+    rng = random.Random(seed)
+    plan = [(rng.randrange(4), rng.random()) for _ in range(300)]
+
+    async def backend(request: Request) -> Response:
+        turns, u = plan[int(request.rid[1:])]
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if u < 0.05:
+            raise RuntimeError("seeded failure")
+        return Response(output_tokens=turns)
+
+    async def later(guard: Guard, i: int) -> None:
+        for _ in range(i // 8):  # arrivals spread over the loop's turns, so over several windows
+            await asyncio.sleep(0)
+        await guard.submit(Request(f"r{i}", "assured" if i % 3 == 0 else "opp", 0.0))
+
+    async def run() -> list[Event]:
+        events: list[Event] = []
+        learner = RandomLearner(random.Random(seed + 7))
+        config = GuardConfig(learner_timeout=None, stall_threshold=None)
+        guard = Guard(CONTRACT, CallableDispatcher(backend), learner=learner, sinks=[events.append],
+                      clock=_Ticks(), config=config)  # fmt: skip
+        async with guard:
+            await asyncio.gather(*(later(guard, i) for i in range(300)))
+        return events
+
+    return [event_to_dict(e) for e in asyncio.run(run())]
+
+
 def main() -> None:
     """Print the compiled modules and every case's results as one JSON document."""
     cases = {
@@ -119,7 +169,9 @@ def main() -> None:
         )
     }
     redline = {str(seed): redline_case(seed) for seed in (0, 1, 2)}
-    json.dump({"compiled": compiled_modules(), "sim": cases, "redline": redline}, sys.stdout, sort_keys=True)
+    guard = {str(seed): guard_case(seed) for seed in (0, 1)}
+    out = {"compiled": compiled_modules(), "sim": cases, "redline": redline, "guard": guard}
+    json.dump(out, sys.stdout, sort_keys=True)
 
 
 if __name__ == "__main__":

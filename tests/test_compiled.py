@@ -39,6 +39,9 @@ RERUN = (
     "tests/test_lifecycle.py",
     "tests/enforce/test_transitions.py",
     "tests/enforce/test_core.py",
+    "tests/enforce/test_guard.py",
+    "tests/enforce/test_guard_ends.py",
+    "tests/enforce/test_guard_stream.py",
     "tests/enforce/test_demotion.py",
     "tests/enforce/test_watch.py",
     "tests/enforce/test_ready.py",
@@ -114,7 +117,7 @@ def test_the_default_wheel_holds_an_extension_for_every_listed_module(compiled_w
 
 def test_the_build_compiles_the_listed_modules_and_pure_mode_loads_none(compiled_tree: Path) -> None:
     probe = (
-        "import rvguard.enforce.core, rvguard.monitors.monitor, rvguard.sim.engine, rvguard.enforce.demotion;"
+        "import rvguard.enforce.core, rvguard.enforce.guard, rvguard.monitors.monitor, rvguard.sim.engine, rvguard.enforce.demotion;"
         "from rvguard._compiled import compiled_modules; import rvguard.enforce.core as c;"
         "print(compiled_modules(), c.__file__.startswith(sys.argv[1]))"
     )
@@ -142,6 +145,9 @@ def test_pure_and_compiled_runs_give_the_same_traces_and_verdicts(compiled_tree:
     for case in a["sim"]:
         assert a["sim"][case] == b["sim"][case], case
     assert a["redline"] == b["redline"]
+    assert a["guard"] == b["guard"]
+    kinds = {e["kind"] for case in a["guard"].values() for e in case}
+    assert {"admit", "reject", "complete", "fail"} <= kinds, kinds  # the seeded Guard took every way out
     assert sum(len(c["perturbed"]["violations"]) for c in a["sim"].values()) > 0  # the verdicts are not empty
 
 
