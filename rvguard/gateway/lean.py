@@ -50,6 +50,61 @@ def _broken(why: str) -> NoReturn:
     ) from TransportFailure(why)
 
 
+class _ReadDeadline:
+    """Each read may wait ``seconds`` at most, as ``asyncio.timeout(seconds)`` around each would
+    give, at the price of one timer a stream instead of one a read (a chunk is two reads, and
+    arming and cancelling a timer cost about as much as the read of a buffered chunk): the timer
+    is re-armed only when it fires, at the running read's own deadline, and a read that outlasts
+    it is cancelled and raises ``TimeoutError``, as `asyncio.timeout` does (a cancel of the task
+    from elsewhere, meanwhile, stays a cancel)."""
+
+    __slots__ = ("_begun", "_expired", "_seconds", "_task", "_timer")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._task: asyncio.Task[Any] | None = None  # the task whose read is running
+        self._begun = 0.0  # loop time the running read began
+        self._timer: asyncio.TimerHandle | None = None
+        self._expired = False
+
+    async def run(self, read: Any) -> Any:
+        """Await ``read`` (a coroutine) within the deadline."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        base = task.cancelling()
+        self._task, self._begun = task, loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._begun + self._seconds, self._fire)
+        try:
+            return await read
+        except asyncio.CancelledError:
+            if self._expired and task.uncancel() <= base:
+                self._expired = False
+                raise TimeoutError from None
+            raise
+        finally:
+            self._task = None
+
+    def _fire(self) -> None:
+        task, self._timer = self._task, None
+        if task is None:
+            return  # between reads: the next read arms it again
+        loop = task.get_loop()
+        due = self._begun + self._seconds
+        if loop.time() < due:
+            self._timer = loop.call_at(due, self._fire)
+        elif not self._expired:
+            self._expired = True
+            task.cancel()
+
+    def close(self) -> None:
+        """Stop the timer (the stream is done)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 def lean_capable(base_url: str) -> bool:
     """True when ``base_url`` is plain HTTP and no proxy is configured in the environment."""
     return urlsplit(base_url).scheme == "http" and not any(os.environ.get(k) for k in _PROXIES)
@@ -78,6 +133,7 @@ class LeanStream:
         self._writer: asyncio.StreamWriter | None = None
         self._reader: asyncio.StreamReader | None = None
         self._headers: Mapping[str, str] = {}
+        self._deadline = _ReadDeadline(read)
 
     async def __aenter__(self) -> LeanStream:
         try:
@@ -97,14 +153,14 @@ class LeanStream:
 
     def close(self) -> None:
         """Close the connection (the engine aborts a sequence whose client went away)."""
+        self._deadline.close()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
 
     async def _io(self, read: Any) -> Any:
         try:
-            async with asyncio.timeout(self._read):
-                return await read
+            return await self._deadline.run(read)
         except TimeoutError:
             raise DispatchError("upstream timeout: ReadTimeout", status_hint=504) from None
         except asyncio.IncompleteReadError:

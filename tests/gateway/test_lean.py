@@ -176,3 +176,86 @@ async def test_a_burst_already_in_the_socket_leaves_the_loop_a_turn_a_chunk() ->
         ticker.cancel()
     assert got == [str(i) for i in range(n)]
     assert during >= n - 1, during
+
+
+@contextlib.asynccontextmanager
+async def paced_server(pieces: list[tuple[float, bytes]]) -> AsyncIterator[str]:
+    """Answers with each piece after its pause (seconds), then closes; a client gone early ends it."""
+    handlers: list[asyncio.Task[None]] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            for pause, data in pieces:
+                await asyncio.sleep(pause)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.append(asyncio.ensure_future(answer(reader, writer)))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/completions"
+    finally:
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers)
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_read_deadline_is_each_read_s_not_the_stream_s() -> None:
+    """Eight events 0.1 s apart with 0.25 s a read: 0.8 s in all, no read over its deadline; then
+    the same stream with one pause of 0.5 s in the middle times out at that read."""
+    events = [(0.1, _chunk(f"data: {i}\n\n".encode())) for i in range(8)]
+    async with paced_server([(0.0, SSE), *events, (0.0, _chunk(b""))]) as url:
+        assert await _events(url, read=0.25) == [str(i) for i in range(8)]
+    slow = [*events[:4], (0.5, events[4][1]), *events[5:]]
+    got: list[str] = []
+    async with paced_server([(0.0, SSE), *slow, (0.0, _chunk(b""))]) as url:
+        with pytest.raises(DispatchError, match="upstream timeout: ReadTimeout"):
+            await _collect(LeanStream(url, {"x": 1}, {}, connect=2.0, read=0.25), got)
+    assert got == ["0", "1", "2", "3"]
+
+
+async def test_a_cancel_during_a_read_stays_a_cancel_and_leaves_no_timer() -> None:
+    """The caller's own cancel is a `CancelledError` (not a read time-out), the task's count of
+    pending cancels is back where it was, and a closed stream's timer is gone."""
+    async with raw_server(SSE, then_close=False, hold=0.5) as url:
+        stream = LeanStream(url, {"x": 1}, {}, connect=2.0, read=0.3)
+        task = asyncio.ensure_future(_read_all(stream))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+        assert stream._deadline._timer is None  # closed by the stream's exit
+        await asyncio.sleep(0.5)  # past the 0.3 s deadline (nothing fires) and the server's hold
+
+
+async def _read_all(stream: LeanStream) -> list[str]:
+    return await _collect(stream, [])
+
+
+async def _collect(stream: LeanStream, into: list[str]) -> list[str]:
+    """Each event's data into ``into`` as it comes (what came before a failure stays there)."""
+    async with stream as s:
+        await s.head()
+        async for data in s.events():
+            into.append(data)
+    return into
+
+
+async def test_a_read_time_out_leaves_the_task_free_to_await_again() -> None:
+    """After a read time-out the task is not left with a pending cancel: it can await on."""
+    async with raw_server(SSE, then_close=False, hold=1.0) as url:
+        with pytest.raises(DispatchError, match="ReadTimeout"):
+            await _events(url, read=0.1)
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        await asyncio.sleep(0.01)  # would raise CancelledError if a cancel were still pending
