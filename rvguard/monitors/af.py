@@ -79,8 +79,12 @@ def _shared(contract: Contract) -> dict[str, Any]:
     return {"contract": contract, "units": units, "spent": {}}
 
 
-def _on_floor(inst: Instance, ev: Event) -> bool:
+def _floor_admit(ev: Event) -> bool:
     return isinstance(ev, Admit) and ev.basis is Basis.FLOOR
+
+
+def _on_floor(inst: Instance, ev: Event) -> bool:
+    return _floor_admit(ev)
 
 
 def _units(inst: Instance) -> int:
@@ -116,6 +120,12 @@ def _over(inst: Instance, ev: Event | None, now: float) -> str:
         f"admitted on the floor beyond B: tenant {inst.tenant!r}'s floor credit admitted in window "
         f"{inst.window} reached {upper['floor_admitted']:g} > B = {upper['floor']:g}"
     )
+
+
+# Both guards of the upper side hold only for a floor admission: the monitor's product takes every
+# other admission on its fast path (`rvguard.monitors.product`, gates).
+_on_floor.event_gate = _floor_admit  # type: ignore[attr-defined]
+_within.event_gate = _floor_admit  # type: ignore[attr-defined]
 
 
 def _upper(then: Loc) -> tuple[Edge, ...]:

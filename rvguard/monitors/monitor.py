@@ -282,10 +282,10 @@ class Monitor:
             self._illegal(ev, wf.Loc(_WF.locs[product.states[state][0]]), inst, out)
             return out
         inst.events.append(ev)
+        if entry <= CHOICE:
+            entry = product.choices[CHOICE - entry].decide(inst, ev)  # SLOW when a gate holds
         if entry >= 0:
             inst.state = entry
-        elif entry <= CHOICE:
-            inst.state = product.choices[CHOICE - entry].decide(inst, ev)
         else:
             locs = list(product.states[state])
             locs[0] = _WF_NEXT[locs[0] * N_KINDS + code]

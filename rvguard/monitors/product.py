@@ -19,6 +19,12 @@ from there:
   ``entitled`` branch at ``arrive`` is one; a choice whose guards are all
   `automaton.entitled` (a fact fixed at the arrival) is precompiled to one
   next state per value of that fact, so no guard is called per request.
+  A choice may also carry *gates*: an automaton whose edges with an update or
+  a bad target all have guards that imply a cheap test of the event alone
+  (the guard's ``event_gate``: AF's upper side, which only a ``floor``
+  admission can take) is decided from its other edges when the test fails,
+  and by the slow path (`SLOW`, returned by `Choice.decide`) when it holds.
+  Every admission passes AF's upper side; only the floor ones pay for it.
 * `SLOW`: some automaton has an update, a bad or timed target or (strict)
   a missing entry. The monitor steps the automata one by one from their
   compiled tables, exactly as before, and interns the result.
@@ -37,7 +43,7 @@ automata; memory O(reachable product states).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..events import Event
 from .automaton import N_KINDS, CompiledAutomaton, Guard, Instance, entitled
@@ -48,6 +54,8 @@ UNKNOWN, ILLEGAL, SLOW = -3, -2, -1
 CHOICE = -4  # entry CHOICE - j is ``choices[j]``
 
 Branch = tuple[int, tuple[tuple[Guard | None, int], ...], int]
+#: a test of the event alone, true when some gated edge may be taken (`gated_move`)
+EventGate = Callable[[Event], bool]
 
 
 def fixed_move(comp: CompiledAutomaton, loc: int, code: int) -> int | None:
@@ -75,6 +83,30 @@ def guarded_move(comp: CompiledAutomaton, loc: int, code: int) -> tuple[tuple[Gu
     return tuple((guard, target) for target, guard, _, _ in edges)
 
 
+def gated_move(
+    comp: CompiledAutomaton, loc: int, code: int
+) -> tuple[EventGate, tuple[tuple[Guard | None, int], ...]] | None:
+    """The gate and the other ``(guard, target)`` edges when every edge with an update or a bad or
+    timed target has a guard that implies one test of the event (its ``event_gate``) and the other
+    edges differ only by guard; else None. With the gate false, those edges cannot be taken."""
+    edges = comp.table[loc * N_KINDS + code]
+    if edges is None:
+        return None
+    gates: set[EventGate] = set()
+    rest: list[tuple[Guard | None, int]] = []
+    for target, guard, update, _ in edges:
+        if update is None and not comp.bad[target] and not comp.timers[target]:
+            rest.append((guard, target))
+            continue
+        gate = getattr(guard, "event_gate", None)
+        if gate is None:
+            return None
+        gates.add(gate)
+    if len(gates) != 1:
+        return None
+    return gates.pop(), tuple(rest)
+
+
 class Choice:
     """A move decided by guards alone.
 
@@ -84,12 +116,16 @@ class Choice:
     guard holds. ``memo`` maps the chosen targets to the next state.
     """
 
-    __slots__ = ("base", "branches", "by_entitled", "memo", "product")
+    __slots__ = ("base", "branches", "by_entitled", "gates", "memo", "product")
 
-    def __init__(self, product: Product, base: list[int], branches: list[Branch]) -> None:
+    def __init__(
+        self, product: Product, base: list[int], branches: list[Branch], gates: Sequence[EventGate] = ()
+    ) -> None:
         self.product = product
         self.base = base
         self.branches = branches
+        #: tests of the event that, when one holds, send it down the slow path (module doc)
+        self.gates = tuple(gates)
         self.memo: dict[tuple[int, ...], int] = {}
         guards = {guard for _, edges, _ in branches for guard, _ in edges}
         #: when every guard is `entitled` (a fact fixed at arrival): the next state for
@@ -97,7 +133,11 @@ class Choice:
         self.by_entitled: list[int] | None = [-1, -1] if guards <= {None, entitled} else None
 
     def decide(self, inst: Instance, ev: Event) -> int:
-        """Evaluate the guards on this request and event; return the next product state."""
+        """Evaluate the guards on this request and event; return the next product state, or `SLOW`
+        when a gate holds (the automata are then stepped one by one)."""
+        for gate in self.gates:
+            if gate(ev):
+                return SLOW
         fixed = self.by_entitled
         if fixed is None:
             return self._decide(inst, ev)
@@ -174,16 +214,30 @@ class Product:
             return ILLEGAL
         new = [wf]
         branches: list[Branch] = []
+        gates: list[EventGate] = []
         for pos, (comp, loc) in enumerate(zip(self.comps, locs[1:], strict=True), start=1):
             target = fixed_move(comp, loc, code)
             if target is None:
                 edges = guarded_move(comp, loc, code)
                 if edges is None:
-                    return SLOW
-                branches.append((pos, edges, loc))
-                target = loc
+                    gated = gated_move(comp, loc, code)
+                    if gated is None:
+                        return SLOW
+                    gates.append(gated[0])
+                    edges = gated[1]
+                target = _single(edges)
+                if target is None:
+                    branches.append((pos, edges, loc))
+                    target = loc
             new.append(target)
-        if not branches:
+        if not branches and not gates:
             return self.intern(tuple(new))
-        self.choices.append(Choice(self, new, branches))
+        self.choices.append(Choice(self, new, branches, gates))
         return CHOICE - (len(self.choices) - 1)
+
+
+def _single(edges: tuple[tuple[Guard | None, int], ...]) -> int | None:
+    """The target of a lone unguarded edge (the move is fixed), else None."""
+    if len(edges) == 1 and edges[0][0] is None:
+        return edges[0][1]
+    return None

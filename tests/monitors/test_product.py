@@ -12,16 +12,27 @@ from __future__ import annotations
 import heapq
 import itertools
 from enum import Enum
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from examples.custom_property import QUEUE_WAIT
 from rvguard.contract import Contract, Entitlement
-from rvguard.events import Arrive, Event, EventKind
+from rvguard.events import Admit, Arrive, Basis, Event, EventKind
+from rvguard.lifecycle import CODE
 from rvguard.monitors import Instance, Monitor, TimedAutomaton, wf
 from rvguard.monitors.monitor import BUILTIN
-from rvguard.monitors.product import CHOICE, ILLEGAL, SLOW, UNKNOWN, Product, fixed_move, guarded_move
+from rvguard.monitors.product import (
+    CHOICE,
+    ILLEGAL,
+    SLOW,
+    UNKNOWN,
+    Product,
+    fixed_move,
+    gated_move,
+    guarded_move,
+)
 
 from .strategies import small_contract, wellformed_traces
 from .test_automaton import STRICT, TIMED
@@ -191,6 +202,53 @@ def test_monitor_matches_the_table_interpreter(
     _check(_broken(events, picks), autos)
 
 
+def _expected_choice(
+    comps: list[Any], locs: tuple[int, ...], code: int, moves: list[int | None]
+) -> tuple[list[Any], list[Any], list[tuple[int, int]]] | None:
+    """What the product should make of a move, from the tables: None when some automaton must be
+    stepped (slow); else the guarded automata's edges, the gates, and the gated edges' targets."""
+    guarded, gates, gated_targets = [], [], []
+    for pos, (c, loc, m) in enumerate(zip(comps, locs[1:], moves, strict=True), start=1):
+        if m is not None:
+            continue
+        edges = guarded_move(c, loc, code)
+        if edges is None:
+            gated = gated_move(c, loc, code)
+            if gated is None:
+                return None
+            gates.append(gated[0])
+            edges = gated[1]
+            gated_targets += [(pos, e[0]) for e in c.table[loc * len(EventKind) + code]]
+            if len(edges) == 1 and edges[0][0] is None:  # fixed once the gate fails
+                continue
+        guarded.append(edges)
+    return guarded, gates, gated_targets
+
+
+def test_a_gated_admission_is_decided_fast_unless_it_is_on_the_floor() -> None:
+    """AF's upper side gates the ``admit`` of a request not entitled (tenant o, B = 0: most of the
+    volume): a surplus admission is decided without stepping (a product state), a floor admission
+    goes to the slow path (`SLOW`), where the upper side counts it. (An entitled request's admit is
+    stepped: AF's demoted clause has no gate, and such admissions are on the floor anyway.)"""
+    wf_c = wf.WF.compile()
+    wf_next = [-1 if e is None else e[0][0] for e in wf_c.table]
+    product = Product(wf_next, wf_c.index[wf.Loc.NEW], wf_c.index[wf.Loc.DONE], [BUILTIN["AF"].compile()])
+    mon = Monitor(CONTRACT, ("AF",))
+    for rid, tenant in (("q", "o"),):
+        arrive = Arrive(0.0, rid, tenant)
+        mon.feed(arrive)
+        inst = mon._live[rid]
+        after = product.resolve(0, CODE[EventKind.ARRIVE])
+        state = after if after >= 0 else product.choices[CHOICE - after].decide(inst, arrive)
+        entry = product.next[state * len(EventKind) + CODE[EventKind.ADMIT]]
+        entry = product.resolve(state, CODE[EventKind.ADMIT]) if entry == UNKNOWN else entry
+        assert entry <= CHOICE, (tenant, entry)
+        choice = product.choices[CHOICE - entry]
+        assert choice.gates, tenant
+        assert choice.decide(inst, Admit(0.1, rid, Basis.SURPLUS)) >= 0
+        assert choice.decide(inst, Admit(0.1, rid, Basis.FLOOR)) == SLOW
+
+
 def test_fast_entries_are_exactly_the_table_fixed_moves() -> None:
     comps = [BUILTIN[n].compile() for n in ("AF", "SF", "DR")]
     wf_c = wf.WF.compile()
@@ -198,6 +256,7 @@ def test_fast_entries_are_exactly_the_table_fixed_moves() -> None:
     product = Product(wf_next, wf_c.index[wf.Loc.NEW], wf_c.index[wf.Loc.DONE], comps)
     frontier = [0]
     seen = {0}
+    gated_seen = 0
     while frontier:
         state = frontier.pop()
         for code in range(len(EventKind)):
@@ -208,21 +267,29 @@ def test_fast_entries_are_exactly_the_table_fixed_moves() -> None:
                 assert entry == ILLEGAL
                 continue
             moves = [fixed_move(c, loc, code) for c, loc in zip(comps, locs[1:], strict=True)]
-            pairs = zip(comps, locs[1:], moves, strict=True)
-            guarded = [guarded_move(c, loc, code) for c, loc, m in pairs if m is None]
-            if None in guarded:
+            expected = _expected_choice(comps, locs, code, moves)
+            if expected is None:
                 assert entry == SLOW
                 continue
+            guarded, gates, gated_targets = expected
             successors = []
-            if guarded:
+            if guarded or gates:
                 assert entry <= CHOICE
                 choice = product.choices[CHOICE - entry]
                 assert [b[1] for b in choice.branches] == guarded
+                assert list(choice.gates) == gates
+                gated_seen += bool(gates)
                 for pos, edges, stay in choice.branches:  # each guarded automaton's possible targets
                     for target in {stay, *(to for _, to in edges)}:
                         locs2 = list(choice.base)
                         locs2[pos] = target
                         successors.append(product.intern(tuple(locs2)))
+                for pos, target in gated_targets:  # where a gated edge (the slow path) may lead
+                    locs2 = list(choice.base)
+                    locs2[pos] = target
+                    successors.append(product.intern(tuple(locs2)))
+                if not choice.branches:
+                    successors.append(product.intern(tuple(choice.base)))
             else:
                 assert product.states[entry][1:] == tuple(moves)
                 successors.append(entry)
@@ -230,4 +297,5 @@ def test_fast_entries_are_exactly_the_table_fixed_moves() -> None:
                 if nxt not in seen:
                     seen.add(nxt)
                     frontier.append(nxt)
+    assert gated_seen  # AF's upper side: admissions are gated, not slow
     assert len(product.states) < 5 * 6 * 4 * 6  # far fewer than all tuples
