@@ -47,6 +47,7 @@ from rvguard.events import (
     Basis,
     Demote,
     Dispatch,
+    Drop,
     Event,
     Fail,
     Proposal,
@@ -267,14 +268,21 @@ class RedlineCoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: getattr(self, "relief", None) is not None)
     @rule(dt=st.sampled_from([0.0, 0.5, 2.0, 40.0]))
     def expire_held(self, dt: float) -> None:
-        """Rationed: the held past the bound are answered ``hold-bound``, and nothing else."""
+        """Rationed: the held past the bound are answered ``hold-bound``; then, as `expire_held` says,
+        the surplus queued behind them dispatches as slots allow (the last held gone, nothing else
+        may come to wake it), and nothing else happens. (This rule once allowed the fails alone: a
+        run whose expiry freed the gate for a queued request stopped here, the dispatch never fed to
+        the monitor, and the teardown's completion of that request read as a WF break.)"""
         self.now += dt
         held_since = {e.rid: e.t for e in self.trace if isinstance(e, Demote)}
         events = self.core.expire_held(self.now)
         assert self.relief is not None
-        for ev in events:
-            assert isinstance(ev, Fail) and ev.reason == HOLD_BOUND
+        fails = [ev for ev in events if isinstance(ev, Fail)]
+        assert events[: len(fails)] == fails, events  # the answers first, then what the fill does
+        for ev in fails:
+            assert ev.reason == HOLD_BOUND
             assert self.now - held_since[ev.rid] >= self.relief.hold_bound
+        assert all(isinstance(ev, (Dispatch, Drop)) for ev in events[len(fails) :]), events
         self._take(events)
 
     @rule(
@@ -344,10 +352,15 @@ class RedlineCoreMachine(RuleBasedStateMachine):
         agree(self.core, self.trace)  # the core's record is what its trace says, evictions included
 
     def _recover(self) -> None:
-        """Feed fresh healthy samples until the redline stops firing (a bounded number of rounds)."""
+        """Feed fresh healthy samples until the redline stops firing and no request is held (a
+        bounded number of rounds). Not firing is not enough: rationed relief restores held work by
+        the allowance the smoothed headroom gives, and while one request is held no surplus is
+        dispatched, so a stop at the first clear sample left work queued beside a free slot (a
+        held request waiting for allowance, and an entitled one demoted by a pool refusal behind
+        it), which the shutdown then failed."""
         redline = self.core.redline
         for _ in range(200):
-            if redline is None or not redline.firing:
+            if redline is None or (not redline.firing and not self.core.held):
                 return
             for resource in [r.name for r in redline.config.resources]:
                 last = self.sample_t[resource]
@@ -387,3 +400,62 @@ TestRedlineCoreMachine = RedlineCoreMachine.TestCase
 TestRedlineCoreMachine.settings = settings(
     max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+class _Draws:
+    """Stands in for hypothesis's ``data`` object: hands out recorded draws in order."""
+
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object) -> object:
+        return self.values.pop(0)
+
+
+def test_a_shutdown_after_recovery_fails_nothing_entitled() -> None:
+    """Found by the machine on a clean clone (shrunk): a request held for lack of allowance gates
+    every surplus request, so the teardown's drain must go on until none is held; before, it stopped
+    at the first clear sample and the shutdown failed an entitled request demoted by a pool refusal
+    (a PR violation). The steps as the machine ran them, then its teardown's checks."""
+    state = RedlineCoreMachine()
+    state.setup(slots=1, floor=1, excess="demote", reserve=0, drop=False, both=False, h_min=0.1, margin=0.0,
+                alpha=0.1, horizon=0.0, dwell=1, grace=0.0, staleness=5.0, hold_bound=1.0)  # fmt: skip
+    state.settle(n=1, resource="kv_cache", value=0.0)
+    state.arrive(admit=False, dt=0.0, hint=None, pool=None, prompt=0, tenant="assured")
+    state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")
+    state.poll(dt=60.0)
+    state.arrive(admit=True, dt=0.0, hint=None, pool=None, prompt=0, tenant="opp")
+    state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")
+    state.teardown()
+    shutdown = [e.rid for e in state.trace if isinstance(e, Fail) and e.reason == "shutdown"]
+    assert shutdown == []  # drained: everything dispatched and completed
+
+
+def test_the_expiry_of_the_last_held_request_dispatches_the_surplus_behind_it() -> None:
+    """Found by the machine (shrunk, its steps below as it ran them; the cancels of requests never
+    seen change nothing): `expire_held` fails the held past the bound and then fills the freed slot;
+    the rule that allowed the fails alone stopped there, so that dispatch never reached the monitor
+    and the request's completion read as a WF break."""
+    state = RedlineCoreMachine()
+    state.setup(slots=1, floor=0, excess="demote", reserve=1, drop=False, both=False, h_min=0.1, margin=0.0,
+                alpha=0.1, horizon=0.0, dwell=1, grace=0.0, staleness=5.0, hold_bound=1.0)  # fmt: skip
+    state.settle(n=1, resource="kv_cache", value=0.0)
+    state.arrive(admit=False, dt=0.0, hint=None, pool=None, prompt=0, tenant="assured")
+    state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")
+    state.cancel(data=_Draws("r2"))  # type: ignore[arg-type]
+    state.poll(dt=60.0)
+    state.arrive(admit=True, dt=0.0, hint=None, pool=None, prompt=0, tenant="opp")
+    state.cancel(data=_Draws("r3"))  # type: ignore[arg-type]
+    state.settle(n=2, resource="kv_cache", value=0.0)
+    state.sample(data=_Draws(), dt=0.0, how="fresh", resource="kv_cache", value=0.0)  # type: ignore[arg-type]
+    state.arrive(admit=True, dt=0.0, hint=None, pool=None, prompt=0, tenant="assured")
+    state.cancel(data=_Draws("r4"))  # type: ignore[arg-type]
+    state.arrive(admit=False, dt=0.0, hint=None, pool=None, prompt=0, tenant="opp")
+    state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")  # held
+    state.arrive(admit=True, dt=10.0, hint=0.0, pool=None, prompt=0, tenant="opp")  # queued behind it
+    state.sample(data=_Draws(), dt=0.0, how="fresh", resource="kv_cache", value=1.0)  # type: ignore[arg-type]
+    before = len(state.trace)
+    state.expire_held(dt=0.0)
+    kinds = [(e.kind.value, e.rid) for e in state.trace[before:]]
+    assert kinds == [("fail", "r6"), ("dispatch", "r7")], kinds
+    state.teardown()
