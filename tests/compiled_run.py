@@ -5,7 +5,7 @@ test first on ``sys.path`` and ``RVGUARD_PURE`` set or not). It prints which rvg
 loaded compiled, then for each case the whole simulator trace (the decision core's events), the
 online monitor's violations and metrics, and the verdicts on a perturbed copy of the trace (events
 dropped and repeated: WF breaks, missed deadlines), the core's under a firing redline, and the
-Guard's (its asyncio edge) over a seeded dispatcher that yields, fails and times out.
+Guard's (its asyncio edge) over a seeded dispatcher that yields and fails.
 """
 
 from __future__ import annotations

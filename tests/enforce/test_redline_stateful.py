@@ -412,14 +412,21 @@ class _Draws:
         return self.values.pop(0)
 
 
+def _shrunk_machine(*, floor: int, reserve: int) -> RedlineCoreMachine:
+    """The machine as both shrunk runs below set it up: one slot, rationed relief, a 0.1 redline."""
+    state = RedlineCoreMachine()
+    state.setup(slots=1, floor=floor, excess="demote", reserve=reserve, drop=False, both=False,
+                h_min=0.1, margin=0.0, alpha=0.1, horizon=0.0, dwell=1, grace=0.0, staleness=5.0,
+                hold_bound=1.0)  # fmt: skip
+    return state
+
+
 def test_a_shutdown_after_recovery_fails_nothing_entitled() -> None:
     """Found by the machine on a clean clone (shrunk): a request held for lack of allowance gates
     every surplus request, so the teardown's drain must go on until none is held; before, it stopped
     at the first clear sample and the shutdown failed an entitled request demoted by a pool refusal
     (a PR violation). The steps as the machine ran them, then its teardown's checks."""
-    state = RedlineCoreMachine()
-    state.setup(slots=1, floor=1, excess="demote", reserve=0, drop=False, both=False, h_min=0.1, margin=0.0,
-                alpha=0.1, horizon=0.0, dwell=1, grace=0.0, staleness=5.0, hold_bound=1.0)  # fmt: skip
+    state = _shrunk_machine(floor=1, reserve=0)
     state.settle(n=1, resource="kv_cache", value=0.0)
     state.arrive(admit=False, dt=0.0, hint=None, pool=None, prompt=0, tenant="assured")
     state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")
@@ -436,9 +443,7 @@ def test_the_expiry_of_the_last_held_request_dispatches_the_surplus_behind_it() 
     seen change nothing): `expire_held` fails the held past the bound and then fills the freed slot;
     the rule that allowed the fails alone stopped there, so that dispatch never reached the monitor
     and the request's completion read as a WF break."""
-    state = RedlineCoreMachine()
-    state.setup(slots=1, floor=0, excess="demote", reserve=1, drop=False, both=False, h_min=0.1, margin=0.0,
-                alpha=0.1, horizon=0.0, dwell=1, grace=0.0, staleness=5.0, hold_bound=1.0)  # fmt: skip
+    state = _shrunk_machine(floor=0, reserve=1)
     state.settle(n=1, resource="kv_cache", value=0.0)
     state.arrive(admit=False, dt=0.0, hint=None, pool=None, prompt=0, tenant="assured")
     state.arrive(admit=False, dt=0.0, hint=None, pool="pool-refused", prompt=0, tenant="assured")

@@ -62,15 +62,19 @@ async def landed_burst(client: httpx.AsyncClient, urls: list[str], traces: list[
     raise AssertionError("three bursts in a row reached the replicas outside the window they were sent in")
 
 
+def _records(traces: list[Path]) -> list[dict[str, Any]]:
+    """Every record of the traces so far (their segment headers included)."""
+    return [json.loads(line) for t in traces for line in t.read_text().splitlines()]
+
+
 def arrivals(traces: list[Path]) -> list[tuple[str, float]]:
     """(rid, time) of every arrival in the traces so far."""
-    records = [json.loads(line) for t in traces for line in t.read_text().splitlines()]
-    return [(r["rid"], r["t"]) for r in records if r.get("kind") == "arrive"]
+    return [(r["rid"], r["t"]) for r in _records(traces) if r.get("kind") == "arrive"]
 
 
 def floor_admits(traces: list[Path]) -> Counter[int]:
     """Floor admissions per window of their arrival, from the raw records."""
-    records = [json.loads(line) for t in traces for line in t.read_text().splitlines()]
+    records = _records(traces)
     arrived = {r["rid"]: r["t"] for r in records if r["kind"] == "arrive"}
     return Counter(
         int(arrived[r["rid"]] // WINDOW) for r in records if r["kind"] == "admit" and r["basis"] == "floor"
