@@ -16,8 +16,10 @@ installs (``pip install -e``, as ``make test`` uses) never compile: they must ke
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -94,19 +96,48 @@ def ext_modules() -> list[Any]:
         _say("RVGUARD_COMPILE=0: building pure Python")
         WHY_PURE[:] = ["RVGUARD_COMPILE=0"]
         return []
-    try:
-        from mypyc.build import mypycify
-    except ImportError:
+    if importlib.util.find_spec("mypyc") is None:  # mypyc itself runs in `_mypycify`'s child
         return _fallback("mypyc (from mypy) is not importable in the build environment")
     problem = _compiler_problem()
     if problem is not None:
         return _fallback(problem)
     try:  # missing imports: optional extras' modules, none of them compiled
-        # multi_file: one C file a module, which `_BuildExt` compiles side by side (one big file
-        # took 37 s of one core's -O3 here)
-        return list(mypycify(["--ignore-missing-imports", *COMPILED], opt_level="3", multi_file=True))
+        return _mypycify(["--ignore-missing-imports", *COMPILED])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - mypyc's refusal, reported and survived
         return _fallback(f"mypyc refused the sources ({exc})")
+
+
+#: run by `_mypycify` in a process of its own: mypyc's extensions, pickled to argv[1]; then it leaves
+#: at once, without tearing mypy's state down
+_MYPYCIFY = """
+import os, pickle, sys
+from mypyc.build import mypycify
+# multi_file: one C file a module, which `_BuildExt` compiles side by side (one big file took 37 s
+# of one core's -O3 here)
+extensions = mypycify(sys.argv[2:], opt_level="3", multi_file=True)
+with open(sys.argv[1], "wb") as out:
+    pickle.dump(extensions, out)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
+"""
+
+
+def _mypycify(args: list[str]) -> list[Any]:
+    """mypyc's extension modules (its C files written under ``build/``), made in a child process.
+
+    Why a child: freeing mypy's state at the end of the process took 7 s of a 60 s build here
+    (`make test` waits on the build), after the work was done; the child leaves with ``os._exit``
+    once its result is written, and any failure of mypyc's is still its exit status."""
+    import pickle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "extensions.pickle"
+        done = subprocess.run([sys.executable, "-c", _MYPYCIFY, str(out), *args], check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"mypyc exited with status {done.returncode} (its output is above)")
+        with out.open("rb") as f:
+            return list(pickle.load(f))
 
 
 class _BuildPy(build_py):
