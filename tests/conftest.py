@@ -121,15 +121,18 @@ SLOW_FIRST: tuple[str, ...] = (
     "tests/test_compiled.py",  # builds the mypyc extension: minutes, and collected last of all
     "tests/test_packaging.py",  # builds an sdist and a wheel and installs it in a fresh venv
     "tests/fleet/test_gateway_fleet.py",  # replicas over Redis, several contract windows a test
-    "tests/integrations/test_litellm_proxy.py",  # LiteLLM's proxy started in its own venv
     "tests/test_docs.py",  # the mkdocs --strict build
 )
+#: files that wait for an install `make test` runs beside the tests (LiteLLM's proxy, niced: the
+#: Makefile's LITELLM_WAIT): handed out last, by when it has ended, so no worker idles waiting for it
+LAST: tuple[str, ...] = ("tests/integrations/test_litellm_proxy.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that use the real engine ``engine``: `make unit` runs them apart, one at a
     time after the rest, since they pin CPUs and measure latency (and each xdist worker would
-    otherwise start its own engine). Then put the known slow files first (a stable sort)."""
+    otherwise start its own engine). Then put the known slow files first and the ones that wait for an
+    install last (a stable sort)."""
     strays = []
     for item in items:
         if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name.endswith("_vllm.py"):
@@ -141,8 +144,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"engine tests outside ENGINE_DIRS {ENGINE_DIRS} (tests/conftest.py, Makefile): {strays}"
         )
     _pure_build_apart(items)
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)} | dict.fromkeys(LAST, len(SLOW_FIRST) + 1)
+    items.sort(key=lambda item: rank.get(_relative(item.path), len(SLOW_FIRST)))
     _kills_last(items)
 
 

@@ -16,6 +16,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,11 +50,29 @@ CONTRACT: dict[str, Any] = {
 }
 
 
+#: `make test` names here the file `make litellm` writes when its install ends (passed or not): the
+#: tests start without waiting for that install, and this one waits for it (see the Makefile)
+INSTALL_AFTER = "RVGUARD_LITELLM_AFTER"
+
+
 def _python() -> Path:
     python = VENV / "bin" / "python"
+    _wait_for_install(os.environ.get(INSTALL_AFTER), timeout=900.0)
     if not (VENV / ".rvguard-ready").exists():
         pytest.fail(f"{VENV} is missing: `make litellm` builds it (see build/litellm_env.log)", pytrace=False)
     return python
+
+
+def _wait_for_install(after: str | None, *, timeout: float) -> None:
+    """Until ``after`` exists (the install has ended), when one is named; fails after ``timeout`` s."""
+    if not after:
+        return
+    deadline = time.monotonic() + timeout
+    while not Path(after).exists():
+        if time.monotonic() > deadline:
+            why = f"`make litellm` did not end within {timeout:.0f} s ({after} is missing)"
+            pytest.fail(why, pytrace=False)
+        time.sleep(0.5)
 
 
 def _port() -> int:
@@ -220,3 +240,15 @@ async def test_the_floor_holds_in_front_of_a_litellm_proxy(tmp_path: Path) -> No
     assert report["holds"] and report["violations"] == [] and report["sf_attribution"]["guard_fault"] == 0
     causes = {(a["property"], a["cause"]) for a in report["attributed"]}
     assert causes <= {("SF", "precondition")} and (check.returncode == 0) == (not causes), causes
+
+
+def test_the_wait_for_the_install_ends_when_it_does_and_fails_past_its_time(tmp_path: Path) -> None:
+    """`make test` starts this file's test beside LiteLLM's install: it waits for the install's end."""
+    done = tmp_path / "litellm.done"
+    threading.Timer(0.3, done.touch).start()
+    t0 = time.monotonic()
+    _wait_for_install(str(done), timeout=30.0)
+    assert done.exists() and time.monotonic() - t0 >= 0.25
+    _wait_for_install(None, timeout=0.0)  # no install named: nothing to wait for
+    with pytest.raises(pytest.fail.Exception, match="did not end within"):
+        _wait_for_install(str(tmp_path / "never"), timeout=0.2)
