@@ -47,7 +47,9 @@ from ._support import (
 from .conftest import Engine
 
 KEYS = {"assured": "sk-assured", "opportunistic": "sk-opp"}
-N, CAP = 300, 96
+# N: at 2.5x capacity the direct side's assured miss is about 0.9 (asserted >= 0.3) with 200 requests as
+# with 300; each fewer request is a fraction of a second less of `make test`
+N, CAP = 200, 96
 OVERLOAD = 2.5  # offered rate / the engine's measured capacity at CAP tokens
 SLICE = SHARED_TRACES / "azure_conv_slice.csv"
 
