@@ -42,17 +42,18 @@ typecheck: $(STAMP)
 
 # The real vLLM CPU engine for the gateway's end-to-end tests (its own venv, ~2 min and 3.4 GB
 # the first time). A failure does not stop `make test`: the engine tests then fail with its reason.
-# Niced, as is LiteLLM's install: nothing needs them before the tests have run a while, while .venv
-# and the compiled tree hold up every test (on a fresh clone here, the tests started after 60 s
-# instead of 101 s).
+# Not niced (LiteLLM's install is): the engines start from it while the tests run, niced, and must be
+# up when they end; niced too, it was ready at 172 s instead of 84 s and the engines 26 s late.
 engine:
 	@mkdir -p build
-	@nice -n 10 bash scripts/vllm_env.sh .venv-vllm >> build/vllm_env.log 2>&1 || \
+	@bash scripts/vllm_env.sh .venv-vllm >> build/vllm_env.log 2>&1 || \
 		{ echo "engine: scripts/vllm_env.sh failed (see build/vllm_env.log); the engine tests will fail"; \
 		  tail -n 20 build/vllm_env.log; }
 
 # LiteLLM's proxy for the integration test (tests/integrations): its own venv, ~1 min the first
-# time. A failure does not stop `make test`: that test then fails with its reason. It writes
+# time. A failure does not stop `make test`: that test then fails with its reason. Niced: in `make
+# test` nothing waits for it but that one test, handed out last, while every test waits for .venv and
+# the compiled tree. It writes
 # LITELLM_AFTER when it ends, passed or not: in `make test` (LITELLM_WAIT set) the tests do not wait
 # for this install, that one test does (tests/integrations/test_litellm_proxy.py).
 LITELLM_AFTER := $(CURDIR)/build/litellm.done
