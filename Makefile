@@ -9,19 +9,6 @@ STAMP := $(VENV)/.installed
 # compiler works the tree is pure Python, and so is what runs (`rvguard --version` says why).
 COMPILED_TREE := $(CURDIR)/build/compiled
 COMPILED_RUN := RVGUARD_COMPILED_TREE=$(COMPILED_TREE)
-# Who builds the tree (scripts/compiled_tree.py: stdlib and pip): the Python that makes .venv, when it
-# has pip and is the venv's own (or .venv is not made yet), so that a fresh clone's build starts beside
-# the venv's install instead of after it; else the venv's Python, once installed.
-BUILDER := $(shell $(PYTHON) -c "import pip, sys; print(sys.executable)" 2>/dev/null)
-ifneq ($(wildcard $(PY)),)
-ifneq ($(shell $(PY) -c "import sys; print(sys.version)" 2>/dev/null),$(shell $(BUILDER) -c "import sys; print(sys.version)" 2>/dev/null))
-BUILDER :=
-endif
-endif
-ifeq ($(BUILDER),)
-BUILDER := $(PY)
-BUILDER_NEEDS := $(STAMP)
-endif
 
 .PHONY: demo test test-parts lint typecheck typecheck-late engine litellm promtool redis unit unit-fast unit-engine bench bench-pure compiled clean
 
@@ -30,7 +17,7 @@ $(STAMP): pyproject.toml
 	PYTHON=$(PYTHON) bash scripts/pyinstall.sh $(VENV) -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP) compiled
+demo: compiled
 	$(COMPILED_RUN) $(VENV)/bin/rvguard demo
 
 lint: $(STAMP)
@@ -131,7 +118,7 @@ test-parts: lint typecheck-late compiled engine litellm promtool redis unit-fast
 typecheck-late: compiled
 	@$(MAKE) --no-print-directory typecheck
 
-bench: $(STAMP) compiled
+bench: compiled
 	$(COMPILED_RUN) $(PY) -m benchmarks
 
 # The same benchmarks on the .py sources (the editable install alone).
@@ -143,9 +130,9 @@ bench-pure: $(STAMP)
 # .py sources: an edit takes effect at once; with it, `make compiled` first. Also the checkout's
 # bytecode (__pycache__, refreshed for the files changed since): where PYTHONDONTWRITEBYTECODE is set
 # no process writes it, and every one the tests start would compile the modules it imports.
-compiled: $(BUILDER_NEEDS)
-	$(BUILDER) -m compileall -q -j 0 rvguard tests benchmarks examples scripts
-	$(BUILDER) scripts/compiled_tree.py
+compiled: $(STAMP)
+	$(PY) -m compileall -q -j 0 rvguard tests benchmarks examples scripts
+	$(PY) scripts/compiled_tree.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .venv-litellm
