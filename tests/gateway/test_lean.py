@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from rvguard.errors import DispatchError
+from rvguard.gateway import lean
 from rvguard.gateway.lean import LeanStream, TransportFailure, lean_capable
 
 SSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -176,6 +177,32 @@ async def test_a_burst_already_in_the_socket_leaves_the_loop_a_turn_a_chunk() ->
         ticker.cancel()
     assert got == [str(i) for i in range(n)]
     assert during >= n - 1, during
+
+
+async def test_a_turn_is_given_only_where_the_read_did_not_give_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces that come 20 ms apart each wait for their bytes (the loop turns then): no turn is added
+    for them. A burst already in the socket is read without waiting: a turn is added a piece."""
+    given = 0
+    give = lean._give_a_turn
+
+    async def counted() -> None:
+        nonlocal given
+        given += 1
+        await give()
+
+    monkeypatch.setattr(lean, "_give_a_turn", counted)
+    n = 12
+    paced = [(0.02, _chunk(f"data: {i}\n\n".encode())) for i in range(n)]
+    async with paced_server([(0.0, SSE), *paced, (0.02, _chunk(b""))]) as url:
+        assert await _events(url, read=2.0) == [str(i) for i in range(n)]
+    assert given <= 2, given  # (a piece split over two reads, or two pieces in one, may add one)
+    given = 0
+    burst = b"".join(_chunk(f"data: {i}\n\n".encode()) for i in range(n)) + _chunk(b"")
+    async with raw_server(SSE + burst, hold=0.5) as url, LeanStream(url, {}, {}, connect=2.0, read=5.0) as s:
+        await s.head()
+        await asyncio.sleep(0.2)  # the whole burst is in the socket before the first read
+        assert [d async for d in s.events()] == [str(i) for i in range(n)]
+    assert given >= n - 1, given
 
 
 @contextlib.asynccontextmanager
