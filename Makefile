@@ -39,7 +39,7 @@ engine:
 
 # LiteLLM's proxy for the integration test (tests/integrations): its own venv, ~1 min the first
 # time. A failure does not stop `make test`: that test then fails with its reason. Niced: in `make
-# test` nothing waits for it but that one test, handed out last, while every test waits for .venv and
+# test` nothing waits for it but that one test, handed out halfway, while every test waits for .venv and
 # the compiled tree. It writes
 # LITELLM_AFTER when it ends, passed or not: in `make test` (LITELLM_WAIT set) the tests do not wait
 # for this install, that one test does (tests/integrations/test_litellm_proxy.py).

@@ -124,15 +124,16 @@ SLOW_FIRST: tuple[str, ...] = (
     "tests/test_docs.py",  # the mkdocs --strict build
 )
 #: files that wait for an install `make test` runs beside the tests (LiteLLM's proxy, niced: the
-#: Makefile's LITELLM_WAIT): handed out last, by when it has ended, so no worker idles waiting for it
-LAST: tuple[str, ...] = ("tests/integrations/test_litellm_proxy.py",)
+#: Makefile's LITELLM_WAIT): handed out halfway, by when it has ended (about a third of the way in a
+#: clean clone), so that no worker idles waiting for it and it does not run alone at the end
+HALFWAY: tuple[str, ...] = ("tests/integrations/test_litellm_proxy.py",)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that use the real engine ``engine``: `make unit` runs them apart, one at a
     time after the rest, since they pin CPUs and measure latency (and each xdist worker would
-    otherwise start its own engine). Then put the known slow files first and the ones that wait for an
-    install last (a stable sort)."""
+    otherwise start its own engine). Then put the known slow files first (a stable sort) and the ones
+    that wait for an install halfway."""
     strays = []
     for item in items:
         if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name.endswith("_vllm.py"):
@@ -144,8 +145,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             f"engine tests outside ENGINE_DIRS {ENGINE_DIRS} (tests/conftest.py, Makefile): {strays}"
         )
     _pure_build_apart(items)
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)} | dict.fromkeys(LAST, len(SLOW_FIRST) + 1)
-    items.sort(key=lambda item: rank.get(_relative(item.path), len(SLOW_FIRST)))
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(_relative(item.path), len(rank)))
+    _halfway(items)
     _kills_last(items)
 
 
@@ -167,6 +169,14 @@ def _pure_build_apart(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("pure_build"):
             item.add_marker(skip)
+
+
+def _halfway(items: list[pytest.Item]) -> None:
+    """Move the `HALFWAY` files' tests to the middle of the session (by test count)."""
+    moved = [i for i in items if _relative(i.path) in HALFWAY]
+    if moved:
+        rest = [i for i in items if _relative(i.path) not in HALFWAY]
+        items[:] = rest[: len(rest) // 2] + moved + rest[len(rest) // 2 :]
 
 
 def _kills_last(items: list[pytest.Item]) -> None:
