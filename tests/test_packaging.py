@@ -9,6 +9,7 @@ README's "installed" lines from a directory outside the checkout. About half a m
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +132,33 @@ def test_the_wheel_runs_the_readme_commands(installed: tuple[Path, dict[str, str
         done = _run(["/bin/sh", "-c", command], cwd=elsewhere, env=env)
         assert done.returncode == expected, (command, done.stdout[-2000:], done.stderr[-2000:])
         assert "Traceback" not in done.stderr, (command, done.stderr)
+
+
+def _setup_part(*names: str) -> dict[str, Any]:
+    """setup.py's imports and the named top-level definitions, without running its ``setup()``."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    keep = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        or (isinstance(node, ast.FunctionDef) and node.name in names)
+        or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets))
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "setup.py", "exec"), namespace)
+    return namespace
+
+
+def test_mypyc_runs_in_a_child_whose_failure_the_build_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child that runs mypyc leaves with ``os._exit``: its extensions still come back, and a
+    refusal still reaches the build as an error (which `ext_modules` turns into the pure fallback)."""
+    mypycify = _setup_part("_MYPYCIFY", "_mypycify")["_mypycify"]
+    monkeypatch.chdir(tmp_path)  # mypyc writes its C files under ./build
+    (tmp_path / "fine.py").write_text("def twice(x: int) -> int:\n    return 2 * x\n")
+    [extension] = mypycify(["fine.py"])
+    assert extension.name == "fine" and (tmp_path / "build").is_dir()
+    (tmp_path / "wrong.py").write_text('x: int = "not an int"\n')
+    with pytest.raises(SystemExit, match="mypyc exited with status 1"):
+        mypycify(["wrong.py"])
