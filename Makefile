@@ -38,11 +38,10 @@ engine:
 		  tail -n 20 build/vllm_env.log; }
 
 # LiteLLM's proxy for the integration test (tests/integrations): its own venv, ~1 min the first
-# time. A failure does not stop `make test`: that test then fails with its reason. Niced: in `make
-# test` nothing waits for it but that one test, handed out halfway, while every test waits for .venv and
-# the compiled tree. It writes
+# time. A failure does not stop `make test`: that test then fails with its reason. It writes
 # LITELLM_AFTER when it ends, passed or not: in `make test` (LITELLM_WAIT set) the tests do not wait
-# for this install, that one test does (tests/integrations/test_litellm_proxy.py).
+# for this install, that one test does (tests/integrations/test_litellm_proxy.py, handed out halfway),
+# and the install runs niced, while every test waits for .venv and the compiled tree.
 LITELLM_AFTER := $(CURDIR)/build/litellm.done
 LITELLM_WAIT :=
 litellm:
@@ -108,7 +107,7 @@ unit:
 # tests run once unit-fast has ended, passed or not).
 test:
 	@rm -f $(ENGINE_AFTER) $(LITELLM_AFTER)
-	@$(MAKE) --no-print-directory -k -j6 --output-sync=target test-parts ENGINE_WAIT=RVGUARD_ENGINE_AFTER=$(ENGINE_AFTER) \
+	@$(MAKE) --no-print-directory -k -j5 --output-sync=target test-parts ENGINE_WAIT=RVGUARD_ENGINE_AFTER=$(ENGINE_AFTER) \
 		LITELLM_WAIT=RVGUARD_LITELLM_AFTER=$(LITELLM_AFTER)
 
 test-parts: lint typecheck-late compiled engine litellm promtool redis unit-fast unit-engine
