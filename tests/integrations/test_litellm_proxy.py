@@ -124,9 +124,8 @@ async def _proxy(tmp: Path, upstream: str) -> AsyncIterator[tuple[str, Path]]:
         "RVGUARD_KEYS": str(keys),
         "RVGUARD_TRACE": str(trace),
     }
-    log = (tmp / "litellm.log").open("wb")
     cmd = [
-        str(_python().parent / "litellm"),
+        str(_python().parent / "litellm"),  # fails the test while the install is missing: no log opened
         "--config",
         str(config),
         "--host",
@@ -134,6 +133,7 @@ async def _proxy(tmp: Path, upstream: str) -> AsyncIterator[tuple[str, Path]]:
         "--port",
         str(port),
     ]
+    log = (tmp / "litellm.log").open("wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
