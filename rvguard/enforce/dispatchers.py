@@ -7,7 +7,8 @@ transport failures to `DispatchError` with the HTTP status (or 502/504), so
 the reason in the trace names what went wrong; a stream that breaks after a
 200 (a malformed chunk, an ``error`` chunk, no ``[DONE]``) fails the request
 too. It opens one connection per request (`fresh_connections`, shared with
-the gateway).
+the gateway's httpx calls; the gateway's own streamed reader, `rvguard.gateway.lean`,
+keeps its connections alive, with the retry that makes that safe).
 
 A dispatcher that relays the stream as it comes is a `StreamingDispatcher`: the same one method,
 with a keyword-only ``stream`` (`Stream`: a callback for each chunk, one for the tokens generated so

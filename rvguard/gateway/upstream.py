@@ -42,7 +42,7 @@ from ..enforce.dispatchers import Response, Stream, decided_cap, fresh_connectio
 from ..enforce.request import Request
 from ..enforce.stream import Assembly, data_chunks, http_error, sse_chunks
 from ..errors import DispatchError, MissingExtraError, SpecError
-from .lean import LeanStream, lean_capable
+from .lean import Connections, LeanStream, lean_capable
 from .outlier import Outlier
 
 if TYPE_CHECKING:
@@ -207,6 +207,7 @@ class UpstreamDispatcher:
         self._contract = contract
         self._owned = client is None
         self._lean = client is None and lean_capable(self.base_url)  # the lean reader (`lean`)
+        self._connections = Connections() if self._lean else None  # its kept-alive connections
         self._timeouts = (connect_timeout, read_timeout)
         timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         limits = fresh_connections()
@@ -219,11 +220,14 @@ class UpstreamDispatcher:
         self.outlier: Outlier | None = None  # told each dispatch's outcome (`rvguard.gateway.outlier`)
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this dispatcher created it (a trial under way stops first)."""
+        """Close the HTTP client if this dispatcher created it, and the kept connections (a trial under
+        way stops first)."""
         if self.outlier is not None:
             await self.outlier.aclose()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._connections is not None:
+            await self._connections.aclose()
         if self._owned:
             await self.client.aclose()
 
@@ -283,7 +287,8 @@ class UpstreamDispatcher:
     ) -> Response:
         """`dispatch` through `lean.LeanStream` (a plain-HTTP engine, no proxy, no client injected)."""
         connect, read = self._timeouts
-        lean = LeanStream(url, self.body(request), headers, connect=connect, read=read)
+        body, pool = self.body(request), self._connections
+        lean = LeanStream(url, body, headers, connect=connect, read=read, pool=pool)
         start = self._clock.now()
         async with lean:
             await lean.head()

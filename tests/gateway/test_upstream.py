@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from rvguard.enforce.dispatchers import DispatchError, Stream
@@ -63,15 +65,35 @@ async def test_relays_chunks_and_builds_the_response() -> None:
     assert await ch.get() is END
 
 
-async def test_every_request_gets_its_own_connection() -> None:
-    """No idle connection is reused: reuse races the server's keep-alive close (a bare ReadError)."""
+async def test_streams_share_a_kept_connection_and_other_calls_open_their_own() -> None:
+    """Streamed dispatches (the lean reader) reuse the connection the last one left (`lean.Connections`);
+    the httpx calls (``/v1/models``) keep none: their pool can hand out a connection it is closing."""
     async with FakeUpstream() as up:
         d = UpstreamDispatcher(up.url, contract=contract())
         for _ in range(3):
             await d.dispatch(req("hi"))
             assert (await d.get_json("/v1/models"))[0] == 200
+            await asyncio.sleep(0.01)  # the stream's body ends in the background: then it is kept
         await d.aclose()
-    assert up.served == 3 and up.connections == 6
+    assert up.served == 3 and up.connections == 1 + 3
+
+
+async def test_a_stream_cut_by_its_client_closes_its_connection_and_the_engine_sees_the_abort() -> None:
+    async with FakeUpstream(token_delay=0.02) as up:
+        d = UpstreamDispatcher(up.url, contract=contract())
+        task = asyncio.ensure_future(d.dispatch(req("hi", max_tokens=50)))
+        while up.active == 0:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if up.aborted:
+                break
+            await asyncio.sleep(0.01)
+        await d.dispatch(req("hi"))
+        await d.aclose()
+    assert up.aborted == 1 and up.connections == 2
 
 
 @pytest.mark.parametrize(
