@@ -360,15 +360,17 @@ async def _give_a_turn() -> None:
 class Connections:
     """The idle keep-alive connections to one engine, for the streams to it (see module doc).
 
-    Memory: at most `MAX_IDLE` connections, each kept `IDLE_S` at most after its last answer.
+    Memory: at most `MAX_IDLE` connections, each kept `IDLE_S` at most after its last answer (one
+    timer closes the expired ones, so that none lingers half-closed once the engine has dropped it).
     """
 
-    __slots__ = ("_closed", "_draining", "_idle")
+    __slots__ = ("_closed", "_draining", "_idle", "_sweep")
 
     def __init__(self) -> None:
         self._idle: deque[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = deque()
         self._draining: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._sweep: asyncio.TimerHandle | None = None  # due when the oldest kept connection expires
 
     def __len__(self) -> int:
         return len(self._idle)
@@ -406,6 +408,15 @@ class Connections:
             writer.close()
             return
         self._idle.append((reader, writer, now))
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_at(now + IDLE_S, self._swept)
+
+    def _swept(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sweep = None
+        self._expire(loop.time())
+        if self._idle:
+            self._sweep = loop.call_at(self._idle[0][2] + IDLE_S, self._swept)
 
     def _expire(self, now: float) -> None:
         while self._idle and now - self._idle[0][2] >= IDLE_S:
@@ -416,5 +427,8 @@ class Connections:
         self._closed = True
         if self._draining:
             await asyncio.gather(*self._draining, return_exceptions=True)
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         while self._idle:
             self._idle.pop()[1].close()

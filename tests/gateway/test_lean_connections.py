@@ -151,14 +151,14 @@ async def test_an_answer_cut_after_its_first_byte_is_never_sent_again() -> None:
 
 
 async def test_a_connection_idle_past_idle_s_is_closed_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lean, "IDLE_S", 0.05)
+    monkeypatch.setattr(lean, "IDLE_S", 0.5)  # a check within it holds on a loaded machine
     engine = Engine(lambda conn, n: ANSWER)
     pool = Connections()
     async with engine.serving() as url:
         await _stream(url, pool)
         await _settled(pool)
         assert len(pool) == 1
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.6)
         await _stream(url, pool)
         await pool.aclose()
     assert engine.connections == 2
@@ -219,6 +219,33 @@ async def test_a_body_that_does_not_end_within_drain_s_is_closed(monkeypatch: py
     async with engine.serving() as url:
         assert await _stream(url, pool) == ["a", "[DONE]"]
         await _settled(pool)
+        assert len(pool) == 0
+        await pool.aclose()
+
+
+async def test_an_expired_connection_is_closed_without_waiting_for_the_next_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No traffic after it: the pool's timer closes it (the engine sees its end), none left half-closed."""
+    monkeypatch.setattr(lean, "IDLE_S", 0.5)  # a check within it holds on a loaded machine
+    engine = Engine(lambda conn, n: ANSWER)
+    pool = Connections()
+    async with engine.serving() as url:
+        for _ in range(2):  # the timer armed again for a connection kept after the first expired
+            await _stream(url, pool)
+            await _settled(pool)
+            assert len(pool) == 1
+            await asyncio.sleep(0.8)
+            assert len(pool) == 0
+        await asyncio.sleep(0.05)
+        assert engine.ended == 2
+        await asyncio.gather(_stream(url, pool), _stream(url, pool))  # two connections, kept together
+        await _settled(pool)
+        await asyncio.sleep(0.2)
+        await _stream(url, pool)  # one of them kept again, later: the timer comes back for it
+        await _settled(pool)
+        assert len(pool) == 2
+        await asyncio.sleep(0.8)
         assert len(pool) == 0
         await pool.aclose()
 
