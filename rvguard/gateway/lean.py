@@ -206,13 +206,13 @@ class LeanStream:
         if self._events is not None:
             async for _ in self._events:
                 pass
-        conn = (self._reader, self._writer)
-        if not self._ended or conn[0] is None or conn[1] is None:
+        reader, writer = self._reader, self._writer
+        if not self._ended or reader is None or writer is None:
             self.close()
             return None
         self._deadline.close()
         self._reader = self._writer = None
-        return conn[0], conn[1]
+        return reader, writer
 
     def close(self) -> None:
         """Close the connection (the engine aborts a sequence whose client went away)."""
@@ -399,17 +399,18 @@ class Connections:
             stream.close()  # not ended by its framing in time: not reusable
             return
         if conn is not None:
-            self._keep(*conn)
+            self._put(*conn)
 
-    def _keep(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        now = asyncio.get_running_loop().time()
+    def _put(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         self._expire(now)
         if self._closed or len(self._idle) >= MAX_IDLE or writer.is_closing() or reader.at_eof():
             writer.close()
             return
         self._idle.append((reader, writer, now))
         if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_at(now + IDLE_S, self._swept)
+            self._sweep = loop.call_at(now + IDLE_S, self._swept)
 
     def _swept(self) -> None:
         loop = asyncio.get_running_loop()

@@ -91,6 +91,7 @@ class Engine:
 
 
 async def _stream(url: str, pool: Connections) -> list[str]:
+    """One stream up to [DONE], then its connection handed back to ``pool`` (or closed)."""
     async with LeanStream(url, {"x": 1}, {}, connect=2.0, read=2.0, pool=pool) as s:
         await s.head()
         out = []
@@ -98,7 +99,8 @@ async def _stream(url: str, pool: Connections) -> list[str]:
             out.append(data)
             if data == "[DONE]":
                 break  # as `enforce.stream.data_chunks` stops: the body's end is read by the pool
-        return out
+    await _settled(pool)
+    return out
 
 
 async def _settled(pool: Connections) -> None:
@@ -116,7 +118,6 @@ async def test_streams_one_after_another_share_one_connection() -> None:
     async with engine.serving() as url:
         for _ in range(3):
             assert await _stream(url, pool) == ["a", "[DONE]"]
-            await _settled(pool)
         await pool.aclose()
     assert engine.connections == 1 and engine.requests == [(0, 0), (0, 1), (0, 2)]
 
@@ -131,7 +132,6 @@ async def test_a_kept_connection_the_engine_closed_on_reuse_loses_no_request(
     pool = Connections()
     async with engine.serving() as url:
         assert await _stream(url, pool) == ["a", "[DONE]"]
-        await _settled(pool)
         assert await _stream(url, pool) == ["a", "[DONE]"]
         await pool.aclose()
     assert engine.connections == 2 and engine.requests == [(0, 0), (0, 1), (1, 0)]
@@ -143,7 +143,6 @@ async def test_an_answer_cut_after_its_first_byte_is_never_sent_again() -> None:
     pool = Connections()
     async with engine.serving() as url:
         await _stream(url, pool)
-        await _settled(pool)
         with pytest.raises(DispatchError, match="RemoteProtocolError") as info:
             await _stream(url, pool)
         await pool.aclose()
@@ -156,7 +155,6 @@ async def test_a_connection_idle_past_idle_s_is_closed_not_reused(monkeypatch: p
     pool = Connections()
     async with engine.serving() as url:
         await _stream(url, pool)
-        await _settled(pool)
         assert len(pool) == 1
         await asyncio.sleep(0.6)
         await _stream(url, pool)
@@ -182,7 +180,6 @@ async def test_an_answer_that_does_not_keep_its_connection_is_not_kept(reply: by
     async with engine.serving() as url:
         with contextlib.suppress(DispatchError):  # the unframed one: its close is its end
             await asyncio.wait_for(_stream(url, pool), 1.0)
-        await _settled(pool)
         assert len(pool) == 0, why
         await _stream(url, pool)
         await pool.aclose()
@@ -218,7 +215,6 @@ async def test_a_body_that_does_not_end_within_drain_s_is_closed(monkeypatch: py
     pool = Connections()
     async with engine.serving() as url:
         assert await _stream(url, pool) == ["a", "[DONE]"]
-        await _settled(pool)
         assert len(pool) == 0
         await pool.aclose()
 
@@ -233,17 +229,14 @@ async def test_an_expired_connection_is_closed_without_waiting_for_the_next_requ
     async with engine.serving() as url:
         for _ in range(2):  # the timer armed again for a connection kept after the first expired
             await _stream(url, pool)
-            await _settled(pool)
             assert len(pool) == 1
             await asyncio.sleep(0.8)
             assert len(pool) == 0
         await asyncio.sleep(0.05)
         assert engine.ended == 2
         await asyncio.gather(_stream(url, pool), _stream(url, pool))  # two connections, kept together
-        await _settled(pool)
         await asyncio.sleep(0.2)
         await _stream(url, pool)  # one of them kept again, later: the timer comes back for it
-        await _settled(pool)
         assert len(pool) == 2
         await asyncio.sleep(0.8)
         assert len(pool) == 0
@@ -255,10 +248,8 @@ async def test_aclose_closes_the_kept_connections_and_keeps_no_more() -> None:
     pool = Connections()
     async with engine.serving() as url:
         await _stream(url, pool)
-        await _settled(pool)
         assert len(pool) == 1
         await pool.aclose()
         assert len(pool) == 0
         await _stream(url, pool)
-        await _settled(pool)
         assert len(pool) == 0
